@@ -1,0 +1,68 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps one JSON document per scope and makes a read-modify-write of
+// that document atomic. Stores know nothing about what the document means:
+// every decision is made by the ledger inside the function it passes to
+// Transact, so all stores behave the same way.
+//
+// Implementations live in stores/ (memory, bolt, postgres, redis) and must
+// pass stores/storetest unchanged.
+type Store interface {
+	// Transact reads the scope's current document and calls fn with it (nil
+	// when the scope has no document), then saves what fn returns, all as one
+	// atomic step with respect to every other Transact on the same scope,
+	// in this process and in any other process sharing the store.
+	//
+	// If fn returns an error, nothing is written and Transact returns that
+	// error unchanged (so callers can match it with errors.Is). If fn returns
+	// a nil *Write, nothing is written (a read-only decision).
+	//
+	// fn must be a pure function of its input: optimistic stores call it
+	// again with a fresher document when another writer won the race, and
+	// stores may call it with a cached document they then verify.
+	//
+	// Errors reaching the store itself are returned wrapped; they never
+	// count as a decision.
+	Transact(ctx context.Context, scope string, fn func(current []byte) (*Write, error)) error
+
+	// Read returns the scope's current document, or nil when there is none.
+	Read(ctx context.Context, scope string) ([]byte, error)
+
+	// ScopesToReview returns up to limit scopes whose last Write had a
+	// ReviewAt that is not zero and not after the given time, oldest first.
+	// The ledger uses it to list ambiguous entries without scanning every
+	// scope. A scope may be listed that no longer needs review; callers
+	// re-read it.
+	ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error)
+}
+
+// Write is what a Transact function asks the store to save.
+type Write struct {
+	// Doc is the new document, a JSON object. Stores save it byte for byte.
+	Doc []byte
+
+	// TTL is how long, from the moment of the write, the store must keep
+	// the document. After that it may be deleted physically; a store that
+	// keeps it longer is still correct, since the document records its own
+	// expiry and the ledger treats an expired document as absent. Zero means
+	// keep it until a later write says otherwise.
+	TTL time.Duration
+
+	// ReviewAt is the earliest time (on the ledger's clock) at which this
+	// document may hold an entry that needs an operator or a reconciler:
+	// an ambiguous entry now, or a pending one that turns ambiguous when its
+	// TTL runs out. Zero means nothing to review. Stores index it for
+	// ScopesToReview.
+	ReviewAt time.Time
+}
+
+// ErrContention is returned (wrapped) by stores that gave up after a bounded
+// number of optimistic retries because other writers kept changing the same
+// scope. It is a store failure, not a decision: callers answer 503.
+var ErrContention = errors.New("ledger: store contention: too many concurrent writers on one scope")

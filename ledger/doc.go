@@ -1,0 +1,47 @@
+// Package ledger decides, for every side effect an agent or the gateway wants
+// to make, whether it may happen now, already happened, is happening
+// elsewhere, or must not happen because the caller's view of the world is
+// stale.
+//
+// All state for one scope (a conversation, an order, or a single webhook
+// event) lives in one small JSON document. Every decision is a pure function
+// of that document, the request, the time on the injected clock and the
+// options; a Store only makes the read-modify-write of one document atomic.
+// That is why the memory, bolt, Postgres and Redis stores behave alike and
+// share one conformance suite (stores/storetest).
+//
+// # What it promises
+//
+// With a shared store and every effect going through the ledger:
+//
+//   - No concurrent attempts: for one key, a new attempt starts only when no
+//     attempt is pending and every earlier attempt is known not to have
+//     applied.
+//   - Committed is final: a committed effect is replayed, never run again,
+//     for as long as the retention keeps it.
+//   - Fencing: a run whose fencing token is stale (a later delivery of the
+//     same run, a newer run in supersede mode, or an exclusive lease taken
+//     over) cannot claim.
+//   - No writing from a stale view: a run's claim is refused with
+//     conversation_changed while another write on the scope is pending, or
+//     when one landed after the run's context was captured. The refusal
+//     records an acknowledgement, so the next attempt (after the caller has
+//     re-read) goes through.
+//   - Ambiguity is preserved: an outcome that is not known is never retried
+//     unless a reconciler or an operator says it did not happen.
+//
+// # Choices where the design leaves room
+//
+//   - Times in the document are RFC 3339 with nanoseconds; sequence numbers
+//     order writes, wall time never does.
+//   - A fresh document starts its token counter at the clock's Unix
+//     milliseconds, so fencing tokens keep increasing even after an idle
+//     scope has expired and been forgotten.
+//   - Runs that see no activity for the retention period are dropped even
+//     if nobody ended them: a run nobody touched for a week is dead.
+//   - Supersession is judged among supersede-mode runs only; exclusive and
+//     independent runs are fenced by their own deliveries and leases.
+//   - Canonical payloads are encoding/json output of the payload decoded
+//     into generic values (sorted keys, numbers as written, no HTML
+//     escaping).
+package ledger

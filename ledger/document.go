@@ -1,0 +1,189 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// formatVersion is written into every document so that a future layout can
+// be told apart from this one.
+const formatVersion = 1
+
+// document is the whole state of one scope. It is the JSON every store
+// keeps, identical across stores.
+type document struct {
+	Format    int                  `json:"format"`
+	Scope     string               `json:"scope"`
+	Seq       uint64               `json:"seq"`   // bumped each time a write lands (committed or ambiguous)
+	Token     uint64               `json:"token"` // last fencing token handed out
+	ExpiresAt time.Time            `json:"expiresAt,omitzero"`
+	Holder    string               `json:"holder,omitempty"` // exclusive-mode lease holder
+	Runs      map[string]*runState `json:"runs,omitempty"`
+	Entries   map[string]*Entry    `json:"entries,omitempty"`
+}
+
+type runState struct {
+	ID         string    `json:"id"`
+	Mode       Mode      `json:"mode"`
+	Token      uint64    `json:"token"`
+	Delivery   int       `json:"delivery"`
+	ContextAt  time.Time `json:"contextAt"`
+	SeenSeq    uint64    `json:"seenSeq"`
+	Acks       []string  `json:"acks,omitempty"` // entry id#attempt the run has acknowledged
+	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
+	LastActive time.Time `json:"lastActive"`
+	Wrote      bool      `json:"wrote,omitempty"`
+	Ended      bool      `json:"ended,omitempty"`
+	Cancelled  bool      `json:"cancelled,omitempty"`
+	EndedAt    time.Time `json:"endedAt,omitzero"`
+	EndReason  string    `json:"endReason,omitempty"`
+	LostLease  bool      `json:"lostLease,omitempty"`
+}
+
+func newDocument(scope string, now time.Time) *document {
+	return &document{
+		Format:  formatVersion,
+		Scope:   scope,
+		Token:   uint64(now.UnixMilli()),
+		Runs:    map[string]*runState{},
+		Entries: map[string]*Entry{},
+	}
+}
+
+// decodeDocument reads a stored document. A missing or expired document is
+// a fresh one.
+func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) {
+	if raw == nil {
+		return newDocument(scope, now), nil
+	}
+	var d document
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("ledger: scope %q: stored document is corrupt: %w", scope, err)
+	}
+	if d.Format != formatVersion {
+		return nil, fmt.Errorf("ledger: scope %q: stored document has format %d, this build reads %d", scope, d.Format, formatVersion)
+	}
+	if !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt) {
+		fresh := newDocument(scope, now)
+		if d.Token >= fresh.Token {
+			fresh.Token = d.Token
+		}
+		return fresh, nil
+	}
+	if d.Runs == nil {
+		d.Runs = map[string]*runState{}
+	}
+	if d.Entries == nil {
+		d.Entries = map[string]*Entry{}
+	}
+	return &d, nil
+}
+
+// land records that an entry's outcome is now part of the scope's history,
+// so runs whose context predates it see the scope as changed.
+func (d *document) land(e *Entry) {
+	d.Seq++
+	e.LandedSeq = d.Seq
+}
+
+// seqAt is the sequence of the last write that had landed by t.
+func (d *document) seqAt(t time.Time) uint64 {
+	var s uint64
+	for _, e := range d.Entries {
+		if e.LandedSeq > s && !e.SettledAt.After(t) {
+			s = e.LandedSeq
+		}
+	}
+	return s
+}
+
+// prune drops what retention no longer requires: settled entries and
+// finished or idle runs. Ambiguous entries stay until resolved.
+func (d *document) prune(now time.Time, retention time.Duration) {
+	cutoff := now.Add(-retention)
+	for id, e := range d.Entries {
+		if (e.State == StateCommitted || e.State == StateFailed) && e.SettledAt.Before(cutoff) {
+			delete(d.Entries, id)
+		}
+	}
+	for id, r := range d.Runs {
+		finished := (r.Ended || r.Cancelled) && r.EndedAt.Before(cutoff)
+		idle := r.LastActive.Before(cutoff) && r.LeaseUntil.Before(cutoff)
+		if finished || idle {
+			delete(d.Runs, id)
+			if d.Holder == id {
+				d.Holder = ""
+			}
+		}
+	}
+}
+
+// finish computes the document's own expiry and the store hints for a write.
+func (d *document) finish(now time.Time, retention time.Duration) (*Write, error) {
+	var expires, review time.Time
+	keep := false
+	later := func(t time.Time) {
+		if t.After(expires) {
+			expires = t
+		}
+	}
+	earlier := func(t time.Time) {
+		if review.IsZero() || t.Before(review) {
+			review = t
+		}
+	}
+	for _, e := range d.Entries {
+		switch e.State {
+		case StateAmbiguous:
+			keep = true
+			earlier(e.SettledAt)
+		case StatePending:
+			later(e.Deadline().Add(retention))
+			if !e.Redeliverable {
+				earlier(e.Deadline())
+			}
+		default:
+			later(e.SettledAt.Add(retention))
+		}
+	}
+	for _, r := range d.Runs {
+		later(r.LastActive.Add(retention))
+		later(r.LeaseUntil.Add(retention))
+		if r.Ended || r.Cancelled {
+			later(r.EndedAt.Add(retention))
+		}
+	}
+	if expires.IsZero() {
+		expires = now.Add(retention)
+	}
+	w := &Write{ReviewAt: review}
+	if keep {
+		d.ExpiresAt = time.Time{}
+	} else {
+		d.ExpiresAt = expires
+		w.TTL = expires.Sub(now)
+	}
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode scope %q: %w", d.Scope, err)
+	}
+	w.Doc = doc
+	return w, nil
+}
+
+// history lists the entries oldest first.
+func (d *document) history() []Entry {
+	out := make([]Entry, 0, len(d.Entries))
+	for _, e := range d.Entries {
+		out = append(out, *e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ClaimedAt.Equal(out[j].ClaimedAt) {
+			return out[i].ClaimedAt.Before(out[j].ClaimedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}

@@ -1,0 +1,464 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Ledger is the API over a Store. It is safe for concurrent use; all its
+// state lives in the store.
+type Ledger struct {
+	store Store
+	opts  Options
+}
+
+// New returns a ledger over store. Zero options take the defaults.
+func New(store Store, opts Options) *Ledger {
+	return &Ledger{store: store, opts: opts.withDefaults()}
+}
+
+// Options returns the options in force, defaults filled in.
+func (l *Ledger) Options() Options { return l.opts }
+
+func (l *Ledger) now() time.Time { return l.opts.Clock() }
+
+func (l *Ledger) observe(ev Event) {
+	if l.opts.Observe != nil {
+		l.opts.Observe(ev)
+	}
+}
+
+// transact runs decide on the scope's document and writes it back when
+// decide says it changed.
+func (l *Ledger) transact(ctx context.Context, scope string, decide func(d *document, now time.Time) (bool, error)) error {
+	return l.store.Transact(ctx, scope, func(current []byte) (*Write, error) {
+		now := l.now()
+		d, err := decodeDocument(scope, current, now)
+		if err != nil {
+			return nil, err
+		}
+		changed, err := decide(d, now)
+		if err != nil || !changed {
+			return nil, err
+		}
+		d.prune(now, l.opts.Retention)
+		return d.finish(now, l.opts.Retention)
+	})
+}
+
+func (l *Ledger) read(ctx context.Context, scope string) (*document, error) {
+	if scope == "" {
+		return nil, fmt.Errorf("%w: scope is empty", ErrInvalid)
+	}
+	raw, err := l.store.Read(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	return decodeDocument(scope, raw, l.now())
+}
+
+// ClaimRequest is the first phase of an effect: ask for the right to
+// perform it.
+type ClaimRequest struct {
+	Key Key
+	// RunID and Token fence the claim on a run; leave both empty for an
+	// effect that belongs to no run.
+	RunID string
+	Token uint64
+	// Summary is shown to other runs that conflict with this write.
+	Summary  string
+	Conflict ConflictMode // default any
+	// Ack says the caller has re-read the scope: the writes that would
+	// conflict now are acknowledged and the claim goes on.
+	Ack bool
+	// PendingTTL overrides the ledger's pending TTL for this claim.
+	PendingTTL time.Duration
+	// Redeliverable says that if this attempt is abandoned, a new attempt
+	// may start instead of the entry turning ambiguous.
+	Redeliverable bool
+	// MaxAttempts overrides the ledger's limit for this key.
+	MaxAttempts int
+}
+
+// Claim is a granted (or refused) first phase.
+type Claim struct {
+	Result
+	Scope          string
+	EntryID        string
+	Attempt        int
+	IdempotencyKey string
+	FencingToken   uint64
+	Deadline       time.Time
+	// needsReconcile is set when the entry is ambiguous and a reconciler
+	// may be asked about it.
+	needsReconcile bool
+}
+
+// Acquired reports whether the caller now owns the attempt.
+func (c Claim) Acquired() bool { return c.Status == StatusClaimed }
+
+func (l *Ledger) claimInput(req ClaimRequest) (claimInput, error) {
+	k, err := resolveKey(req.Key)
+	if err != nil {
+		return claimInput{}, err
+	}
+	conflict := req.Conflict
+	switch conflict {
+	case "":
+		conflict = ConflictAny
+	case ConflictAny, ConflictSameIntent, ConflictNone:
+	default:
+		return claimInput{}, fmt.Errorf("%w: conflict mode %q (want any, same-intent or none)", ErrInvalid, conflict)
+	}
+	if req.PendingTTL < 0 || req.MaxAttempts < 0 {
+		return claimInput{}, fmt.Errorf("%w: pending TTL and max attempts must not be negative", ErrInvalid)
+	}
+	return claimInput{
+		key: k, runID: req.RunID, token: req.Token, summary: req.Summary, conflict: conflict, ack: req.Ack,
+		pendingTTL: req.PendingTTL, redeliverable: req.Redeliverable, maxAttempts: req.MaxAttempts,
+	}, nil
+}
+
+func claimFrom(scope string, dec decision) Claim {
+	c := Claim{Result: dec.result, Scope: scope, needsReconcile: dec.needsReconcile}
+	if e := dec.result.Entry; e != nil {
+		cp := *e
+		c.Result.Entry = &cp
+		c.EntryID = e.ID
+		c.Attempt = e.Attempt
+		c.IdempotencyKey = e.IdempotencyKey()
+		c.FencingToken = e.Token
+		c.Deadline = e.Deadline()
+	}
+	return c
+}
+
+// Claim asks for the right to perform an effect. Unless the result is
+// StatusClaimed the caller must not perform it; when it is, the caller must
+// Settle the claim.
+func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	in, err := l.claimInput(req)
+	if err != nil {
+		return Claim{}, err
+	}
+	var dec decision
+	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+		var derr error
+		dec, derr = decideClaim(d, in, now, l.opts)
+		return dec.changed, derr
+	})
+	if err != nil {
+		return Claim{}, err
+	}
+	c := claimFrom(in.key.scope, dec)
+	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID, Reason: c.Reason})
+	return c, nil
+}
+
+func eventType(r Result) string {
+	if r.Status == StatusRefused {
+		return "refused"
+	}
+	return string(r.Status)
+}
+
+// ClaimRef names one attempt, for settling it from anywhere.
+type ClaimRef struct {
+	Scope   string
+	EntryID string
+	Attempt int
+}
+
+// Ref returns the reference to settle this claim with.
+func (c Claim) Ref() ClaimRef { return ClaimRef{Scope: c.Scope, EntryID: c.EntryID, Attempt: c.Attempt} }
+
+// Settle records the outcome of a claimed attempt: OutcomeCommitted with
+// the effect's value, OutcomeNotApplied (known not to have happened), or
+// OutcomeUnknown (ambiguous). A settle for an attempt that was abandoned
+// and replaced is flagged LateSettle and changes nothing.
+func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, value any, effectErr error) (Result, error) {
+	if ref.Scope == "" || ref.EntryID == "" {
+		return Result{}, fmt.Errorf("%w: a claim reference needs scope and entry id", ErrInvalid)
+	}
+	switch outcome {
+	case OutcomeCommitted, OutcomeNotApplied, OutcomeUnknown:
+	default:
+		return Result{}, fmt.Errorf("%w: outcome %q (want committed, not_applied or unknown)", ErrInvalid, outcome)
+	}
+	var raw []byte
+	if outcome == OutcomeCommitted {
+		var err error
+		if raw, err = encodeValue(value); err != nil {
+			return Result{}, err
+		}
+	}
+	errText := ""
+	if effectErr != nil {
+		errText = effectErr.Error()
+	}
+	var res Result
+	err := l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
+		var changed bool
+		var derr error
+		res, changed, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, errText, now)
+		if res.Entry != nil {
+			cp := *res.Entry
+			res.Entry = &cp
+		}
+		return changed, derr
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	res.Err = effectErr
+	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
+	if res.Entry != nil {
+		ev.Intent, ev.RunID = res.Entry.Intent, res.Entry.RunID
+	}
+	if res.LateSettle {
+		ev.Type = "late_settle"
+	}
+	l.observe(ev)
+	return res, nil
+}
+
+func encodeValue(v any) ([]byte, error) {
+	switch t := v.(type) {
+	case nil:
+		return []byte("null"), nil
+	case json.RawMessage:
+		if !json.Valid(t) {
+			return nil, fmt.Errorf("%w: value is not valid JSON", ErrInvalid)
+		}
+		return t, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: value is not JSON-encodable: %v", ErrInvalid, err)
+	}
+	return b, nil
+}
+
+// OnceOptions tune a single Once call.
+type OnceOptions struct {
+	Summary  string
+	Conflict ConflictMode
+	Ack      bool
+	// Wait makes an in-flight result wait up to this long for the other
+	// attempt to settle, then report what it came to.
+	Wait          time.Duration
+	PendingTTL    time.Duration
+	Redeliverable bool
+}
+
+// Once performs effect at most once for key. Concurrent callers get
+// in_flight; later callers get the stored value, replayed.
+func (l *Ledger) Once(ctx context.Context, key Key, effect Effect, opts ...OnceOptions) (Result, error) {
+	var o OnceOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return l.once(ctx, ClaimRequest{Key: key, Summary: o.Summary, Conflict: o.Conflict, Ack: o.Ack,
+		PendingTTL: o.PendingTTL, Redeliverable: o.Redeliverable}, o.Wait, effect)
+}
+
+func (l *Ledger) once(ctx context.Context, req ClaimRequest, wait time.Duration, effect Effect) (Result, error) {
+	waitUntil := time.Now().Add(wait)
+	reconciled := false
+	for {
+		c, err := l.Claim(ctx, req)
+		if err != nil {
+			return Result{}, err
+		}
+		switch {
+		case c.Acquired():
+			return l.run(ctx, req.Key, c, effect)
+		case c.needsReconcile && l.opts.Reconcile != nil && !reconciled:
+			reconciled = true
+			again, res, err := l.reconcile(ctx, c)
+			if err != nil || !again {
+				return res, err
+			}
+		case c.Status == StatusInFlight && wait > 0 && time.Now().Before(waitUntil):
+			t := time.NewTimer(l.opts.WaitInterval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return Result{}, ctx.Err()
+			case <-t.C:
+			}
+		default:
+			return c.Result, nil
+		}
+	}
+}
+
+// run performs the effect of an acquired claim and settles it.
+func (l *Ledger) run(ctx context.Context, key Key, c Claim, effect Effect) (Result, error) {
+	call := Call{Key: key, EntryID: c.EntryID, Attempt: c.Attempt, IdempotencyKey: c.IdempotencyKey,
+		FencingToken: c.FencingToken, Deadline: c.Deadline}
+	// The effect's context ends when its claim would read as abandoned, so
+	// a slow effect stops instead of racing the next attempt.
+	ectx, cancel := context.WithTimeout(ctx, c.Deadline.Sub(l.now()))
+	value, effErr := effect(ectx, call)
+	cancel()
+	outcome := OutcomeCommitted
+	if effErr != nil {
+		outcome = OutcomeUnknown
+		if l.opts.Classify(effErr) == ClassNotApplied {
+			outcome = OutcomeNotApplied
+		}
+	}
+	res, err := l.Settle(context.WithoutCancel(ctx), c.Ref(), outcome, value, effErr)
+	if err != nil {
+		return Result{}, fmt.Errorf("ledger: effect ran but its outcome could not be recorded: %w", err)
+	}
+	return res, nil
+}
+
+// reconcile asks the reconciler about an ambiguous entry, outside any
+// transaction, and records the answer. again says the caller should claim
+// once more (the effect did not happen).
+func (l *Ledger) reconcile(ctx context.Context, c Claim) (again bool, res Result, err error) {
+	outcome, rerr := l.opts.Reconcile(ctx, *c.Entry)
+	if rerr != nil || outcome == OutcomeUnknown || outcome == "" {
+		return false, c.Result, nil
+	}
+	var entry *Entry
+	err = l.transact(ctx, c.Scope, func(d *document, now time.Time) (bool, error) {
+		e, derr := decideResolve(d, c.EntryID, c.Attempt, outcome, "reconciler", now)
+		if derr != nil {
+			return false, derr
+		}
+		cp := *e
+		entry = &cp
+		return true, nil
+	})
+	if errors.Is(err, ErrNotAmbiguous) {
+		return true, Result{}, nil // someone else settled it meanwhile: look again
+	}
+	if err != nil {
+		return false, Result{}, err
+	}
+	l.observe(Event{Type: "reconciled", Scope: c.Scope, EntryID: c.EntryID, Intent: entry.Intent})
+	if outcome == OutcomeCommitted {
+		return false, Result{Status: StatusReplayed, Value: entry.Value, Entry: entry}, nil
+	}
+	return true, Result{}, nil
+}
+
+// CheckResult says whether an effect is done, without changing anything.
+type CheckResult struct {
+	Done   bool
+	Status Status // replayed (done), in_flight, ambiguous, failed, or "" when never claimed
+	Entry  *Entry
+}
+
+// Check reports whether key's effect has already happened.
+func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
+	k, err := resolveKey(key)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	d, err := l.read(ctx, k.scope)
+	if err != nil {
+		return CheckResult{}, err
+	}
+	e := d.Entries[k.id]
+	if e == nil {
+		return CheckResult{}, nil
+	}
+	cp := *e
+	res := CheckResult{Entry: &cp}
+	switch {
+	case e.State == StateCommitted:
+		res.Done, res.Status = true, StatusReplayed
+	case e.State == StatePending && !l.now().Before(e.Deadline()) && !e.Redeliverable:
+		res.Status = StatusAmbiguous
+	default:
+		res.Status = statusOf(e)
+	}
+	return res, nil
+}
+
+// History returns a scope's entries, oldest first.
+func (l *Ledger) History(ctx context.Context, scope string) ([]Entry, error) {
+	d, err := l.read(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	return d.history(), nil
+}
+
+// Resolve records what an operator found about an ambiguous entry:
+// OutcomeCommitted (it happened) or OutcomeNotApplied (it did not; a later
+// claim may try again).
+func (l *Ledger) Resolve(ctx context.Context, key Key, outcome Outcome) (Entry, error) {
+	k, err := resolveKey(key)
+	if err != nil {
+		return Entry{}, err
+	}
+	return l.ResolveEntry(ctx, k.scope, k.id, outcome)
+}
+
+// ResolveEntry is Resolve by scope and entry id, as listed by Ambiguous.
+func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcome Outcome) (Entry, error) {
+	if scope == "" || entryID == "" {
+		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
+	}
+	if outcome != OutcomeCommitted && outcome != OutcomeNotApplied {
+		return Entry{}, fmt.Errorf("%w: outcome must be %q or %q, got %q", ErrInvalid, OutcomeCommitted, OutcomeNotApplied, outcome)
+	}
+	var out Entry
+	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		e, derr := decideResolve(d, entryID, 0, outcome, "operator", now)
+		if derr != nil {
+			return false, derr
+		}
+		out = *e
+		return true, nil
+	})
+	if err != nil {
+		return Entry{}, err
+	}
+	l.observe(Event{Type: "resolved", Scope: scope, EntryID: entryID, Intent: out.Intent})
+	return out, nil
+}
+
+// Ambiguous lists entries whose outcome is unknown (including pending
+// attempts past their TTL that will read as abandoned), up to limit scopes.
+func (l *Ledger) Ambiguous(ctx context.Context, limit int) ([]Entry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	now := l.now()
+	scopes, err := l.store.ScopesToReview(ctx, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, s := range scopes {
+		d, err := l.read(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range d.history() {
+			abandoned := e.State == StatePending && !now.Before(e.Deadline()) && !e.Redeliverable
+			if e.State == StateAmbiguous || abandoned {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
+}
+
+func newRunID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "run_" + hex.EncodeToString(b[:])
+}

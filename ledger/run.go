@@ -1,0 +1,220 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// RunOptions start or resume a run.
+type RunOptions struct {
+	// RunID names the unit of work (an inbound message, a job). The same id
+	// on a redelivery resumes the run as a new delivery, which takes it
+	// over. Empty: a fresh random id.
+	RunID string
+	Mode  Mode // default supersede
+	// ContextAt is when the run's view of the scope was captured. Zero:
+	// now (on a resume: the run's earlier context).
+	ContextAt time.Time
+	LeaseTTL  time.Duration // exclusive mode; default the ledger's
+}
+
+// Run is one delivery of a unit of work on a scope. Its fencing token is
+// what makes its writes refusable once a newer run or delivery exists.
+type Run struct {
+	l         *Ledger
+	Scope     string
+	ID        string
+	Mode      Mode
+	Token     uint64
+	Delivery  int
+	ContextAt time.Time
+	// CanWrite says whether the run could claim at the moment it began;
+	// Reason says why not.
+	CanWrite bool
+	Reason   Reason
+}
+
+func (l *Ledger) beginInput(opts RunOptions) (beginInput, error) {
+	mode := opts.Mode
+	switch mode {
+	case "":
+		mode = ModeSupersede
+	case ModeSupersede, ModeExclusive, ModeIndependent:
+	default:
+		return beginInput{}, fmt.Errorf("%w: run mode %q (want supersede, exclusive or independent)", ErrInvalid, mode)
+	}
+	if opts.LeaseTTL < 0 {
+		return beginInput{}, fmt.Errorf("%w: lease TTL must not be negative", ErrInvalid)
+	}
+	id := opts.RunID
+	if id == "" {
+		id = newRunID()
+	}
+	return beginInput{runID: id, mode: mode, contextAt: opts.ContextAt, leaseTTL: opts.LeaseTTL}, nil
+}
+
+func (l *Ledger) runFrom(scope string, r *runState, reason Reason) *Run {
+	return &Run{l: l, Scope: scope, ID: r.ID, Mode: r.Mode, Token: r.Token, Delivery: r.Delivery,
+		ContextAt: r.ContextAt, CanWrite: reason == "", Reason: reason}
+}
+
+// Begin starts a run on scope, or resumes it when RunID names an existing
+// one.
+func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run, error) {
+	if scope == "" {
+		return nil, fmt.Errorf("%w: scope is empty", ErrInvalid)
+	}
+	in, err := l.beginInput(opts)
+	if err != nil {
+		return nil, err
+	}
+	var run *Run
+	err = l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		r, reason := decideBegin(d, in, now, l.opts)
+		run = l.runFrom(scope, r, reason)
+		return reason != ReasonRunEnded && reason != ReasonRunCancelled, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.observe(Event{Type: "begin", Scope: scope, RunID: run.ID, Reason: run.Reason})
+	return run, nil
+}
+
+// BeginClaim is the gateway's one transaction per delivery: it claims
+// req.Key with no run fencing, and only when the claim is granted does it
+// begin or resume the run, so that a duplicate that is answered "in flight"
+// or "done" never takes the run over from the delivery doing the work.
+// The run is nil unless the claim was acquired.
+func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimRequest) (*Run, Claim, error) {
+	in, err := l.claimInput(req)
+	if err != nil {
+		return nil, Claim{}, err
+	}
+	if in.runID != "" {
+		return nil, Claim{}, fmt.Errorf("%w: BeginClaim takes the run from RunOptions, not the claim", ErrInvalid)
+	}
+	bin, err := l.beginInput(opts)
+	if err != nil {
+		return nil, Claim{}, err
+	}
+	var dec decision
+	var run *Run
+	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+		run = nil
+		if done := settledState(d, in, now, l.opts); done != nil {
+			dec = *done
+			return dec.changed, nil
+		}
+		r, reason := decideBegin(d, bin, now, l.opts)
+		run = l.runFrom(in.key.scope, r, reason)
+		e := claimEntry(d, in, nil, now, l.opts)
+		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery
+		dec = decision{result: Result{Status: StatusClaimed, Entry: e}, changed: true, claimed: e}
+		return true, nil
+	})
+	if err != nil {
+		return nil, Claim{}, err
+	}
+	c := claimFrom(in.key.scope, dec)
+	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID, Reason: c.Reason})
+	return run, c, nil
+}
+
+// RunRef rebuilds a handle on a run that began elsewhere (another process,
+// or the gateway that forwarded the event), from its scope, id and the
+// delivery's fencing token.
+func (l *Ledger) RunRef(scope, runID string, token uint64) *Run {
+	return &Run{l: l, Scope: scope, ID: runID, Token: token, CanWrite: true}
+}
+
+// Once performs a fenced, scope-aware effect at most once: refused when the
+// run may no longer write or the scope changed under it.
+func (r *Run) Once(ctx context.Context, intent string, payload any, effect Effect, opts ...OnceOptions) (Result, error) {
+	var o OnceOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return r.l.once(ctx, r.claimRequest(intent, payload, o), o.Wait, effect)
+}
+
+// Claim is the first phase of Once for this run.
+func (r *Run) Claim(ctx context.Context, intent string, payload any, o OnceOptions) (Claim, error) {
+	return r.l.Claim(ctx, r.claimRequest(intent, payload, o))
+}
+
+func (r *Run) claimRequest(intent string, payload any, o OnceOptions) ClaimRequest {
+	return ClaimRequest{Key: Key{Scope: r.Scope, Intent: intent, Payload: payload}, RunID: r.ID, Token: r.Token,
+		Summary: o.Summary, Conflict: o.Conflict, Ack: o.Ack, PendingTTL: o.PendingTTL, Redeliverable: o.Redeliverable}
+}
+
+// Check reports whether this run's scope already has the effect done.
+func (r *Run) Check(ctx context.Context, intent string, payload any) (CheckResult, error) {
+	return r.l.Check(ctx, Key{Scope: r.Scope, Intent: intent, Payload: payload})
+}
+
+// Heartbeat renews the run's lease. false means the run may no longer
+// write and should stop.
+func (r *Run) Heartbeat(ctx context.Context) (bool, error) {
+	return r.l.Heartbeat(ctx, r.Scope, r.ID, r.Token)
+}
+
+// End finishes the run; it can no longer claim.
+func (r *Run) End(ctx context.Context, reason string) error {
+	return r.l.End(ctx, r.Scope, r.ID, reason)
+}
+
+// Heartbeat renews a run's lease by reference.
+func (l *Ledger) Heartbeat(ctx context.Context, scope, runID string, token uint64) (bool, error) {
+	alive := false
+	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		r := d.Runs[runID]
+		if r == nil {
+			return false, fmt.Errorf("%w: run %q on scope %q", ErrUnknownRun, runID, scope)
+		}
+		reason, _ := writable(d, r, token, now, l.opts)
+		alive = reason == ""
+		if !alive {
+			return r.Mode == ModeExclusive, nil
+		}
+		r.LastActive = now
+		return true, nil
+	})
+	return alive, err
+}
+
+// End finishes a run by reference. Ending an ended run changes nothing.
+func (l *Ledger) End(ctx context.Context, scope, runID, reason string) error {
+	return l.finishRun(ctx, scope, runID, reason, false)
+}
+
+// Cancel stops a run: its later claims are refused run_cancelled.
+func (l *Ledger) Cancel(ctx context.Context, scope, runID string) error {
+	return l.finishRun(ctx, scope, runID, "cancelled", true)
+}
+
+func (l *Ledger) finishRun(ctx context.Context, scope, runID, reason string, cancel bool) error {
+	if scope == "" || runID == "" {
+		return fmt.Errorf("%w: scope and run id are required", ErrInvalid)
+	}
+	return l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		r := d.Runs[runID]
+		if r == nil {
+			return false, fmt.Errorf("%w: run %q on scope %q", ErrUnknownRun, runID, scope)
+		}
+		if r.Ended || r.Cancelled {
+			return false, nil
+		}
+		if cancel {
+			r.Cancelled = true
+		} else {
+			r.Ended = true
+		}
+		r.EndedAt, r.EndReason, r.LastActive = now, reason, now
+		if d.Holder == runID {
+			d.Holder = ""
+		}
+		return true, nil
+	})
+}

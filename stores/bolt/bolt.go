@@ -1,0 +1,243 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+var (
+	bucketDocs   = []byte("docs")
+	bucketMeta   = []byte("meta")
+	bucketReview = []byte("review")
+)
+
+// Options tune the store. Zero values take the defaults.
+type Options struct {
+	// Clock judges physical expiry (default time.Now).
+	Clock func() time.Time
+	// MaxBatchDelay is how long a transaction waits for others to share its
+	// fsync (default 1 ms). Longer delays trade latency for throughput.
+	MaxBatchDelay time.Duration
+	// OpenTimeout bounds the wait for another process's file lock
+	// (default 5 s).
+	OpenTimeout time.Duration
+}
+
+// Store is a bbolt-backed ledger.Store.
+type Store struct {
+	db  *bbolt.DB
+	now func() time.Time
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the ledger file at path.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.MaxBatchDelay <= 0 {
+		opts.MaxBatchDelay = time.Millisecond
+	}
+	if opts.OpenTimeout <= 0 {
+		opts.OpenTimeout = 5 * time.Second
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)
+	}
+	db.MaxBatchDelay = opts.MaxBatchDelay
+	err = db.Update(func(tx *bbolt.Tx) error {
+		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("bolt store: create buckets in %s: %w", path, err)
+	}
+	return &Store{db: db, now: opts.Clock}, nil
+}
+
+// Close releases the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+type meta struct{ expires, review int64 }
+
+func readMeta(b []byte) meta {
+	if len(b) != 16 {
+		return meta{}
+	}
+	return meta{int64(binary.BigEndian.Uint64(b[:8])), int64(binary.BigEndian.Uint64(b[8:]))}
+}
+
+func (m meta) bytes() []byte {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(m.expires))
+	binary.BigEndian.PutUint64(b[8:], uint64(m.review))
+	return b[:]
+}
+
+func reviewKey(at int64, scope string) []byte {
+	k := make([]byte, 8, 8+len(scope))
+	binary.BigEndian.PutUint64(k, uint64(at))
+	return append(k, scope...)
+}
+
+// current returns a copy of the scope's live document, or nil.
+func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
+	doc := tx.Bucket(bucketDocs).Get([]byte(scope))
+	if doc == nil {
+		return nil
+	}
+	m := readMeta(tx.Bucket(bucketMeta).Get([]byte(scope)))
+	if m.expires != 0 && s.now().UnixNano() >= m.expires {
+		return nil
+	}
+	return bytes.Clone(doc)
+}
+
+
+// Transact implements ledger.Store.
+func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The ledger's own error is kept aside, and the batched function
+	// returns nil for it: bbolt re-runs a failing batch function alone,
+	// which only a real storage failure should cause.
+	var fnErr error
+	err := s.db.Batch(func(tx *bbolt.Tx) error {
+		fnErr = nil
+		w, err := fn(s.current(tx, scope))
+		if err != nil {
+			fnErr = err
+			return nil
+		}
+		if w == nil {
+			return nil
+		}
+		return s.put(tx, scope, w)
+	})
+	if err != nil {
+		return fmt.Errorf("bolt store: scope %q: %w", scope, err)
+	}
+	return fnErr
+}
+
+func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
+	key := []byte(scope)
+	metas, reviews := tx.Bucket(bucketMeta), tx.Bucket(bucketReview)
+	old := readMeta(metas.Get(key))
+	if old.review != 0 {
+		if err := reviews.Delete(reviewKey(old.review, scope)); err != nil {
+			return err
+		}
+	}
+	m := meta{}
+	if w.TTL > 0 {
+		m.expires = s.now().Add(w.TTL).UnixNano()
+	}
+	if !w.ReviewAt.IsZero() {
+		m.review = w.ReviewAt.UnixNano()
+		if err := reviews.Put(reviewKey(m.review, scope), nil); err != nil {
+			return err
+		}
+	}
+	if err := metas.Put(key, m.bytes()); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketDocs).Put(key, w.Doc)
+}
+
+// Read implements ledger.Store.
+func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var doc []byte
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		doc = s.current(tx, scope)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: read %q: %w", scope, err)
+	}
+	return doc, nil
+}
+
+// ScopesToReview implements ledger.Store.
+func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	limitKey := notAfter.UnixNano()
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketReview).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > limitKey {
+				break
+			}
+			out = append(out, string(k[8:]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: list scopes to review: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteExpired removes documents past their physical expiry and returns
+// how many it removed.
+func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := s.now().UnixNano()
+	n := 0
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		metas := tx.Bucket(bucketMeta)
+		var expired [][]byte
+		err := metas.ForEach(func(k, v []byte) error {
+			if m := readMeta(v); m.expires != 0 && now >= m.expires {
+				expired = append(expired, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range expired {
+			m := readMeta(metas.Get(k))
+			if m.review != 0 {
+				if err := tx.Bucket(bucketReview).Delete(reviewKey(m.review, string(k))); err != nil {
+					return err
+				}
+			}
+			if err := metas.Delete(k); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketDocs).Delete(k); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bolt store: delete expired: %w", err)
+	}
+	return n, nil
+}

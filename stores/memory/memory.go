@@ -1,0 +1,120 @@
+package memory
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// Store is an in-memory ledger.Store.
+type Store struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	docs map[string]record
+}
+
+type record struct {
+	doc      []byte
+	expires  time.Time // zero: no physical expiry
+	reviewAt time.Time
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// New returns an empty store. clock judges physical expiry of documents
+// (nil: time.Now); the ledger judges logical expiry with its own clock.
+func New(clock func() time.Time) *Store {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Store{now: clock, docs: map[string]record{}}
+}
+
+// current returns the scope's live document; the caller holds mu.
+func (s *Store) current(scope string) []byte {
+	r, ok := s.docs[scope]
+	if !ok {
+		return nil
+	}
+	if !r.expires.IsZero() && !s.now().Before(r.expires) {
+		delete(s.docs, scope)
+		return nil
+	}
+	return r.doc
+}
+
+// Transact implements ledger.Store.
+func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.current(scope)
+	w, err := fn(clone(cur))
+	if err != nil || w == nil {
+		return err
+	}
+	r := record{doc: clone(w.Doc), reviewAt: w.ReviewAt}
+	if w.TTL > 0 {
+		r.expires = s.now().Add(w.TTL)
+	}
+	s.docs[scope] = r
+	return nil
+}
+
+// Read implements ledger.Store.
+func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return clone(s.current(scope)), nil
+}
+
+// ScopesToReview implements ledger.Store.
+func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	type due struct {
+		scope string
+		at    time.Time
+	}
+	var all []due
+	for scope, r := range s.docs {
+		if !r.reviewAt.IsZero() && !r.reviewAt.After(notAfter) {
+			all = append(all, due{scope, r.reviewAt})
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].at.Equal(all[j].at) {
+			return all[i].at.Before(all[j].at)
+		}
+		return all[i].scope < all[j].scope
+	})
+	out := make([]string, 0, min(limit, len(all)))
+	for _, d := range all {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, d.scope)
+	}
+	return out, nil
+}
+
+// clone keeps callers from sharing the store's bytes, as a real store's
+// callers never do.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

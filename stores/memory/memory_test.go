@@ -1,0 +1,13 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) ledger.Store { return memory.New(nil) })
+}

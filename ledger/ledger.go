@@ -175,7 +175,9 @@ type ClaimRef struct {
 }
 
 // Ref returns the reference to settle this claim with.
-func (c Claim) Ref() ClaimRef { return ClaimRef{Scope: c.Scope, EntryID: c.EntryID, Attempt: c.Attempt} }
+func (c Claim) Ref() ClaimRef {
+	return ClaimRef{Scope: c.Scope, EntryID: c.EntryID, Attempt: c.Attempt}
+}
 
 // Settle records the outcome of a claimed attempt: OutcomeCommitted with
 // the effect's value, OutcomeNotApplied (known not to have happened), or

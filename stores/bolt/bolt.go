@@ -107,7 +107,6 @@ func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
 	return bytes.Clone(doc)
 }
 
-
 // Transact implements ledger.Store.
 func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
 	if err := ctx.Err(); err != nil {

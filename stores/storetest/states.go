@@ -116,7 +116,10 @@ func testReconciler(t *testing.T, newStore NewStore) {
 		return answer.Load().(ledger.Outcome), nil
 	}})
 	var n atomic.Int64
-	unknown := func(ctx context.Context, c ledger.Call) (any, error) { n.Add(1); return nil, errors.New("connection reset") }
+	unknown := func(ctx context.Context, c ledger.Call) (any, error) {
+		n.Add(1)
+		return nil, errors.New("connection reset")
+	}
 	for _, tc := range []struct {
 		outcome ledger.Outcome
 		want    ledger.Status

@@ -103,3 +103,12 @@ func TestDeleteExpired(t *testing.T) {
 		t.Fatalf("review index after deletion: %v", got)
 	}
 }
+
+func BenchmarkOnce(b *testing.B) {
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "ledger.db"), bolt.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkOnce(b, s)
+}

@@ -11,3 +11,5 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) ledger.Store { return memory.New(nil) })
 }
+
+func BenchmarkOnce(b *testing.B) { storetest.BenchmarkOnce(b, memory.New(nil)) }

@@ -1,0 +1,54 @@
+// Package forward delivers one accepted webhook to the agent behind the gateway and tells the
+// caller what the agent's answer means for the provider.
+//
+// It is standalone: it knows nothing of providers, the ledger or HTTP routing. The caller (ingress)
+// decides what to forward; this package only sends it and classifies the result.
+//
+// # What it promises
+//
+// Forward makes exactly one POST to the agent (net/http may replay it once on a pooled connection
+// that the agent had already closed, which the Idempotency-Key header allows) and never follows a
+// redirect. It carries:
+//
+//   - the original raw body and its Content-Type, byte for byte;
+//   - the informative provider headers the caller passed, minus any header this package sets itself,
+//     hop-by-hop headers, Authorization and Cookie, and anything that looks like a provider
+//     signature (a name containing "signature" or "hmac", or starting with "Webhook-" or "Svix-"):
+//     the caller's allow-list is the real filter, this is a second fence;
+//   - User-Agent: replyonce-gateway;
+//   - the configured static headers (for example Authorization, or another User-Agent), which cannot
+//     override the headers below (see IsReservedHeader);
+//   - the Replyonce-* headers, Idempotency-Key and, when a signing secret is set, the Standard
+//     Webhooks headers webhook-id (the idempotency key, the same on every delivery), webhook-timestamp
+//     (the injected clock) and webhook-signature, computed with svix's Sign.
+//
+// String headers with an empty value and a zero ContextAt are left out rather than sent empty.
+//
+// # Classification
+//
+//	agent answer                                       Kind       provider hears (ingress)
+//	2xx                                                Delivered  200
+//	4xx except 408, 409, 425, 429                      Rejected   200, retrying cannot help
+//	408, 409, 425, 429, 5xx                            Retry      503
+//	3xx (redirects are never followed)                 Retry      503
+//	1xx or an unknown status class                     Retry      503
+//	no answer: refused, reset, timeout, bad URL, ...   Retry      503
+//
+// A 3xx is a Retry rather than a Rejected because it means the forward URL is misconfigured: the
+// event must not be acknowledged to the provider, whose retries then deliver it once the operator has
+// fixed the URL. Following it is never right, because the body would go to a host nobody configured.
+//
+// Retry-After is read only from a 429 or a 503, as delta-seconds or an HTTP-date measured against the
+// injected clock; a date in the past or an unreadable value counts as absent (0). No cap is applied
+// here: the caller caps it by the source's retry_after.
+//
+// Every Outcome other than Delivered carries an Err saying why; errors.Is(err,
+// context.DeadlineExceeded) reports an agent timeout, errors.Is(err, ErrRedirect) a 3xx and
+// errors.Is(err, ErrAgentStatus) any other non-2xx answer.
+//
+// A Request with no Timeout gets DefaultTimeout, because the ledger's claim on the delivery is sized
+// from the forward timeout: an unbounded forward would outlive its claim.
+//
+// The response body is read up to 64 KiB and closed so that the connection goes back to the pool;
+// an agent that answers with more than that costs a new connection, not a stuck one.
+package forward

@@ -1,0 +1,332 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+)
+
+// Header names set on every forwarded request, in canonical MIME form so they index an http.Header
+// directly. Agents may read them case-insensitively.
+const (
+	HeaderSource           = "Replyonce-Source"
+	HeaderEventID          = "Replyonce-Event-Id"
+	HeaderScope            = "Replyonce-Scope"
+	HeaderRunID            = "Replyonce-Run-Id"
+	HeaderDelivery         = "Replyonce-Delivery"
+	HeaderFencingToken     = "Replyonce-Fencing-Token"
+	HeaderContextAt        = "Replyonce-Context-At"
+	HeaderIdempotencyKey   = "Idempotency-Key"
+	HeaderWebhookID        = "Webhook-Id"
+	HeaderWebhookTimestamp = "Webhook-Timestamp"
+	HeaderWebhookSignature = "Webhook-Signature"
+)
+
+// ContextAtFormat is the layout of HeaderContextAt: RFC 3339 in UTC with exactly three fractional
+// digits, so agents can compare values as strings as well as parse them.
+const ContextAtFormat = "2006-01-02T15:04:05.000Z"
+
+// DefaultTimeout bounds a forward whose Request has no Timeout.
+const DefaultTimeout = 10 * time.Second
+
+// maxDrain is how much of an agent's response body is read before closing it. Reading to EOF lets
+// the connection be reused; past this bound a fresh connection is cheaper than reading on.
+const maxDrain = 64 << 10
+
+var (
+	// ErrRedirect is wrapped by the Err of an Outcome whose agent answered 3xx.
+	ErrRedirect = errors.New("forward: agent answered with a redirect, which is never followed")
+	// ErrAgentStatus is wrapped by the Err of an Outcome whose agent answered a non-2xx, non-3xx status.
+	ErrAgentStatus = errors.New("forward: agent answered a non-2xx status")
+	// ErrBadRequest is wrapped when the Request itself cannot be sent (no URL, no message id to sign).
+	ErrBadRequest = errors.New("forward: request cannot be sent")
+)
+
+// Request is one accepted webhook on its way to the agent.
+type Request struct {
+	URL     string
+	Timeout time.Duration // <= 0 means DefaultTimeout
+
+	Body        []byte // the provider's raw bytes, forwarded unchanged
+	ContentType string // the provider's Content-Type; left out when empty
+
+	// Header holds the provider's informative headers, already allow-listed by the caller.
+	Header http.Header
+	// StaticHeaders are the source's configured forward.headers, such as Authorization.
+	StaticHeaders map[string]string
+
+	Source, EventID, Scope, RunID string
+	Delivery                      int
+	FencingToken                  uint64
+	ContextAt                     time.Time
+
+	// IdempotencyKey is stable for the event across deliveries and instances. When empty, RunID is
+	// used, which has the same stability.
+	IdempotencyKey string
+	// SigningSecret is a Standard Webhooks secret ("whsec_" + base64). Empty means unsigned.
+	SigningSecret string
+}
+
+// Kind is what the agent's answer means for the provider.
+type Kind int
+
+const (
+	// Retry is the zero value on purpose: an Outcome nobody filled in must never acknowledge an
+	// event to the provider.
+	Retry Kind = iota
+	// Delivered means the agent answered 2xx.
+	Delivered
+	// Rejected means the agent refused the event for good; redelivering it cannot help.
+	Rejected
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Retry:
+		return "retry"
+	case Delivered:
+		return "delivered"
+	case Rejected:
+		return "rejected"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Outcome is the result of one forward.
+type Outcome struct {
+	Kind       Kind
+	Status     int           // the agent's status code, 0 when it never answered
+	RetryAfter time.Duration // the agent's Retry-After on a 429 or 503, 0 when absent
+	Latency    time.Duration // from just before sending to the end of reading the answer
+	Err        error         // nil only when Kind is Delivered
+}
+
+// Forwarder sends requests to agents. It is safe for concurrent use.
+type Forwarder struct {
+	client *http.Client
+	now    func() time.Time
+}
+
+// New returns a Forwarder using client and now. A nil client gets NewClient(ClientOptions{}); a nil
+// now gets time.Now. The Forwarder uses a shallow copy of client whose redirect policy refuses to
+// follow, whatever client's own policy is, so the transport and its pool are shared but a redirect is
+// never followed with the body.
+func New(client *http.Client, now func() time.Time) *Forwarder {
+	if client == nil {
+		client = NewClient(ClientOptions{})
+	}
+	if now == nil {
+		now = time.Now
+	}
+	c := *client
+	c.CheckRedirect = noRedirect
+	return &Forwarder{client: &c, now: now}
+}
+
+// ValidateSigningSecret reports whether secret can sign forwarded requests, so configuration can
+// reject a bad forward.signing_secret at start-up instead of on the first event.
+func ValidateSigningSecret(secret string) error {
+	if secret == "" {
+		return fmt.Errorf("forward: signing secret is empty")
+	}
+	if _, err := svix.NewWebhook(secret); err != nil {
+		return fmt.Errorf("forward: signing secret is not whsec_ followed by base64: %w", err)
+	}
+	return nil
+}
+
+// Forward posts r to the agent and classifies the answer. It never returns without an Outcome; a
+// failure to even build the request is a Retry, because acknowledging an event that never reached
+// the agent would lose it.
+func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	req, err := f.newRequest(ctx, r)
+	if err != nil {
+		return Outcome{Kind: Retry, Err: err}
+	}
+
+	start := f.now()
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return Outcome{Kind: Retry, Latency: f.now().Sub(start), Err: fmt.Errorf("forward: post to agent: %w", err)}
+	}
+	// Draining before Close is what lets the transport put the connection back in the pool.
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	_ = resp.Body.Close()
+
+	out := classify(resp.StatusCode)
+	out.Latency = f.now().Sub(start)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		out.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), f.now())
+	}
+	if out.Kind != Delivered {
+		if out.Kind == Retry && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			out.Err = fmt.Errorf("%w: %d to %q", ErrRedirect, resp.StatusCode, resp.Header.Get("Location"))
+		} else {
+			out.Err = fmt.Errorf("%w: %d %s", ErrAgentStatus, resp.StatusCode, http.StatusText(resp.StatusCode))
+		}
+	}
+	return out
+}
+
+func classify(status int) Outcome {
+	o := Outcome{Status: status, Kind: Retry}
+	switch {
+	case status >= 200 && status < 300:
+		o.Kind = Delivered
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		// These say "not now", not "never": the same event may succeed later.
+	case status >= 400 && status < 500:
+		o.Kind = Rejected
+	}
+	return o
+}
+
+func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, error) {
+	if r.URL == "" {
+		return nil, fmt.Errorf("%w: no URL", ErrBadRequest)
+	}
+	key := r.IdempotencyKey
+	if key == "" {
+		key = r.RunID
+	}
+	var wh *svix.Webhook
+	if r.SigningSecret != "" {
+		if key == "" {
+			return nil, fmt.Errorf("%w: signing needs an idempotency key or a run id for webhook-id", ErrBadRequest)
+		}
+		var err error
+		if wh, err = svix.NewWebhook(r.SigningSecret); err != nil {
+			return nil, fmt.Errorf("%w: signing secret: %v", ErrBadRequest, err)
+		}
+	}
+
+	// A *bytes.Reader gives the request a GetBody, which together with Idempotency-Key lets net/http
+	// replay the POST on a pooled connection the agent closed in the meantime.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+
+	h := req.Header
+	for name, values := range r.Header {
+		if len(values) == 0 || dropped(name) {
+			continue
+		}
+		h[http.CanonicalHeaderKey(name)] = append([]string(nil), values...)
+	}
+	h.Set("User-Agent", "replyonce-gateway")
+	for name, value := range r.StaticHeaders {
+		if IsReservedHeader(name) {
+			continue
+		}
+		h.Set(name, value)
+	}
+
+	setNonEmpty(h, "Content-Type", r.ContentType)
+	setNonEmpty(h, HeaderSource, r.Source)
+	setNonEmpty(h, HeaderEventID, r.EventID)
+	setNonEmpty(h, HeaderScope, r.Scope)
+	setNonEmpty(h, HeaderRunID, r.RunID)
+	h[HeaderDelivery] = []string{strconv.Itoa(r.Delivery)}
+	h[HeaderFencingToken] = []string{strconv.FormatUint(r.FencingToken, 10)}
+	if !r.ContextAt.IsZero() {
+		h[HeaderContextAt] = []string{r.ContextAt.UTC().Format(ContextAtFormat)}
+	}
+	setNonEmpty(h, HeaderIdempotencyKey, key)
+
+	if wh != nil {
+		ts := f.now()
+		sig, err := wh.Sign(key, ts, r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: sign: %v", ErrBadRequest, err)
+		}
+		h[HeaderWebhookID] = []string{key}
+		h[HeaderWebhookTimestamp] = []string{strconv.FormatInt(ts.Unix(), 10)}
+		h[HeaderWebhookSignature] = []string{sig}
+	}
+	return req, nil
+}
+
+func setNonEmpty(h http.Header, name, value string) {
+	if value != "" {
+		h[name] = []string{value}
+	}
+}
+
+// IsReservedHeader reports whether name (any case) is owned by Forward: Content-Type, Content-Length,
+// Host, Idempotency-Key, and every Replyonce-*, Webhook-* and Svix-* header. Forward ignores such
+// names in StaticHeaders and in the copied provider headers, so that an agent is never handed a run
+// id or a signature the gateway did not produce; configuration should reject them up front.
+func IsReservedHeader(name string) bool {
+	return reserved(http.CanonicalHeaderKey(name))
+}
+
+func reserved(canonical string) bool {
+	switch canonical {
+	case "Content-Type", "Content-Length", "Host", HeaderIdempotencyKey:
+		return true
+	}
+	return strings.HasPrefix(canonical, "Replyonce-") ||
+		strings.HasPrefix(canonical, "Webhook-") ||
+		strings.HasPrefix(canonical, "Svix-")
+}
+
+// dropped is the second fence behind the caller's allow-list: a provider's signature would be
+// meaningless to the agent and, worse, tempt it to verify the wrong scheme; credentials and
+// hop-by-hop headers belong to the hop they arrived on.
+func dropped(name string) bool {
+	c := http.CanonicalHeaderKey(name)
+	if reserved(c) {
+		return true
+	}
+	switch c {
+	case "Authorization", "Cookie", "Proxy-Authorization", "Connection", "Keep-Alive", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Proxy-Connection", "Expect":
+		return true
+	}
+	lower := strings.ToLower(c)
+	return strings.Contains(lower, "signature") || strings.Contains(lower, "hmac")
+}
+
+// parseRetryAfter reads delta-seconds or an HTTP-date; anything else, or a moment already past,
+// counts as no advice.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(math.MaxInt64/time.Second) {
+			return time.Duration(math.MaxInt64)
+		}
+		return time.Duration(secs) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if d := t.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}

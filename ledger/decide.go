@@ -269,7 +269,10 @@ func decideBegin(d *document, in beginInput, now time.Time, o Options) (*runStat
 	}
 	r.Token = d.Token
 	r.Delivery++
-	if r.Delivery == 1 || !in.contextAt.IsZero() {
+	if r.Delivery == 1 {
+		// A redelivery keeps the first delivery's context: its input is the
+		// same, and a later receipt time must not make it look newer than
+		// runs that began in between.
 		r.ContextAt = ctxAt
 	}
 	r.SeenSeq = d.seqAt(r.ContextAt)

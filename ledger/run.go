@@ -14,7 +14,7 @@ type RunOptions struct {
 	RunID string
 	Mode  Mode // default supersede
 	// ContextAt is when the run's view of the scope was captured. Zero:
-	// now (on a resume: the run's earlier context).
+	// now. A resumed run keeps the context of its first delivery.
 	ContextAt time.Time
 	LeaseTTL  time.Duration // exclusive mode; default the ledger's
 }

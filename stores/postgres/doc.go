@@ -1,0 +1,69 @@
+// Package postgres is the ledger's PostgreSQL store: one row per scope in
+// a table that any number of gateway instances and agents share. It is the
+// scale-out backend; a single node is better served by stores/bolt.
+//
+// # What it promises
+//
+// Store implements ledger.Store. Transact is atomic with respect to every
+// other Transact on the same scope, in this process or any other using the
+// same table: a write lands only if the row still holds the version the
+// decision was made on, otherwise the decision is made again on the newer
+// document. A read-only decision (the function returned nil or an error)
+// is never made on a document that might be stale. Store errors are
+// returned wrapped; they are never a decision, and a write whose fate is
+// unknown (the connection broke after the statement was sent) is reported
+// as an error, never as success, so callers retry through the ledger,
+// whose decisions are idempotent. Every call honours its context's
+// deadline, including while the server or the network is stalled.
+//
+// # Round trips
+//
+// A Store remembers, for a bounded number of scopes (Options.CacheSize),
+// the version and document it last wrote or read. Transact runs the
+// ledger's function on that copy (or on nil for a scope it does not know,
+// which for the gateway is usually a new event) and writes with one
+// compare-and-set statement. So an uncontended claim and settle, which is
+// what one ledger.Once is, costs two round trips in total. When the copy
+// was stale the row is read and the function runs again; when another
+// process keeps winning, Transact locks the row (SELECT ... FOR UPDATE)
+// and waits its turn there rather than racing. Goroutines of one process
+// working on the same scope queue inside the process first, so they never
+// make each other miss. After Options.MaxAttempts the call fails with an
+// error wrapping ledger.ErrContention; nothing has been written then.
+//
+// # Schema
+//
+// SchemaSQL returns the DDL (Migrate runs it, idempotently and safely from
+// several processes at once): the table (scope text primary key, doc json,
+// version bigint, expires_at, review_at, updated_at), a sequence the
+// versions come from, and two partial indexes. The document is stored as
+// json, not jsonb, because the store contract promises the ledger's bytes
+// back unchanged; json keeps the text verbatim, still rejects malformed
+// input and supports the JSON operators for inspection. The database must
+// use the UTF8 (or SQL_ASCII) encoding for the bytes to survive intact.
+// Versions are drawn from the sequence so that a row that is deleted and
+// created again never repeats a version another process may have cached.
+//
+// # Expiry and review
+//
+// A write's TTL becomes expires_at, computed with the server's clock, the
+// one clock every process agrees on (no TTL: NULL, kept until a later
+// write; a negative TTL: expired at once). An expired row reads as absent
+// everywhere and is overwritten by the next Transact; DeleteExpired removes
+// such rows in batches to reclaim space, and should run periodically. A
+// write's ReviewAt becomes review_at; a partial index over the rows where
+// it is set lets ScopesToReview find scopes with ambiguous or soon-to-be
+// ambiguous entries without scanning the table. ReviewAt is on the
+// ledger's clock and is compared only with the time the caller passes.
+//
+// # Tests
+//
+// The tests run against a real server whose URL is read from
+// REPLYONCE_TEST_POSTGRES (for example
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable). Without it they
+// skip, saying so; with it set and the server unreachable they fail. Each
+// test works in a schema of its own, dropped at the end, so packages may
+// run in parallel against one database. They include races between OS
+// processes (the test binary re-executed) and outages simulated with a
+// closed port and a proxy that stalls or drops connections.
+package postgres

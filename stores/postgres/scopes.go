@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"container/list"
+	"context"
+	"hash/maphash"
+	"sync"
+)
+
+// shardCount spreads the per-scope bookkeeping over several mutexes so that
+// goroutines working on different scopes rarely wait for each other here.
+const shardCount = 32
+
+// scopeTable is the store's in-process state per scope: a lock that
+// serialises this process's Transacts on one scope, and a bounded LRU cache
+// of the version and document this process last saw for it.
+//
+// The lock is what keeps hot scopes cheap: goroutines of one process queue
+// here instead of racing each other's compare-and-set in the database, and
+// each one finds the cache already holding what the previous one wrote.
+type scopeTable struct {
+	seed     maphash.Seed
+	perShard int // cache entries per shard; 0 disables the cache
+	shards   [shardCount]shard
+}
+
+type shard struct {
+	mu    sync.Mutex
+	locks map[string]*scopeLock
+	lru   list.List // of *cacheEntry, most recently used first
+	items map[string]*list.Element
+}
+
+// scopeLock is a channel rather than a sync.Mutex so that waiting for it
+// gives up when the caller's context does.
+type scopeLock struct {
+	ch   chan struct{}
+	refs int // goroutines holding or waiting; the entry is removed at zero
+}
+
+type cacheEntry struct {
+	scope   string
+	version int64
+	doc     []byte
+}
+
+func newScopeTable(cacheSize int) *scopeTable {
+	t := &scopeTable{seed: maphash.MakeSeed()}
+	if cacheSize > 0 {
+		t.perShard = (cacheSize + shardCount - 1) / shardCount
+	}
+	for i := range t.shards {
+		t.shards[i].locks = make(map[string]*scopeLock)
+		t.shards[i].items = make(map[string]*list.Element)
+	}
+	return t
+}
+
+func (t *scopeTable) shard(scope string) *shard {
+	return &t.shards[maphash.String(t.seed, scope)%shardCount]
+}
+
+// lock waits until this goroutine is the only one in the process working on
+// scope, or until ctx ends. The returned function releases it.
+func (t *scopeTable) lock(ctx context.Context, scope string) (func(), error) {
+	sh := t.shard(scope)
+	sh.mu.Lock()
+	l := sh.locks[scope]
+	if l == nil {
+		l = &scopeLock{ch: make(chan struct{}, 1)}
+		sh.locks[scope] = l
+	}
+	l.refs++
+	sh.mu.Unlock()
+
+	forget := func() {
+		sh.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(sh.locks, scope)
+		}
+		sh.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() {
+			<-l.ch
+			forget()
+		}, nil
+	case <-ctx.Done():
+		forget()
+		return nil, ctx.Err()
+	}
+}
+
+// get returns the cached version and document of scope. ok is false when
+// nothing is cached, which callers read as "probably absent".
+func (t *scopeTable) get(scope string) (version int64, doc []byte, ok bool) {
+	if t.perShard == 0 {
+		return 0, nil, false
+	}
+	sh := t.shard(scope)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	el, ok := sh.items[scope]
+	if !ok {
+		return 0, nil, false
+	}
+	sh.lru.MoveToFront(el)
+	e := el.Value.(*cacheEntry)
+	return e.version, e.doc, true
+}
+
+// put records what this process last saw or wrote for scope. doc is kept
+// as given; callers pass a slice nobody else holds.
+func (t *scopeTable) put(scope string, version int64, doc []byte) {
+	if t.perShard == 0 {
+		return
+	}
+	sh := t.shard(scope)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if el, ok := sh.items[scope]; ok {
+		e := el.Value.(*cacheEntry)
+		e.version, e.doc = version, doc
+		sh.lru.MoveToFront(el)
+		return
+	}
+	sh.items[scope] = sh.lru.PushFront(&cacheEntry{scope: scope, version: version, doc: doc})
+	for sh.lru.Len() > t.perShard {
+		oldest := sh.lru.Back()
+		sh.lru.Remove(oldest)
+		delete(sh.items, oldest.Value.(*cacheEntry).scope)
+	}
+}
+
+// drop forgets scope, for when its row is absent or its state is unknown.
+func (t *scopeTable) drop(scope string) {
+	if t.perShard == 0 {
+		return
+	}
+	sh := t.shard(scope)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if el, ok := sh.items[scope]; ok {
+		sh.lru.Remove(el)
+		delete(sh.items, scope)
+	}
+}

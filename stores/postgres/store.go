@@ -1,0 +1,442 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+const (
+	// DefaultCacheSize is the number of scopes whose last known state a
+	// Store remembers when Options.CacheSize is zero.
+	DefaultCacheSize = 10000
+
+	// DefaultMaxAttempts is how many times Transact calls its function
+	// before giving up with ledger.ErrContention when Options.MaxAttempts
+	// is zero.
+	DefaultMaxAttempts = 50
+
+	// optimisticAttempts is how many compare-and-set attempts Transact makes
+	// before it falls back to locking the row. The first uses the cache, the
+	// second a fresh read; a third miss means another process is writing the
+	// same scope right now, and waiting in the row's lock queue is both
+	// cheaper and fairer than racing it again.
+	optimisticAttempts = 2
+
+	// deleteBatch bounds the rows one DeleteExpired statement removes, so a
+	// large backlog never holds many row locks in one long transaction.
+	deleteBatch = 1000
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// Table is the table holding one row per scope, optionally qualified
+	// with a schema ("ledger.scopes"). Empty means DefaultTable.
+	Table string
+
+	// CacheSize bounds how many scopes this process remembers the last
+	// version and document of, which is what lets an uncontended Transact
+	// finish in one round trip. Zero means DefaultCacheSize; a negative
+	// value disables the cache, and every Transact then reads before it
+	// writes.
+	CacheSize int
+
+	// MaxAttempts bounds how many times Transact calls its function before
+	// it gives up with an error wrapping ledger.ErrContention. Zero means
+	// DefaultMaxAttempts.
+	MaxAttempts int
+}
+
+// Store is a ledger.Store keeping each scope's document in one row of a
+// PostgreSQL table. It is safe for concurrent use, and any number of
+// processes may share the table. It starts no goroutines and does not own
+// the pool: closing the pool is the caller's job.
+type Store struct {
+	pool        *pgxpool.Pool
+	table       string
+	names       names
+	maxAttempts int
+	scopes      *scopeTable
+	q           statements
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// statements are built once per Store; pgx prepares each on first use per
+// connection, so afterwards every one of them is a single round trip.
+type statements struct {
+	load, loadForUpdate string
+	insert, update      string
+	review              string
+	deleteExpired       string
+}
+
+// New returns a Store using pool. It does not touch the database; call
+// Migrate (or apply SchemaSQL with your own tool) before first use.
+func New(pool *pgxpool.Pool, opts Options) *Store {
+	if opts.Table == "" {
+		opts.Table = DefaultTable
+	}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	n := parseTable(opts.Table)
+	return &Store{
+		pool:        pool,
+		table:       opts.Table,
+		names:       n,
+		maxAttempts: opts.MaxAttempts,
+		scopes:      newScopeTable(opts.CacheSize),
+		q:           buildStatements(n),
+	}
+}
+
+func buildStatements(n names) statements {
+	// nextval takes a regclass literal: the quoted name inside a string.
+	seq := "nextval('" + escapeLiteral(n.sequence) + "')"
+	// $3 is the TTL in microseconds: 0 keeps the row until a later write
+	// says otherwise; a negative TTL means the caller need not keep it at
+	// all, so it expires at once. The server's clock is the only clock all
+	// processes agree on, so expiry is computed there.
+	const expires = `CASE WHEN $3::bigint = 0 THEN NULL ELSE now() + greatest($3::bigint, 0) * interval '1 microsecond' END`
+	const live = `(expires_at IS NULL OR expires_at > now())`
+	t := n.table
+	return statements{
+		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
+		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
+		// Creating a scope succeeds when there is no row, and also when the
+		// row there has expired: an expired document counts as absent. A
+		// live row makes the WHERE false, nothing is returned, and the
+		// caller knows it decided on a stale view.
+		insert: `INSERT INTO ` + t + ` AS t (scope, doc, version, expires_at, review_at, updated_at)
+VALUES ($1, $2, ` + seq + `, ` + expires + `, $4, now())
+ON CONFLICT (scope) DO UPDATE SET doc = excluded.doc, version = excluded.version,
+    expires_at = excluded.expires_at, review_at = excluded.review_at, updated_at = excluded.updated_at
+WHERE t.expires_at IS NOT NULL AND t.expires_at <= now()
+RETURNING version`,
+		// Compare-and-set on the version. Under READ COMMITTED a concurrent
+		// writer makes PostgreSQL re-check the WHERE against the newest row,
+		// so exactly one of two racing updates from the same version wins.
+		update: `UPDATE ` + t + ` SET doc = $2, version = ` + seq + `, expires_at = ` + expires + `,
+    review_at = $4, updated_at = now()
+WHERE scope = $1 AND version = $5 AND ` + live + `
+RETURNING version`,
+		review: `SELECT scope FROM ` + t + `
+WHERE review_at IS NOT NULL AND review_at <= $1 AND ` + live + `
+ORDER BY review_at, scope LIMIT $2`,
+		// SKIP LOCKED leaves alone a row some Transact is reviving right now;
+		// the outer condition re-checks expiry on the row actually deleted.
+		deleteExpired: `DELETE FROM ` + t + ` WHERE scope IN (
+    SELECT scope FROM ` + t + ` WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+) AND expires_at <= now()`,
+	}
+}
+
+func escapeLiteral(s string) string {
+	return string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte("''")))
+}
+
+// Transact implements ledger.Store.
+//
+// In the common case it costs one round trip: fn runs on the document this
+// process last wrote or read for the scope (or on nil for a scope it has
+// never seen, which for the gateway is usually a new one), and the write is
+// a compare-and-set that succeeds only if the row still has that version.
+// When it does not, Transact reads the row and tries once more; after that
+// it locks the row (SELECT ... FOR UPDATE) and decides on what it holds.
+//
+// A decision that writes nothing (fn returned nil or an error) is only
+// trusted once the document it was made on is known to be current: if it
+// came from the cache, the row is read again and fn runs again when the
+// row had moved on. A stale "in flight" must not hide a newer "committed".
+func (s *Store) Transact(ctx context.Context, scope string, fn func(current []byte) (*ledger.Write, error)) error {
+	// Checked first because a free lock and a done context are both ready
+	// below, and select would pick either.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("postgres store: transact %q: %w", scope, err)
+	}
+	unlock, err := s.scopes.lock(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("postgres store: transact %q: waiting for other goroutines on this scope: %w", scope, err)
+	}
+	defer unlock()
+
+	var cur snapshot
+	if s.scopes.perShard > 0 {
+		// Unverified either way: a hit may be stale, a miss is a guess.
+		cur.version, cur.doc, _ = s.scopes.get(scope)
+	} else if cur, err = s.load(ctx, s.pool, scope, false); err != nil {
+		return fmt.Errorf("postgres store: transact %q: %w", scope, err)
+	}
+
+	for attempt := 1; attempt <= s.maxAttempts; attempt++ {
+		if attempt > optimisticAttempts {
+			if attempt > optimisticAttempts+1 {
+				if err := backoff(ctx, attempt); err != nil {
+					return fmt.Errorf("postgres store: transact %q: %w", scope, err)
+				}
+			}
+			retry, err := s.transactLocked(ctx, scope, fn)
+			if err != nil || !retry {
+				return err
+			}
+			continue
+		}
+
+		w, fnErr := fn(bytes.Clone(cur.doc))
+		if fnErr != nil || w == nil {
+			if !cur.verified {
+				fresh, err := s.load(ctx, s.pool, scope, false)
+				if err != nil {
+					return fmt.Errorf("postgres store: transact %q: verifying a read-only decision: %w", scope, err)
+				}
+				if fresh.version != cur.version {
+					cur = fresh
+					continue
+				}
+			}
+			return fnErr // nil for a read-only decision; fn's own error unchanged otherwise
+		}
+		if err := checkWrite(w); err != nil {
+			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
+		}
+
+		version, ok, err := s.write(ctx, s.pool, scope, cur.version, w)
+		if err != nil {
+			// The statement may or may not have committed; whatever we
+			// remembered is no longer known to be true.
+			s.scopes.drop(scope)
+			return fmt.Errorf("postgres store: transact %q: write: %w", scope, err)
+		}
+		if ok {
+			s.scopes.put(scope, version, bytes.Clone(w.Doc))
+			return nil
+		}
+		if cur, err = s.load(ctx, s.pool, scope, false); err != nil {
+			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
+		}
+	}
+	return fmt.Errorf("postgres store: transact %q: gave up after %d attempts: %w", scope, s.maxAttempts, ledger.ErrContention)
+}
+
+// transactLocked runs one attempt inside a transaction holding the row's
+// lock, so the decision is made on a document nobody else can change until
+// the write commits. A missing row cannot be locked; if another process
+// creates it first, the insert finds it and retry is true.
+func (s *Store) transactLocked(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) (retry bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("postgres store: transact %q: begin: %w", scope, err)
+	}
+	// After Commit this is a no-op. After a failure it ends the transaction,
+	// or pgx closes the connection if it cannot.
+	defer func() { _ = tx.Rollback(ctx) }()
+
+	cur, err := s.load(ctx, tx, scope, true)
+	if err != nil {
+		return false, fmt.Errorf("postgres store: transact %q: %w", scope, err)
+	}
+	w, fnErr := fn(bytes.Clone(cur.doc))
+	if fnErr != nil {
+		return false, fnErr
+	}
+	if w == nil {
+		return false, nil
+	}
+	if err := checkWrite(w); err != nil {
+		return false, fmt.Errorf("postgres store: transact %q: %w", scope, err)
+	}
+	version, ok, err := s.write(ctx, tx, scope, cur.version, w)
+	if err != nil {
+		s.scopes.drop(scope)
+		return false, fmt.Errorf("postgres store: transact %q: write: %w", scope, err)
+	}
+	if !ok {
+		return true, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		s.scopes.drop(scope)
+		return false, fmt.Errorf("postgres store: transact %q: commit: %w", scope, err)
+	}
+	s.scopes.put(scope, version, bytes.Clone(w.Doc))
+	return false, nil
+}
+
+func checkWrite(w *ledger.Write) error {
+	if len(w.Doc) == 0 {
+		return errors.New("the function returned a write with an empty document")
+	}
+	return nil
+}
+
+// snapshot is one view of a scope's row. version 0 means no live row: the
+// sequence starts at 1, and an expired row reads as absent.
+type snapshot struct {
+	version  int64
+	doc      []byte
+	verified bool // read from the database during this call
+}
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// load reads the scope's row and records what it found in the cache. With
+// forUpdate it also locks the row until the transaction q belongs to ends.
+func (s *Store) load(ctx context.Context, q querier, scope string, forUpdate bool) (snapshot, error) {
+	sql := s.q.load
+	if forUpdate {
+		sql = s.q.loadForUpdate
+	}
+	var (
+		version int64
+		doc     []byte
+		live    bool
+	)
+	err := q.QueryRow(ctx, sql, scope).Scan(&version, &doc, &live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		s.scopes.drop(scope)
+		return snapshot{verified: true}, nil
+	case err != nil:
+		return snapshot{}, fmt.Errorf("read: %w", err)
+	case !live:
+		s.scopes.drop(scope)
+		return snapshot{verified: true}, nil
+	}
+	s.scopes.put(scope, version, bytes.Clone(doc))
+	return snapshot{version: version, doc: doc, verified: true}, nil
+}
+
+// write saves w if the scope's live row still has version expected (or, for
+// expected 0, if there is no live row). ok is false when it had moved on.
+func (s *Store) write(ctx context.Context, q querier, scope string, expected int64, w *ledger.Write) (version int64, ok bool, err error) {
+	ttl := ttlMicros(w.TTL)
+	var review any // NULL unless set
+	if !w.ReviewAt.IsZero() {
+		review = w.ReviewAt
+	}
+	var row pgx.Row
+	if expected == 0 {
+		row = q.QueryRow(ctx, s.q.insert, scope, w.Doc, ttl, review)
+	} else {
+		row = q.QueryRow(ctx, s.q.update, scope, w.Doc, ttl, review, expected)
+	}
+	switch err := row.Scan(&version); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return version, true, nil
+}
+
+// ttlMicros rounds a positive TTL up to whole microseconds, PostgreSQL's
+// resolution, so that a tiny TTL never turns into "expired at once".
+func ttlMicros(d time.Duration) int64 {
+	switch {
+	case d == 0:
+		return 0
+	case d < 0:
+		return -1
+	}
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// backoff sleeps a jittered, growing interval before the next locked
+// attempt; only creation races of a brand-new scope get here.
+func backoff(ctx context.Context, attempt int) error {
+	limit := time.Millisecond << min(attempt-optimisticAttempts, 6)
+	d := limit/2 + rand.N(limit/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Read implements ledger.Store. It always asks the database: a read must
+// see every write that finished before it began, whichever process made it.
+// It leaves the cache alone, which only Transact changes, under the scope's
+// lock.
+func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
+	var (
+		doc  []byte
+		live bool
+		v    int64
+	)
+	err := s.pool.QueryRow(ctx, s.q.load, scope).Scan(&v, &doc, &live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("postgres store: read %q: %w", scope, err)
+	case !live:
+		return nil, nil
+	}
+	return doc, nil
+}
+
+// ScopesToReview implements ledger.Store. It walks the partial index on
+// review_at, which holds only rows whose last write asked for a review, so
+// its cost follows the number of such scopes, not the table's size.
+// Expired rows are left out: they read as absent.
+func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.review, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes to review: %w", err)
+	}
+	scopes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes to review: %w", err)
+	}
+	return scopes, nil
+}
+
+// DeleteExpired removes rows whose TTL has run out and returns how many it
+// removed. Expired rows already read as absent, so this only reclaims
+// space; run it periodically (for example from a ticker in the process that
+// owns the pool). It works in batches and stops at the first error,
+// returning the count so far.
+func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, s.q.deleteExpired, deleteBatch)
+		if err != nil {
+			return total, fmt.Errorf("postgres store: delete expired: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < deleteBatch {
+			return total, nil
+		}
+	}
+}
+
+// Ping reports whether the database answers, for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres store: ping: %w", err)
+	}
+	return nil
+}
+
+// Table returns the table name the store was configured with.
+func (s *Store) Table() string { return s.table }

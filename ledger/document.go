@@ -155,7 +155,9 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 			later(r.EndedAt.Add(retention))
 		}
 	}
-	if expires.IsZero() {
+	if !expires.After(now) {
+		// Nothing left needs the document past now, but the write itself is
+		// news: keep it for one retention period.
 		expires = now.Add(retention)
 	}
 	w := &Write{ReviewAt: review}

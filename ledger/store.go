@@ -23,7 +23,8 @@ type Store interface {
 	// error unchanged (so callers can match it with errors.Is). If fn returns
 	// a nil *Write, nothing is written (a read-only decision).
 	//
-	// fn must be a pure function of its input: optimistic stores call it
+	// fn must be a pure function of its input, must not modify current,
+	// and must not call Transact itself: optimistic stores call it
 	// again with a fresher document when another writer won the race, and
 	// stores may call it with a cached document they then verify.
 	//

@@ -1,0 +1,47 @@
+// Package signatures authenticates inbound webhooks for the gateway: one verifier (and, where the
+// scheme has a shared secret or a private key, one signer) per provider listed in PROVIDERS.md, a
+// configurable generic HMAC, the providers' endpoint handshakes as pure functions, and static facts
+// the ingress uses as defaults (event id and context templates, headers safe to forward).
+//
+// Promises:
+//
+//   - Fail closed. New never returns a verifier that accepts everything: an unknown provider name,
+//     a missing secret, key, URL or verify token is an error at construction. Every Verify error
+//     wraps one sentinel saying which check failed (ErrMissingHeader, ErrMalformed, ErrStale,
+//     ErrNoMatch, ErrConfig) and names the header or field; nil is the only "authentic" answer.
+//   - Raw bytes. Schemes sign Request.Body exactly as received; nothing is decoded and re-encoded
+//     before hashing (form and JSON bodies are parsed only to read values the scheme needs, such as
+//     Twilio's POST parameters or Mailgun's signature object).
+//   - Constant-time comparison of signatures, tokens and basic-auth credentials. Token compares go
+//     through SHA-256 digests first so the secret's length does not leak either.
+//   - Timestamps are checked against the now argument, never the wall clock, and are rejected when
+//     they are too old or too far in the future (both directions, unlike stripe-go).
+//   - Timestamped schemes (Provider.Timestamped) check freshness by default, with the provider's
+//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set. Discord and
+//     SendGrid sign a timestamp but document no window: theirs is checked only when Config.Tolerance
+//     is set. Sentry's timestamp header is not signed and so is not checked.
+//   - Bounded work and no panics on any input: a signature header longer than 8 KiB is malformed,
+//     at most 32 signature candidates are read from one header, and secrets are tried in order.
+//
+// Header names are matched case-insensitively: the canonical key is looked up first, then any
+// non-canonical key that equals the name ignoring case (the lexically smallest if there are several,
+// so the choice is deterministic). Duplicate header lines: only the first value of a header is
+// considered; later lines with the same name are ignored. A sender that needs several signatures
+// (rotation) puts them in one header value, as every provider here does. An empty value counts as
+// missing.
+//
+// Request.URL and Config.URL: URL-signing schemes (Twilio, Square, HubSpot v3) sign Request.URL when
+// it is set and Config.URL otherwise. The ingress should set Request.URL to the configured public
+// URL with the query string of the request actually received, because the query is part of what
+// those providers sign and what the query-string handshakes (Meta, Microsoft Graph, Nylas, Dropbox,
+// X) read.
+//
+// Public-key schemes: for Discord, Config.Secrets holds the application public key(s) in hex, and a
+// signer takes an Ed25519 private key in hex (the 32-byte seed or the 64-byte private key). For
+// SendGrid, Config.Secrets holds the verification key(s) as the dashboard shows them (base64 DER
+// SubjectPublicKeyInfo, PEM also accepted), and a signer takes a P-256 private key as base64 DER
+// PKCS#8 (PEM also accepted).
+//
+// Where PROVIDERS.md marks a fact as unconfirmed, the code comment at that provider's entry in
+// providers.go says what the verifier follows.
+package signatures

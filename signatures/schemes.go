@@ -1,0 +1,520 @@
+package signatures
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// tokenScheme: the provider sends the shared secret itself in a header (GitLab, Telegram).
+type tokenScheme struct {
+	header  string
+	secrets []string
+}
+
+func (s *tokenScheme) Verify(r *Request, _ time.Time) error {
+	v, err := requireHeader(r.Header, s.header)
+	if err != nil {
+		return err
+	}
+	if matchSecret(v, s.secrets) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, s.header)
+}
+
+func (s *tokenScheme) Sign(r *Request, _ time.Time) error {
+	setHeader(r, s.header, s.secrets[0])
+	return nil
+}
+
+// matchSecret compares v with every secret, without stopping early.
+func matchSecret(v string, secrets []string) bool {
+	ok := 0
+	for _, s := range secrets {
+		if equalSecret(v, s) {
+			ok = 1
+		}
+	}
+	return ok == 1
+}
+
+// basicScheme: HTTP basic auth on the webhook URL (Postmark). Secrets are "user:password".
+type basicScheme struct{ secrets []string }
+
+func newBasic(cfg Config) (*basicScheme, error) {
+	for i, s := range cfg.Secrets {
+		if !strings.Contains(s, ":") {
+			return nil, fmt.Errorf("%w: secrets[%d]: want user:password", ErrConfig, i)
+		}
+	}
+	return &basicScheme{secrets: slices.Clone(cfg.Secrets)}, nil
+}
+
+func (s *basicScheme) Verify(r *Request, _ time.Time) error {
+	v, err := requireHeader(r.Header, "Authorization")
+	if err != nil {
+		return err
+	}
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return fmt.Errorf("%w: Authorization is not Basic", ErrMalformed)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil || !bytes.Contains(raw, []byte(":")) {
+		return fmt.Errorf("%w: Authorization credentials", ErrMalformed)
+	}
+	if matchSecret(string(raw), s.secrets) {
+		return nil
+	}
+	return fmt.Errorf("%w: Authorization", ErrNoMatch)
+}
+
+func (s *basicScheme) Sign(r *Request, _ time.Time) error {
+	setHeader(r, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(s.secrets[0])))
+	return nil
+}
+
+// twilioScheme: HMAC-SHA1 with the auth token over the public URL followed by the POST parameters
+// sorted by name, each name then value. JSON bodies are not parameters: Twilio appends
+// bodySHA256=<hex sha256 of the body> to the URL and signs the URL alone. Follows Twilio's
+// "Webhooks security" page and its SDKs' RequestValidator, including their retry of the URL with
+// and without an explicit default port.
+type twilioScheme struct {
+	keys [][]byte
+	url  string
+}
+
+const twilioHeader = "X-Twilio-Signature"
+
+func (s *twilioScheme) Verify(r *Request, _ time.Time) error {
+	raw, err := requireHeader(r.Header, twilioHeader)
+	if err != nil {
+		return err
+	}
+	var sig [sha1.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, twilioHeader)
+	}
+	u := r.URL
+	if u == "" {
+		u = s.url
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return fmt.Errorf("%w: url: not an absolute URL", ErrConfig)
+	}
+	params, err := twilioParams(pu, r.Body)
+	if err != nil {
+		return err
+	}
+	for _, key := range s.keys {
+		for _, cand := range portVariants(u, pu) {
+			m := hmac.New(sha1.New, key)
+			m.Write([]byte(cand))
+			m.Write(params)
+			if hmac.Equal(m.Sum(nil), sig[:]) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, twilioHeader)
+}
+
+// twilioParams returns the bytes appended to the URL: sorted name+value pairs for form bodies,
+// nothing for JSON bodies (whose hash must then match the URL's bodySHA256).
+func twilioParams(u *url.URL, body []byte) ([]byte, error) {
+	if !strings.Contains(u.RawQuery, "bodySHA256") {
+		// No JSON body hash in the URL: a form body.
+	} else if want := u.Query().Get("bodySHA256"); want != "" {
+		got := sha256.Sum256(body)
+		if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(got[:])), []byte(strings.ToLower(want))) != 1 {
+			return nil, fmt.Errorf("%w: bodySHA256 does not match the body", ErrNoMatch)
+		}
+		return nil, nil
+	}
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: form body: %v", ErrMalformed, err)
+	}
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, len(body))
+	for _, k := range keys {
+		vs := vals[k]
+		slices.Sort(vs)
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, v...)
+		}
+	}
+	return b, nil
+}
+
+// portVariants: the URL exactly as given, then as Twilio's SDKs retry it: with an explicit port
+// removed, or with the default port added when there was none.
+func portVariants(raw string, u *url.URL) []string {
+	out := []string{raw}
+	host := u.Hostname()
+	switch {
+	case u.Port() != "":
+	case u.Scheme == "https":
+		host = u.Host + ":443"
+	case u.Scheme == "http":
+		host = u.Host + ":80"
+	default:
+		return out
+	}
+	return append(out, strings.Replace(raw, "://"+u.Host, "://"+host, 1))
+}
+
+func (s *twilioScheme) Sign(r *Request, _ time.Time) error {
+	u := r.URL
+	if u == "" {
+		u = s.url
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return fmt.Errorf("%w: url: not an absolute URL", ErrConfig)
+	}
+	if ct := headerValue(r.Header, "Content-Type"); strings.HasPrefix(ct, "application/json") && pu.Query().Get("bodySHA256") == "" {
+		h := sha256.Sum256(r.Body)
+		sep := "?"
+		if pu.RawQuery != "" {
+			sep = "&"
+		}
+		u += sep + "bodySHA256=" + hex.EncodeToString(h[:])
+		r.URL = u
+		if pu, err = url.Parse(u); err != nil {
+			return fmt.Errorf("%w: url: %v", ErrConfig, err)
+		}
+	}
+	params, err := twilioParams(pu, r.Body)
+	if err != nil {
+		return err
+	}
+	m := hmac.New(sha1.New, s.keys[0])
+	m.Write([]byte(u))
+	m.Write(params)
+	setHeader(r, twilioHeader, base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	return nil
+}
+
+// mailgunScheme: the signature travels in the body as signature.{timestamp,token,signature}, an
+// HMAC-SHA256 (hex) of timestamp followed by token with the webhook signing key. It does not
+// cover the event data. Legacy form posts carry the same three fields as form values.
+type mailgunScheme struct {
+	keys [][]byte
+	tol  time.Duration
+}
+
+func (s *mailgunScheme) fields(b []byte) (ts, token, sig string) {
+	if j := gjson.GetBytes(b, "signature"); j.IsObject() {
+		return j.Get("timestamp").String(), j.Get("token").String(), j.Get("signature").String()
+	}
+	if vals, err := url.ParseQuery(string(b)); err == nil {
+		return vals.Get("timestamp"), vals.Get("token"), vals.Get("signature")
+	}
+	return "", "", ""
+}
+
+func (s *mailgunScheme) Verify(r *Request, now time.Time) error {
+	ts, token, sig := s.fields(r.Body)
+	if sig == "" || ts == "" || token == "" {
+		return fmt.Errorf("%w: body signature.{timestamp,token,signature}", ErrMissingHeader)
+	}
+	if len(sig) > maxHeaderLen || len(token) > maxHeaderLen {
+		return fmt.Errorf("%w: body signature fields too long", ErrMalformed)
+	}
+	var want [sha256.Size]byte
+	if l, ok := decodeSig(want[:], sig, false); !ok || l != sha256.Size {
+		return fmt.Errorf("%w: body signature.signature", ErrMalformed)
+	}
+	if err := freshTimestamp(ts, tsSeconds, now, s.tol, "body signature.timestamp"); err != nil {
+		return err
+	}
+	for _, key := range s.keys {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(ts))
+		m.Write([]byte(token))
+		if hmac.Equal(m.Sum(nil), want[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: body signature", ErrNoMatch)
+}
+
+// Sign writes a signature object into a JSON object body, replacing any there.
+func (s *mailgunScheme) Sign(r *Request, now time.Time) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &obj); err != nil {
+		return fmt.Errorf("%w: mailgun signer needs a JSON object body: %v", ErrMalformed, err)
+	}
+	ts, token := formatTime(now, tsSeconds), randomID()
+	m := hmac.New(sha256.New, s.keys[0])
+	m.Write([]byte(ts + token))
+	sig, _ := json.Marshal(map[string]string{"timestamp": ts, "token": token, "signature": hex.EncodeToString(m.Sum(nil))})
+	obj["signature"] = sig
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	r.Body = b
+	return nil
+}
+
+// graphScheme: Microsoft Graph puts the clientState chosen at subscription time into every
+// notification in the body's value array; each must equal a configured secret.
+type graphScheme struct{ secrets []string }
+
+const maxGraphItems = 1000
+
+func (s *graphScheme) Verify(r *Request, _ time.Time) error {
+	arr := gjson.GetBytes(r.Body, "value")
+	if !arr.IsArray() {
+		return fmt.Errorf("%w: body value[].clientState", ErrMissingHeader)
+	}
+	n, bad := 0, error(nil)
+	arr.ForEach(func(_, item gjson.Result) bool {
+		n++
+		if n > maxGraphItems {
+			bad = fmt.Errorf("%w: body value has more than %d notifications", ErrMalformed, maxGraphItems)
+			return false
+		}
+		cs := item.Get("clientState")
+		if cs.Type != gjson.String || cs.Str == "" {
+			bad = fmt.Errorf("%w: body value[%d].clientState", ErrMissingHeader, n-1)
+			return false
+		}
+		if !matchSecret(cs.Str, s.secrets) {
+			bad = fmt.Errorf("%w: body value[%d].clientState", ErrNoMatch, n-1)
+			return false
+		}
+		return true
+	})
+	if bad != nil {
+		return bad
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: body value[] is empty", ErrMissingHeader)
+	}
+	return nil
+}
+
+// Sign sets clientState on every notification of a {"value":[...]} body.
+func (s *graphScheme) Sign(r *Request, _ time.Time) error {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
+		return fmt.Errorf("%w: msgraph signer needs a JSON object body: %v", ErrMalformed, err)
+	}
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(doc["value"], &items); err != nil {
+		return fmt.Errorf("%w: msgraph signer needs a value array: %v", ErrMalformed, err)
+	}
+	cs, _ := json.Marshal(s.secrets[0])
+	for _, it := range items {
+		it["clientState"] = cs
+	}
+	v, _ := json.Marshal(items)
+	doc["value"] = v
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	r.Body = b
+	return nil
+}
+
+// discordScheme: Ed25519 over timestamp followed by body, signature and public key in hex.
+// Discord documents no freshness window, so the timestamp is only checked when the source sets a
+// tolerance.
+type discordScheme struct {
+	keys []ed25519.PublicKey
+	priv ed25519.PrivateKey
+	tol  time.Duration
+}
+
+const (
+	discordSig = "X-Signature-Ed25519"
+	discordTS  = "X-Signature-Timestamp"
+)
+
+func newDiscordVerifier(cfg Config) (*discordScheme, error) {
+	s := &discordScheme{tol: cfg.Tolerance}
+	for i, k := range cfg.Secrets {
+		b, err := hex.DecodeString(strings.TrimSpace(k))
+		if err != nil || len(b) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%w: secrets[%d]: want a hex Ed25519 public key", ErrConfig, i)
+		}
+		s.keys = append(s.keys, b)
+	}
+	return s, nil
+}
+
+func newDiscordSigner(cfg Config) (*discordScheme, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(cfg.Secrets[0]))
+	switch {
+	case err == nil && len(b) == ed25519.SeedSize:
+		return &discordScheme{priv: ed25519.NewKeyFromSeed(b)}, nil
+	case err == nil && len(b) == ed25519.PrivateKeySize:
+		return &discordScheme{priv: ed25519.PrivateKey(b)}, nil
+	}
+	return nil, fmt.Errorf("%w: secrets[0]: want a hex Ed25519 seed or private key", ErrConfig)
+}
+
+func (s *discordScheme) Verify(r *Request, now time.Time) error {
+	raw, err := requireHeader(r.Header, discordSig)
+	if err != nil {
+		return err
+	}
+	ts, err := requireHeader(r.Header, discordTS)
+	if err != nil {
+		return err
+	}
+	var sig [ed25519.SignatureSize]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), false); !ok || l != len(sig) {
+		return fmt.Errorf("%w: %s", ErrMalformed, discordSig)
+	}
+	if s.tol > 0 {
+		if err := freshTimestamp(ts, tsSeconds, now, s.tol, discordTS); err != nil {
+			return err
+		}
+	}
+	msg := make([]byte, 0, len(ts)+len(r.Body))
+	msg = append(append(msg, ts...), r.Body...)
+	for _, k := range s.keys {
+		if ed25519.Verify(k, msg, sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, discordSig)
+}
+
+func (s *discordScheme) Sign(r *Request, now time.Time) error {
+	ts := formatTime(now, tsSeconds)
+	sig := ed25519.Sign(s.priv, append([]byte(ts), r.Body...))
+	setHeader(r, discordTS, ts)
+	setHeader(r, discordSig, hex.EncodeToString(sig))
+	return nil
+}
+
+// sendgridScheme: ECDSA P-256 with SHA-256 over timestamp followed by body, signature base64
+// ASN.1 DER, public key base64 DER as the dashboard shows it. Follows sendgrid-nodejs
+// eventwebhook. No freshness window is documented, so the timestamp is only checked when the
+// source sets a tolerance.
+type sendgridScheme struct {
+	keys []*ecdsa.PublicKey
+	priv *ecdsa.PrivateKey
+	tol  time.Duration
+}
+
+const (
+	sendgridSig = "X-Twilio-Email-Event-Webhook-Signature"
+	sendgridTS  = "X-Twilio-Email-Event-Webhook-Timestamp"
+)
+
+func derBytes(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "-----BEGIN") {
+		blk, _ := pem.Decode([]byte(s))
+		if blk == nil {
+			return nil, fmt.Errorf("bad PEM")
+		}
+		return blk.Bytes, nil
+	}
+	return base64.StdEncoding.DecodeString(s)
+}
+
+func newSendgridVerifier(cfg Config) (*sendgridScheme, error) {
+	s := &sendgridScheme{tol: cfg.Tolerance}
+	for i, k := range cfg.Secrets {
+		der, err := derBytes(k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: secrets[%d]: want a base64 DER public key: %v", ErrConfig, i, err)
+		}
+		pub, err := x509.ParsePKIXPublicKey(der)
+		ec, ok := pub.(*ecdsa.PublicKey)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("%w: secrets[%d]: not an ECDSA public key", ErrConfig, i)
+		}
+		s.keys = append(s.keys, ec)
+	}
+	return s, nil
+}
+
+func newSendgridSigner(cfg Config) (*sendgridScheme, error) {
+	der, err := derBytes(cfg.Secrets[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: secrets[0]: want a base64 PKCS#8 private key: %v", ErrConfig, err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	ec, ok := k.(*ecdsa.PrivateKey)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("%w: secrets[0]: not an ECDSA PKCS#8 private key", ErrConfig)
+	}
+	return &sendgridScheme{priv: ec}, nil
+}
+
+func (s *sendgridScheme) Verify(r *Request, now time.Time) error {
+	raw, err := requireHeader(r.Header, sendgridSig)
+	if err != nil {
+		return err
+	}
+	ts, err := requireHeader(r.Header, sendgridTS)
+	if err != nil {
+		return err
+	}
+	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(raw))
+	if err != nil || len(sig) > 128 {
+		return fmt.Errorf("%w: %s", ErrMalformed, sendgridSig)
+	}
+	if s.tol > 0 {
+		if err := freshTimestamp(ts, tsSeconds, now, s.tol, sendgridTS); err != nil {
+			return err
+		}
+	}
+	h := sha256.New()
+	h.Write([]byte(ts))
+	h.Write(r.Body)
+	sum := h.Sum(nil)
+	for _, k := range s.keys {
+		if ecdsa.VerifyASN1(k, sum, sig) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, sendgridSig)
+}
+
+func (s *sendgridScheme) Sign(r *Request, now time.Time) error {
+	ts := formatTime(now, tsSeconds)
+	h := sha256.New()
+	h.Write([]byte(ts))
+	h.Write(r.Body)
+	sig, err := ecdsa.SignASN1(rand.Reader, s.priv, h.Sum(nil))
+	if err != nil {
+		return err
+	}
+	setHeader(r, sendgridTS, ts)
+	setHeader(r, sendgridSig, base64.StdEncoding.EncodeToString(sig))
+	return nil
+}

@@ -1,0 +1,213 @@
+package signatures
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Sentinel errors, matched with errors.Is. Every error from this package wraps exactly one.
+var (
+	ErrMissingHeader   = errors.New("signatures: missing signature, timestamp or id")
+	ErrMalformed       = errors.New("signatures: malformed signature header")
+	ErrStale           = errors.New("signatures: timestamp outside tolerance")
+	ErrNoMatch         = errors.New("signatures: no matching signature")
+	ErrUnknownProvider = errors.New("signatures: unknown provider")
+	ErrConfig          = errors.New("signatures: invalid configuration")
+)
+
+// Request is what a verifier sees: the raw request as received.
+type Request struct {
+	Method string
+	// URL is the public URL the provider called (see the package doc); URL-signing schemes and
+	// query-string handshakes read it. Other schemes ignore it.
+	URL    string
+	Header http.Header
+	Body   []byte // raw bytes, never re-encoded
+}
+
+// Config is one source's verification settings.
+type Config struct {
+	// Secrets are tried in order; several while rotating. For Discord and SendGrid they are the
+	// public keys (verifiers) or a private key (signers), see the package doc.
+	Secrets []string
+	// Tolerance bounds the age of timestamped requests, in both directions. 0 means the
+	// provider's default.
+	Tolerance time.Duration
+	// URL is the public URL for URL-signing schemes (Twilio, Square, HubSpot), required for them.
+	URL string
+	// VerifyToken answers Meta's hub.verify_token in the GET handshake.
+	VerifyToken string
+	// HMAC configures the generic "hmac" provider and is required for it.
+	HMAC *HMACConfig
+}
+
+// HMACConfig describes a generic HMAC scheme for providers not listed by name.
+type HMACConfig struct {
+	Header    string // signature header, required
+	Algorithm string // sha1 | sha256 | sha512
+	Encoding  string // hex | base64
+	Prefix    string // stripped from each signature, e.g. "sha256="
+	// Separator splits several signatures in one header value (e.g. "," or " "); empty means the
+	// whole value is one signature.
+	Separator string
+	// Template is the signed content over {id}, {timestamp}, {body}, {url} and {method} with
+	// literal text between them; empty means "{body}". It must contain {body}, so the payload is
+	// always authenticated.
+	Template        string
+	IDHeader        string // required when the template uses {id}
+	TimestampHeader string // required when the template uses {timestamp}; unix s, ms, or RFC 3339
+	// Tolerance for the timestamp; 0 falls back to Config.Tolerance, then to 300 s. Only used
+	// when TimestampHeader is set.
+	Tolerance time.Duration
+}
+
+// Scheme verifies a request.
+type Scheme interface {
+	// Verify checks the request against the configured secrets at time now. nil means authentic.
+	Verify(r *Request, now time.Time) error
+}
+
+// Signer signs a request as the provider would.
+type Signer interface {
+	// Sign adds the provider's signature headers (and for schemes that need them, the
+	// timestamp and id headers) to r, using the first secret or private key. A few schemes carry
+	// the signature in the body (Mailgun, Microsoft Graph); their signers rewrite r.Body.
+	Sign(r *Request, now time.Time) error
+}
+
+// Provider holds a provider's static facts, used by the ingress as defaults.
+type Provider struct {
+	Name string
+	// EventID lists extraction templates; the first that fully resolves is the event id. Empty
+	// when there is no sensible default and the operator must configure one.
+	EventID []string
+	// ContextAt is a template for the provider's own event time, when there is one.
+	ContextAt string
+	// ForwardHeaders are informative headers safe to pass to the agent.
+	ForwardHeaders []string
+	// SignatureHeaders must never be forwarded (signatures, tokens, credentials).
+	SignatureHeaders []string
+	NeedsURL         bool // the scheme signs the public URL: Config.URL is required
+	Timestamped      bool // a signed timestamp is checked against a tolerance by default
+	// DefaultTolerance applies when Config.Tolerance is 0 (Timestamped providers only).
+	DefaultTolerance time.Duration
+	// BodySigned is false for schemes that authenticate the sender but not the payload (shared
+	// tokens, basic auth, Mailgun's timestamp+token signature): an intermediary could alter the
+	// body without detection.
+	BodySigned bool
+	// Handshake is true when Handshake answers an endpoint verification for this provider.
+	Handshake bool
+}
+
+// HandshakeResponse is the answer to a provider's endpoint verification request.
+type HandshakeResponse struct {
+	Status      int
+	ContentType string
+	Header      http.Header
+	Body        []byte
+}
+
+// New builds the verifier for a provider. Unknown names wrap ErrUnknownProvider; missing or bad
+// settings wrap ErrConfig and name the field.
+func New(provider string, cfg Config) (Scheme, error) {
+	d, err := lookup(provider)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCommon(d, cfg); err != nil {
+		return nil, err
+	}
+	return d.verifier(cfg)
+}
+
+// NewSigner builds a signer for a provider. For shared-secret schemes it signs with
+// cfg.Secrets[0]; for Discord and SendGrid cfg.Secrets[0] is a private key (see the package doc).
+// Postmark's signer takes "user:password"; Microsoft Graph's writes clientState into the body.
+func NewSigner(provider string, cfg Config) (Signer, error) {
+	d, err := lookup(provider)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCommon(d, cfg); err != nil {
+		return nil, err
+	}
+	return d.signer(cfg)
+}
+
+// Lookup returns a provider's static facts.
+func Lookup(provider string) (Provider, error) {
+	d, err := lookup(provider)
+	if err != nil {
+		return Provider{}, err
+	}
+	p := d.info
+	p.Name = provider
+	// Hand out copies so callers cannot change the registry's slices.
+	p.EventID = slices.Clone(p.EventID)
+	p.ForwardHeaders = slices.Clone(p.ForwardHeaders)
+	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
+	p.Handshake = d.handshake != nil
+	return p, nil
+}
+
+// Providers returns the registered provider names, sorted.
+func Providers() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Handshake answers a provider's endpoint verification request, if r is one. handled=false means
+// "not a handshake, go on to Verify". Where the provider signs its handshake (Slack, Zoom, Twitch,
+// Discord, GitHub and Intercom pings, Front), the signature is verified here and its error returned;
+// the gateway answers 401. Pure function: no I/O, the clock is now.
+func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *HandshakeResponse, handled bool, err error) {
+	d, err := lookup(provider)
+	if err != nil {
+		return nil, false, err
+	}
+	if d.handshake == nil || r == nil {
+		return nil, false, nil
+	}
+	return d.handshake(d, cfg, r, now)
+}
+
+func lookup(provider string) (*def, error) {
+	d, ok := registry[provider]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, provider)
+	}
+	return d, nil
+}
+
+func checkCommon(d *def, cfg Config) error {
+	if len(cfg.Secrets) == 0 {
+		return fmt.Errorf("%w: secrets: at least one is required", ErrConfig)
+	}
+	for i, s := range cfg.Secrets {
+		if s == "" {
+			return fmt.Errorf("%w: secrets[%d] is empty", ErrConfig, i)
+		}
+	}
+	if cfg.Tolerance < 0 {
+		return fmt.Errorf("%w: tolerance must not be negative", ErrConfig)
+	}
+	if d.info.NeedsURL && cfg.URL == "" {
+		return fmt.Errorf("%w: url: required, this provider signs the public URL", ErrConfig)
+	}
+	return nil
+}
+
+// tolerance picks the configured tolerance or the provider default.
+func tolerance(cfg Config, def time.Duration) time.Duration {
+	if cfg.Tolerance > 0 {
+		return cfg.Tolerance
+	}
+	return def
+}

@@ -1,0 +1,35 @@
+// Package ingress is the gateway's public edge: the handler behind
+// POST /hooks/{source} that turns a provider's delivery into exactly one
+// decision.
+//
+// For each request it reads the body through a hard byte limit, answers
+// provider handshakes, verifies the signature on the raw bytes, extracts the
+// event id, scope and contextAt, and then, in one ledger transaction, claims
+// the event's "deliver" effect and begins (or resumes) its run. Only a
+// granted claim is forwarded; duplicates are answered from the ledger.
+//
+// # What it promises
+//
+//   - Nothing is answered 2xx unless it was delivered, rejected by the agent
+//     for good, or already recorded as such. Store failures and agent
+//     failures answer 503 with Retry-After, so the provider keeps the event.
+//   - A bad, missing or stale signature is 401 and touches neither the
+//     ledger nor the agent.
+//   - A duplicate that arrives while the first delivery is in flight never
+//     takes the run over from it.
+//   - The forward runs to completion (or its own timeout) even when the
+//     provider hangs up, so the ledger always learns how it ended.
+//
+// # Choices where the design leaves room
+//
+//   - When a source's scope template does not resolve for an event, the
+//     event gets its own scope (the default), so no event is refused for
+//     lacking a conversation.
+//   - When a context_at template does not resolve or parse, receipt time is
+//     used and a warning is logged. Numeric timestamps below 10^11 are Unix
+//     seconds, above are milliseconds; strings are RFC 3339.
+//   - A redelivery of a delivered or rejected event answers 200 with status
+//     "duplicate" and the original outcome.
+//   - Every error becomes an HTTP answer in one place, errorHandler; an
+//     error it does not recognise is a 503, never a 2xx and never a 400.
+package ingress

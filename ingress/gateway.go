@@ -1,0 +1,416 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/extract"
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/signatures"
+)
+
+// IntentDeliver is the ledger intent under which the gateway records that
+// an event was handed to its agent.
+const IntentDeliver = "deliver"
+
+// deliverAttempts is effectively unlimited: providers retry for days, and a
+// failed forward is known not to have been acted on by a fenced agent.
+const deliverAttempts = 1 << 30
+
+// Options wire a Gateway. Ledger, Forwarder and Sources are required.
+type Options struct {
+	Sources   []*Source
+	Ledger    *ledger.Ledger
+	Forwarder *forward.Forwarder
+	Logger    *zap.Logger
+	Metrics   *Metrics
+	Clock     func() time.Time
+}
+
+// Gateway is the public webhook handler.
+type Gateway struct {
+	sources map[string]*Source
+	ledger  *ledger.Ledger
+	fwd     *forward.Forwarder
+	log     *zap.Logger
+	metrics *Metrics
+	now     func() time.Time
+	echo    *echo.Echo
+	// active counts handlers still running, so shutdown can wait for
+	// forwards whose connections were already cut.
+	active sync.WaitGroup
+}
+
+// Wait blocks until every request handler has returned.
+func (g *Gateway) Wait() { g.active.Wait() }
+
+// New builds the gateway's handler.
+func New(o Options) (*Gateway, error) {
+	if o.Ledger == nil || o.Forwarder == nil {
+		return nil, errors.New("ingress: a ledger and a forwarder are required")
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock}
+	for _, s := range o.Sources {
+		if _, dup := g.sources[s.Name]; dup {
+			return nil, fmt.Errorf("ingress: source %q configured twice", s.Name)
+		}
+		g.sources[s.Name] = s
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = g.errorHandler
+	e.Any("/hooks/:source", g.handle)
+	g.echo = e
+	return g, nil
+}
+
+// ServeHTTP makes the gateway an http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.echo.ServeHTTP(w, r) }
+
+// answer is the 2xx body.
+type answer struct {
+	Status  string `json:"status"`
+	EventID string `json:"event_id"`
+	RunID   string `json:"run_id"`
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// delivery is what one request turned into, for the log line.
+type delivery struct {
+	source           *Source
+	eventID, scope   string
+	runID            string
+	deliveryN        int
+	status           int
+	decision, reason string
+	start            time.Time
+}
+
+func (g *Gateway) handle(c echo.Context) error {
+	g.active.Add(1)
+	defer g.active.Done()
+	d := &delivery{start: time.Now()}
+	err := g.serve(c, d)
+	status := d.status
+	var ie *Error
+	if err != nil {
+		status = http.StatusServiceUnavailable
+		if errors.As(err, &ie) {
+			status = ie.Status
+			if d.reason == "" {
+				d.reason = ie.Reason
+			}
+		}
+	}
+	name := c.Param("source")
+	if d.source != nil {
+		g.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
+	}
+	fields := []zap.Field{
+		zap.String("source", name), zap.Int("status", status), zap.String("decision", d.decision),
+		zap.Duration("latency", time.Since(d.start)),
+	}
+	if d.eventID != "" {
+		fields = append(fields, zap.String("event_id", d.eventID), zap.String("scope", d.scope),
+			zap.String("run_id", d.runID), zap.Int("delivery", d.deliveryN))
+	}
+	if d.reason != "" {
+		fields = append(fields, zap.String("reason", d.reason))
+	}
+	if err != nil && (ie == nil || ie.Cause != nil) {
+		fields = append(fields, zap.Error(err))
+	}
+	g.log.Info("webhook", fields...)
+	return err
+}
+
+func (g *Gateway) serve(c echo.Context, d *delivery) error {
+	req := c.Request()
+	src := g.sources[c.Param("source")]
+	if src == nil {
+		d.decision = "unknown_source"
+		return &Error{Status: http.StatusNotFound, Message: "unknown source", Reason: "unknown_source"}
+	}
+	d.source = src
+	if req.Method != http.MethodPost && !(req.Method == http.MethodGet && src.info.Handshake) {
+		allow := "POST"
+		if src.info.Handshake {
+			allow = "GET, POST"
+		}
+		c.Response().Header().Set("Allow", allow)
+		d.decision = "method"
+		return &Error{Status: http.StatusMethodNotAllowed, Message: "method not allowed", Reason: "method"}
+	}
+	body, err := readBody(c, src.maxBody)
+	if err != nil {
+		d.decision = "body"
+		return err
+	}
+	now := g.now()
+	sreq := &signatures.Request{Method: req.Method, URL: publicURL(src, req), Header: req.Header, Body: body}
+	if resp, handled, err := signatures.Handshake(src.Provider, src.sigCfg, sreq, now); handled || err != nil {
+		d.decision = "handshake"
+		if err != nil {
+			return g.unauthorized(src, d, err)
+		}
+		return writeHandshake(c, d, resp)
+	}
+	if req.Method != http.MethodPost {
+		d.decision = "method"
+		c.Response().Header().Set("Allow", "GET, POST")
+		return &Error{Status: http.StatusMethodNotAllowed, Message: "method not allowed", Reason: "method"}
+	}
+	if err := src.scheme.Verify(sreq, now); err != nil {
+		d.decision = "unauthorized"
+		return g.unauthorized(src, d, err)
+	}
+	in := &extract.Input{Header: req.Header, Query: req.URL.Query(), Body: body, ContentType: req.Header.Get("Content-Type")}
+	eventID, ok := src.eventID.Resolve(in)
+	if !ok {
+		d.decision = "no_event_id"
+		return &Error{Status: http.StatusBadRequest, Reason: "missing_event_id",
+			Message: fmt.Sprintf("event id rule %s did not resolve for this request", src.eventIDText)}
+	}
+	d.eventID = eventID
+	d.runID = src.Name + ":" + eventID
+	d.scope = d.runID
+	if src.scope != nil {
+		if s, ok := src.scope.Resolve(in); ok {
+			d.scope = s
+		}
+	}
+	contextAt := g.contextAt(src, in, now, d)
+	return g.claimAndForward(c, d, src, body, contextAt)
+}
+
+func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
+	reason := "invalid"
+	switch {
+	case errors.Is(err, signatures.ErrMissingHeader):
+		reason = "missing"
+	case errors.Is(err, signatures.ErrMalformed):
+		reason = "malformed"
+	case errors.Is(err, signatures.ErrStale):
+		reason = "stale"
+	case errors.Is(err, signatures.ErrNoMatch):
+		reason = "no_match"
+	}
+	g.metrics.verifyFailures.WithLabelValues(src.Name, reason).Inc()
+	d.reason = "signature_" + reason
+	// The reason goes to the log only: a prober learns nothing from the body.
+	return &Error{Status: http.StatusUnauthorized, Message: "signature verification failed", Reason: "unauthorized", Cause: err}
+}
+
+func writeHandshake(c echo.Context, d *delivery, resp *signatures.HandshakeResponse) error {
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			c.Response().Header().Add(k, v)
+		}
+	}
+	status := resp.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	d.status = status
+	ctype := resp.ContentType
+	if ctype == "" {
+		ctype = "text/plain; charset=utf-8"
+	}
+	return c.Blob(status, ctype, resp.Body)
+}
+
+// readBody reads at most limit bytes; a body past it, whatever its
+// Content-Length said, is a 413.
+func readBody(c echo.Context, limit int64) ([]byte, error) {
+	req := c.Request()
+	if req.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	r := http.MaxBytesReader(c.Response().Writer, req.Body, limit)
+	size := req.ContentLength
+	if size < 0 || size > limit {
+		size = 512
+	}
+	buf := make([]byte, 0, size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge(limit)
+			}
+			return nil, &Error{Status: http.StatusBadRequest, Message: "could not read the request body", Reason: "body_read", Cause: err}
+		}
+	}
+}
+
+func tooLarge(limit int64) error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Reason: "too_large",
+		Message: fmt.Sprintf("body exceeds this source's limit of %d bytes", limit)}
+}
+
+// publicURL is the URL the provider called, as URL-signing schemes and
+// query-string handshakes need it: the configured public URL (the gateway
+// may sit behind TLS termination) with the request's query appended.
+func publicURL(src *Source, req *http.Request) string {
+	base := src.sigCfg.URL
+	if base == "" {
+		base = "http://" + req.Host + req.URL.Path
+	}
+	if req.URL.RawQuery != "" && !strings.Contains(base, "?") {
+		return base + "?" + req.URL.RawQuery
+	}
+	return base
+}
+
+func (g *Gateway) contextAt(src *Source, in *extract.Input, now time.Time, d *delivery) time.Time {
+	if src.contextAt == nil {
+		return now
+	}
+	raw, ok := src.contextAt.Resolve(in)
+	if ok {
+		if t, ok := parseTimestamp(raw); ok {
+			return t
+		}
+	}
+	g.log.Warn("context_at did not resolve to a timestamp; using receipt time",
+		zap.String("source", src.Name), zap.String("event_id", d.eventID), zap.String("value", raw))
+	return now
+}
+
+// parseTimestamp reads Unix seconds, Unix milliseconds or RFC 3339.
+func parseTimestamp(s string) (time.Time, bool) {
+	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 {
+		if n < 1e11 {
+			return time.UnixMilli(int64(n * 1000)).UTC(), true
+		}
+		return time.UnixMilli(int64(n)).UTC(), true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// deliverValue is what the ledger remembers about a finished delivery, so
+// duplicates are answered with the original outcome.
+type deliverValue struct {
+	Outcome     string `json:"outcome"` // delivered | rejected
+	AgentStatus int    `json:"agentStatus"`
+}
+
+func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body []byte, contextAt time.Time) error {
+	ctx := c.Request().Context()
+	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
+	run, claim, err := g.ledger.BeginClaim(ctx,
+		ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
+		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.forwardTimeout + deliverMargin,
+			Redeliverable: true, MaxAttempts: deliverAttempts})
+	if err != nil {
+		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
+		d.decision = "store_error"
+		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: err}
+	}
+	switch claim.Status {
+	case ledger.StatusClaimed:
+	case ledger.StatusReplayed:
+		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
+		d.decision = "duplicate"
+		var v deliverValue
+		_ = json.Unmarshal(claim.Value, &v)
+		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: v.Outcome})
+	case ledger.StatusInFlight:
+		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
+		d.decision = "in_flight"
+		wait := min(claim.Deadline.Sub(g.now()), src.retryAfter)
+		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered by another request", Reason: "in_flight", RetryAfter: wait}
+	default:
+		// Not reachable with a redeliverable, unlimited claim; never a 2xx.
+		d.decision = string(claim.Status)
+		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
+	}
+	d.deliveryN = run.Delivery
+	// The forward and its settle outlive the provider's connection: the
+	// ledger must learn how the forward ended even if nobody waits for it.
+	fctx := context.WithoutCancel(ctx)
+	out := g.fwd.Forward(fctx, forward.Request{
+		URL: src.forwardURL, Timeout: src.forwardTimeout, Body: body, ContentType: c.Request().Header.Get("Content-Type"),
+		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.forwardHeaders,
+		Source: src.Name, EventID: d.eventID, Scope: d.scope, RunID: d.runID, Delivery: run.Delivery,
+		FencingToken: run.Token, ContextAt: contextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
+	})
+	g.metrics.forwards.WithLabelValues(src.Name, out.Kind.String()).Inc()
+	g.metrics.forwardLatency.WithLabelValues(src.Name).Observe(out.Latency.Seconds())
+	d.decision = out.Kind.String()
+	if out.Err != nil {
+		d.reason = out.Err.Error()
+	}
+	var settleErr error
+	switch out.Kind {
+	case forward.Delivered, forward.Rejected:
+		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}, nil)
+	default:
+		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
+	}
+	if settleErr != nil {
+		// The agent may have the event, but the ledger does not know: the
+		// provider's retry will redeliver once the claim's TTL passes.
+		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
+		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: settleErr}
+	}
+	switch out.Kind {
+	case forward.Delivered:
+		return g.ok(c, d, answer{Status: "delivered", EventID: d.eventID, RunID: d.runID})
+	case forward.Rejected:
+		return g.ok(c, d, answer{Status: "rejected", EventID: d.eventID, RunID: d.runID})
+	}
+	wait := src.retryAfter
+	if out.RetryAfter > 0 {
+		wait = out.RetryAfter
+	}
+	return &Error{Status: http.StatusServiceUnavailable, Message: "the agent could not take the event now", Reason: "agent_unavailable", RetryAfter: wait, Cause: out.Err}
+}
+
+func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {
+	d.status = http.StatusOK
+	return c.JSON(http.StatusOK, a)
+}
+
+// pickHeaders copies the allow-listed informative headers.
+func pickHeaders(h http.Header, names []string) http.Header {
+	out := make(http.Header, len(names))
+	for _, n := range names {
+		if v, ok := h[n]; ok {
+			out[n] = v
+		}
+	}
+	return out
+}

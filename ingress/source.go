@@ -1,0 +1,190 @@
+package ingress
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/extract"
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/signatures"
+)
+
+// Source is one configured webhook endpoint, /hooks/{Name}, ready to serve.
+// Build it with NewSource so that everything it needs is checked at start.
+type Source struct {
+	Name     string
+	Provider string
+	scheme   signatures.Scheme
+	sigCfg   signatures.Config
+	info     signatures.Provider
+
+	eventID     extract.Rule
+	eventIDText string
+	scope       *extract.Rule // nil: one scope per event
+	contextAt   *extract.Rule // nil: receipt time
+	runs        ledger.Mode
+	maxBody     int64
+	retryAfter  time.Duration
+
+	forwardURL     string
+	forwardTimeout time.Duration
+	forwardHeaders map[string]string
+	signingSecret  string
+	passHeaders    []string // canonical names of informative provider headers to forward
+}
+
+// SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
+type SourceConfig struct {
+	Name      string
+	Provider  string
+	Signature signatures.Config
+	EventID   []string // templates; empty: the provider's default
+	Scope     []string // templates; empty: one scope per event
+	ContextAt []string // templates; empty: receipt time
+	Runs      ledger.Mode
+	MaxBody   int64
+	// RetryAfter caps the Retry-After the gateway suggests.
+	RetryAfter time.Duration
+	Forward    ForwardConfig
+}
+
+// ForwardConfig says where and how accepted events go.
+type ForwardConfig struct {
+	URL           string
+	Timeout       time.Duration
+	Headers       map[string]string
+	SigningSecret string
+}
+
+// Defaults for a source.
+const (
+	DefaultMaxBody    = 1 << 20
+	DefaultRetryAfter = 10 * time.Second
+	DefaultTimeout    = 10 * time.Second
+	// deliverMargin is added to the forward timeout to make the deliver
+	// claim's pending TTL: long enough that a live forward is never taken
+	// for dead, short enough that a crashed instance's claim frees up by the
+	// provider's next retry.
+	deliverMargin = 5 * time.Second
+)
+
+// FieldError names the configuration field a problem is in.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field string, format string, args ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// NewSource validates cfg and builds the source. Errors are *FieldError,
+// naming the field under "sources.<name>".
+func NewSource(cfg SourceConfig) (*Source, error) {
+	field := "sources." + cfg.Name
+	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/?#% ") {
+		return nil, fieldErr("sources", "source name %q must be non-empty and URL-safe", cfg.Name)
+	}
+	info, err := signatures.Lookup(cfg.Provider)
+	if err != nil {
+		return nil, &FieldError{Field: field + ".provider", Err: err}
+	}
+	scheme, err := signatures.New(cfg.Provider, cfg.Signature)
+	if err != nil {
+		return nil, &FieldError{Field: field, Err: err}
+	}
+	s := &Source{
+		Name: cfg.Name, Provider: cfg.Provider, scheme: scheme, sigCfg: cfg.Signature, info: info,
+		runs: cfg.Runs, maxBody: cfg.MaxBody, retryAfter: cfg.RetryAfter,
+		forwardURL: cfg.Forward.URL, forwardTimeout: cfg.Forward.Timeout,
+		forwardHeaders: cfg.Forward.Headers, signingSecret: cfg.Forward.SigningSecret,
+	}
+	ids := cfg.EventID
+	if len(ids) == 0 {
+		ids = info.EventID
+	}
+	if len(ids) == 0 {
+		return nil, fieldErr(field+".event_id", "provider %q has no default event id: set event_id", cfg.Provider)
+	}
+	if s.eventID, err = extract.ParseRule(ids); err != nil {
+		return nil, &FieldError{Field: field + ".event_id", Err: err}
+	}
+	s.eventIDText = strings.Join(ids, " | ")
+	if len(cfg.Scope) > 0 {
+		r, err := extract.ParseRule(cfg.Scope)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".scope", Err: err}
+		}
+		s.scope = &r
+	}
+	if len(cfg.ContextAt) > 0 {
+		r, err := extract.ParseRule(cfg.ContextAt)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".context_at", Err: err}
+		}
+		s.contextAt = &r
+	}
+	switch s.runs {
+	case "":
+		s.runs = ledger.ModeIndependent
+	case ledger.ModeIndependent, ledger.ModeSupersede, ledger.ModeExclusive:
+	default:
+		return nil, fieldErr(field+".runs", "%q is not one of independent, supersede, exclusive", s.runs)
+	}
+	if s.maxBody == 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if s.maxBody < 0 {
+		return nil, fieldErr(field+".max_body", "must be positive")
+	}
+	if s.retryAfter == 0 {
+		s.retryAfter = DefaultRetryAfter
+	}
+	if s.retryAfter < 0 {
+		return nil, fieldErr(field+".retry_after", "must be positive")
+	}
+	if s.forwardTimeout == 0 {
+		s.forwardTimeout = DefaultTimeout
+	}
+	if s.forwardTimeout < 0 {
+		return nil, fieldErr(field+".forward.timeout", "must be positive")
+	}
+	if !strings.HasPrefix(s.forwardURL, "http://") && !strings.HasPrefix(s.forwardURL, "https://") {
+		return nil, fieldErr(field+".forward.url", "%q must be an http:// or https:// URL", s.forwardURL)
+	}
+	if s.signingSecret != "" {
+		if err := forward.ValidateSigningSecret(s.signingSecret); err != nil {
+			return nil, &FieldError{Field: field + ".forward.signing_secret", Err: err}
+		}
+	}
+	for _, h := range info.ForwardHeaders {
+		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
+	}
+	return s, nil
+}
+
+// ForwardTimeout is the source's forward timeout.
+func (s *Source) ForwardTimeout() time.Duration { return s.forwardTimeout }
+
+// Info is the provider's static facts.
+func (s *Source) Info() signatures.Provider { return s.info }
+
+// Describe is a one-line summary for `gateway check`.
+func (s *Source) Describe() string {
+	scope := "one scope per event"
+	if s.scope != nil {
+		scope = "scope " + s.scope.String()
+	}
+	ctxAt := "receipt"
+	if s.contextAt != nil {
+		ctxAt = s.contextAt.String()
+	}
+	return fmt.Sprintf("POST /hooks/%s  provider=%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s)",
+		s.Name, s.Provider, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout)
+}

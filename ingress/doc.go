@@ -30,6 +30,14 @@
 //     seconds, above are milliseconds; strings are RFC 3339.
 //   - A redelivery of a delivered or rejected event answers 200 with status
 //     "duplicate" and the original outcome.
+//   - The deliver record is an entry on the event's scope like any other
+//     write. On a shared scope (a conversation), a newer event that arrives
+//     while a run is answering therefore makes that run's next claim
+//     refused conversation_changed, which is the point: a new customer
+//     message changed the conversation. Agents that want to ignore
+//     deliveries claim with conflict "same-intent".
+//   - A GET is answered only for providers whose handshake arrives by GET;
+//     for every other source it is a 405 whatever it carries.
 //   - Every error becomes an HTTP answer in one place, errorHandler; an
 //     error it does not recognise is a 503, never a 2xx and never a 400.
 package ingress

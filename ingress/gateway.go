@@ -153,14 +153,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return &Error{Status: http.StatusNotFound, Message: "unknown source", Reason: "unknown_source"}
 	}
 	d.source = src
-	if req.Method != http.MethodPost && !(req.Method == http.MethodGet && src.info.Handshake) {
-		allow := "POST"
-		if src.info.Handshake {
-			allow = "GET, POST"
-		}
-		c.Response().Header().Set("Allow", allow)
-		d.decision = "method"
-		return &Error{Status: http.StatusMethodNotAllowed, Message: "method not allowed", Reason: "method"}
+	getHandshake := req.Method == http.MethodGet && src.info.HandshakeByGET
+	if req.Method != http.MethodPost && !getHandshake {
+		return methodNotAllowed(c, src, d)
 	}
 	body, err := readBody(c, src.maxBody)
 	if err != nil {
@@ -177,9 +172,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return writeHandshake(c, d, resp)
 	}
 	if req.Method != http.MethodPost {
-		d.decision = "method"
-		c.Response().Header().Set("Allow", "GET, POST")
-		return &Error{Status: http.StatusMethodNotAllowed, Message: "method not allowed", Reason: "method"}
+		return methodNotAllowed(c, src, d)
 	}
 	if err := src.scheme.Verify(sreq, now); err != nil {
 		d.decision = "unauthorized"
@@ -202,6 +195,16 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	}
 	contextAt := g.contextAt(src, in, now, d)
 	return g.claimAndForward(c, d, src, body, contextAt)
+}
+
+func methodNotAllowed(c echo.Context, src *Source, d *delivery) error {
+	allow := "POST"
+	if src.info.HandshakeByGET {
+		allow = "GET, POST"
+	}
+	c.Response().Header().Set("Allow", allow)
+	d.decision = "method"
+	return &Error{Status: http.StatusMethodNotAllowed, Message: "method not allowed", Reason: "method"}
 }
 
 func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
@@ -285,7 +288,10 @@ func publicURL(src *Source, req *http.Request) string {
 	if base == "" {
 		base = "http://" + req.Host + req.URL.Path
 	}
-	if req.URL.RawQuery != "" && !strings.Contains(base, "?") {
+	// The query the provider actually sent is what it signed, including
+	// any parameters already in the registered URL.
+	base, _, _ = strings.Cut(base, "?")
+	if req.URL.RawQuery != "" {
 		return base + "?" + req.URL.RawQuery
 	}
 	return base
@@ -365,7 +371,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		URL: src.forwardURL, Timeout: src.forwardTimeout, Body: body, ContentType: c.Request().Header.Get("Content-Type"),
 		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.forwardHeaders,
 		Source: src.Name, EventID: d.eventID, Scope: d.scope, RunID: d.runID, Delivery: run.Delivery,
-		FencingToken: run.Token, ContextAt: contextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
+		FencingToken: run.Token, ContextAt: run.ContextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
 	})
 	g.metrics.forwards.WithLabelValues(src.Name, out.Kind.String()).Inc()
 	g.metrics.forwardLatency.WithLabelValues(src.Name).Observe(out.Latency.Seconds())

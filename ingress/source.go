@@ -105,6 +105,9 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		forwardURL: cfg.Forward.URL, forwardTimeout: cfg.Forward.Timeout,
 		forwardHeaders: cfg.Forward.Headers, signingSecret: cfg.Forward.SigningSecret,
 	}
+	if info.NeedsVerifyToken && cfg.Signature.VerifyToken == "" {
+		return nil, fieldErr(field+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider)
+	}
 	ids := cfg.EventID
 	if len(ids) == 0 {
 		ids = info.EventID

@@ -190,7 +190,7 @@ var registry = map[string]*def{
 	},
 	"nylas": {
 		info: Provider{EventID: []string{"{json:id}"}, ContextAt: "{json:time}",
-			SignatureHeaders: []string{"X-Nylas-Signature"}, BodySigned: true},
+			SignatureHeaders: []string{"X-Nylas-Signature"}, BodySigned: true, HandshakeByGET: true},
 		hmac:      &hmacDef{hash: sha256.New, headers: []string{"X-Nylas-Signature"}, content: bodyOnlySeg()},
 		handshake: challengeEcho("challenge", false),
 	},
@@ -273,7 +273,8 @@ var registry = map[string]*def{
 		// the batch. Configure another rule if you receive other objects.
 		info: Provider{EventID: []string{"{json:entry.0.changes.0.value.messages.0.id}",
 			"{json:entry.0.changes.0.value.statuses.0.id}", "{json:entry.0.messaging.0.message.mid}"},
-			SignatureHeaders: []string{"X-Hub-Signature-256", hubSig}, BodySigned: true},
+			SignatureHeaders: []string{"X-Hub-Signature-256", hubSig}, BodySigned: true,
+			HandshakeByGET: true, NeedsVerifyToken: true},
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Hub-Signature-256"}, prefix: "sha256=",
 			content: bodyOnlySeg()},
 		handshake: metaHandshake,
@@ -365,7 +366,7 @@ var registry = map[string]*def{
 	"dropbox": {
 		// Notifications only say "these accounts changed" and carry no id: any default would
 		// either never dedup or wrongly drop later changes. Configure one if you need it.
-		info:      Provider{SignatureHeaders: []string{"X-Dropbox-Signature"}, BodySigned: true},
+		info:      Provider{SignatureHeaders: []string{"X-Dropbox-Signature"}, BodySigned: true, HandshakeByGET: true},
 		hmac:      &hmacDef{hash: sha256.New, headers: []string{"X-Dropbox-Signature"}, content: bodyOnlySeg()},
 		handshake: challengeEcho("challenge", true),
 	},
@@ -380,7 +381,7 @@ var registry = map[string]*def{
 		// Account Activity deliveries batch one kind of event; the first item's id stands for it.
 		info: Provider{EventID: []string{"{json:tweet_create_events.0.id_str}", "{json:direct_message_events.0.id}",
 			"{json:favorite_events.0.id}"},
-			SignatureHeaders: []string{"X-Twitter-Webhooks-Signature"}, BodySigned: true},
+			SignatureHeaders: []string{"X-Twitter-Webhooks-Signature"}, BodySigned: true, HandshakeByGET: true},
 		hmac: &hmacDef{hash: sha256.New, b64: true, headers: []string{"X-Twitter-Webhooks-Signature"}, prefix: "sha256=",
 			content: bodyOnlySeg()},
 		handshake: xHandshake,

@@ -100,6 +100,11 @@ type Provider struct {
 	BodySigned bool
 	// Handshake is true when Handshake answers an endpoint verification for this provider.
 	Handshake bool
+	// HandshakeByGET is true when the handshake arrives as a GET (Meta, Nylas, Dropbox, X): the
+	// only GET the gateway answers on a source.
+	HandshakeByGET bool
+	// NeedsVerifyToken is true when the handshake checks Config.VerifyToken (Meta).
+	NeedsVerifyToken bool
 }
 
 // HandshakeResponse is the answer to a provider's endpoint verification request.

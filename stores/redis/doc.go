@@ -1,0 +1,98 @@
+// Package redis keeps the ledger in Redis, so that several gateway
+// processes, and agents on other machines, share one ledger. It works with
+// a single server, with Sentinel and with Redis Cluster, through go-redis
+// v9.
+//
+// # Layout
+//
+// Each scope is one hash, {prefix}{bb}:s:{scope}, holding the document (d),
+// a version token (t) and, while the document needs review, the review time
+// in Unix milliseconds (r). bb is one of 256 buckets, chosen by hashing the
+// scope. Each bucket also has a sorted set, {prefix}{bb}:review, scoring
+// its scopes by review time. The braces make {bb} the Redis Cluster hash
+// tag, so a scope and its bucket's index always live in the same slot.
+//
+// # Atomicity
+//
+// Every change is one Lua script run against the scope's hash and its
+// bucket's index: it compares the stored token with the one the caller's
+// decision was based on, and only if they match stores the new document,
+// its expiry and its review time, and updates the index. Redis runs scripts
+// one at a time, so two writers of the same scope, in any number of
+// processes, cannot both win. The script is sent with EVALSHA and, when the
+// server has forgotten it (a restart, SCRIPT FLUSH, a failover), with EVAL.
+//
+// Tokens are random, fresh for every write, rather than counters: a key
+// that expired and was created again, or a write lost in a failover and
+// replaced by another, never shows a token an old cache remembers. Because
+// a token is fresh per attempt, the script also recognises a client retry
+// of its own write whose reply was lost, and reports it as done rather
+// than as a conflict, so a retried increment cannot count twice.
+//
+// # Round trips
+//
+// A Store remembers, in a bounded in-process cache, the last token and
+// document it read or wrote for each scope. Transact runs the caller's
+// function on that copy (nil, and "no document", for a scope it has not
+// seen) and sends the result in one script call: one round trip when
+// nobody else wrote in between, so a claim plus its settle costs two. When
+// someone did, the script's reply carries the current document and the
+// function runs again on it, without a separate read. A conflict caused
+// only by this process's copy being out of date is not counted; real races
+// are retried with jittered backoff up to Options.MaxRetries times, then
+// Transact fails with a *ContentionError, which matches ledger.ErrContention.
+//
+// When the function decides not to write, or refuses with an error, on a
+// copy from the cache, Transact reads the scope once before believing it:
+// a write from another process could change the answer. A function error is
+// then returned unchanged, and nothing is written.
+//
+// # Listing scopes to review, on Cluster
+//
+// ScopesToReview cannot scan one global index on Cluster without giving up
+// the atomic update: a key in another slot cannot be touched by the write
+// script. Spreading the index over 256 hash-tagged buckets keeps the index
+// exact (it changes in the same script as the document) at the cost of
+// asking all 256 indexes when listing, in one pipelined call per node.
+// The only way the index can name a scope that needs no review is expiry of
+// the document; such entries are removed, by a script that checks the
+// document is really gone, the next time a listing meets them.
+//
+// A Store's keys occupy at most 256 slots, plenty to spread over a cluster's
+// masters. The prefix must not contain braces, as they would change the
+// hash tag.
+//
+// # Expiry
+//
+// Write.TTL becomes a PEXPIRE on the scope's hash (rounded up to whole
+// milliseconds, at least one); zero removes any expiry. Redis deletes the
+// key when the time has passed; the ledger already treats an expired
+// document as absent.
+//
+// # Deadlines and outages
+//
+// Every call ends when its context does, including on a connection that has
+// stalled, provided the go-redis client has ContextTimeoutEnabled set:
+// without it, go-redis waits for its own ReadTimeout whatever the context
+// says. New therefore refuses (panics on) a go-redis client without it, and
+// Open sets it. An unreachable or failing server is always an error, never
+// a decision. A write whose reply was lost may or may not have landed; the
+// caller hears an error and the next Transact sees the truth.
+//
+// # Durability
+//
+// Redis acknowledges a write before it is on disk, and replicates it to
+// replicas afterwards. A crash loses what the persistence settings had not
+// yet saved (everything, with persistence off), and a failover can lose
+// writes the old master had already acknowledged. A lost claim means the
+// ledger may let an effect happen a second time. Where that matters, run
+// Redis with appendonly yes and appendfsync always, use min-replicas-to-write
+// to narrow the failover window, or use the Postgres or bolt store.
+//
+// # Tests
+//
+// The tests run against a real server named by REPLYONCE_TEST_REDIS (for
+// example redis://127.0.0.1:6379/0). Unset, they skip and say so; set but
+// unreachable, they fail. Each test writes under its own random prefix and
+// deletes it afterwards. The cross-process tests re-execute the test binary.
+package redis

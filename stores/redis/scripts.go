@@ -1,0 +1,66 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// casScript is the only way a document changes. It compares the scope's
+// version token with the one the caller's decision was based on and, when
+// they match, stores the new document, its expiry and its review time in one
+// atomic step, keeping the bucket's review index in step with it. Both keys
+// carry the same hash tag, so the script is legal on Redis Cluster.
+//
+// Replies:
+//
+//	{1}            written (or already written by this very attempt)
+//	{0}            conflict: the scope has no document
+//	{0, tok, doc}  conflict: the current token and document, so the caller
+//	               can decide again without another round trip
+//
+// Absent values are encoded by the reply's length, never by Lua false, which
+// reaches RESP3 clients as a boolean rather than a nil.
+//
+// KEYS[1] scope hash, KEYS[2] review index of the scope's bucket.
+// ARGV[1] expected token ("" = no document), ARGV[2] new token, ARGV[3] doc,
+// ARGV[4] TTL in ms ("0" = no expiry), ARGV[5] review time in unix ms
+// ("" = none), ARGV[6] scope (the index member).
+var casScript = goredis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 't', 'd')
+local tok = cur[1] or ''
+if tok ~= ARGV[1] then
+  if tok == ARGV[2] then
+    -- A client-side retry of an attempt that already landed: the token is
+    -- fresh per attempt, so nobody else can have written it.
+    return {1}
+  end
+  if not cur[1] then
+    return {0}
+  end
+  return {0, tok, cur[2] or ''}
+end
+redis.call('HSET', KEYS[1], 't', ARGV[2], 'd', ARGV[3])
+if ARGV[5] == '' then
+  redis.call('HDEL', KEYS[1], 'r')
+  redis.call('ZREM', KEYS[2], ARGV[6])
+else
+  redis.call('HSET', KEYS[1], 'r', ARGV[5])
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
+end
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  redis.call('PERSIST', KEYS[1])
+end
+return {1}
+`)
+
+// pruneScript drops an index entry whose document has gone (expired or
+// deleted by hand). Checking and removing in one step means a writer that
+// recreates the document at the same moment cannot lose its fresh entry.
+//
+// KEYS[1] review index, KEYS[2] scope hash (same slot). ARGV[1] scope.
+var pruneScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
+`)

@@ -1,0 +1,504 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultKeyPrefix  = "replyonce:"
+	DefaultMaxRetries = 100
+	DefaultCacheSize  = 10000
+)
+
+// reviewBuckets is how many review indexes the scopes are spread over. Each
+// bucket is one hash tag, so it is also the number of Cluster slots the
+// store's keys can occupy. Changing it re-homes every key: it is a constant,
+// not an option, on purpose.
+const reviewBuckets = 256
+
+// Backoff between optimistic attempts once the first immediate retry has
+// also lost. The window starts at about one round trip (as measured on the
+// losing attempt) and doubles with every further loss, so a crowd of N
+// writers on one scope thins out to about one attempt per round trip after
+// log2(N) losses instead of colliding in lockstep; the wait is a uniform
+// draw from the window, so writers do not re-collide either.
+const (
+	minBackoff = 200 * time.Microsecond
+	maxBackoff = 250 * time.Millisecond
+)
+
+// Options tunes a Store. The zero value is usable.
+type Options struct {
+	// KeyPrefix starts every key the store touches, so several ledgers (or
+	// tests) can share one Redis. It must not contain '{' or '}': the store
+	// places its own hash tag right after it. Default "replyonce:".
+	KeyPrefix string
+
+	// MaxRetries is how many times one Transact may lose the race to
+	// another writer of the same scope before it gives up with a
+	// *ContentionError. Attempts that failed only because this process's
+	// cached copy was out of date are not counted. Default 100.
+	MaxRetries int
+
+	// CacheSize bounds how many scopes' last known documents are kept in
+	// memory to save the read before each write. Zero means
+	// DefaultCacheSize; a negative value turns the cache off (every
+	// Transact on an existing scope then costs two round trips).
+	CacheSize int
+}
+
+// Validate reports options that New would refuse.
+func (o Options) Validate() error {
+	if strings.ContainsAny(o.KeyPrefix, "{}") {
+		return fmt.Errorf("redis store: key_prefix %q: must not contain '{' or '}' (the store adds its own Cluster hash tag)", o.KeyPrefix)
+	}
+	if o.MaxRetries < 0 {
+		return fmt.Errorf("redis store: max_retries %d: must not be negative", o.MaxRetries)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	return o
+}
+
+// Store is a ledger.Store kept in Redis. It is safe for concurrent use by
+// any number of goroutines, and any number of Stores in any number of
+// processes may share one Redis (or Cluster) with the same KeyPrefix.
+type Store struct {
+	client     goredis.UniversalClient
+	prefix     string
+	maxRetries int
+	cache      *docCache
+	ownsClient bool
+
+	// Per bucket, the start of its scopes' keys and its index key, built
+	// once so the hot path allocates one string per key.
+	docPrefixes [reviewBuckets]string
+	indexKeys   [reviewBuckets]string
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// ContentionError is returned when a Transact lost the race for one scope
+// more than Options.MaxRetries times in a row. It matches
+// ledger.ErrContention with errors.Is. It is a store failure, never a
+// decision.
+type ContentionError struct {
+	Scope     string
+	Conflicts int
+}
+
+func (e *ContentionError) Error() string {
+	return fmt.Sprintf("redis store: scope %q: gave up after %d conflicting writes: %v", e.Scope, e.Conflicts, ledger.ErrContention)
+}
+
+func (e *ContentionError) Unwrap() error { return ledger.ErrContention }
+
+// New returns a Store that keeps its documents in client.
+//
+// New panics when opts does not pass Validate, or when client is a go-redis
+// Client, ClusterClient or Ring built without ContextTimeoutEnabled: such a
+// client lets a stalled connection hold a call for its ReadTimeout whatever
+// the caller's deadline, which breaks the store's promise to give up when
+// the context does. Open builds a suitable client from a URL.
+func New(client goredis.UniversalClient, opts Options) *Store {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
+	if !honoursContext(client) {
+		panic("redis store: the client must be built with ContextTimeoutEnabled: true so calls end at the caller's deadline")
+	}
+	opts = opts.withDefaults()
+	s := &Store{
+		client:     client,
+		prefix:     opts.KeyPrefix,
+		maxRetries: opts.MaxRetries,
+		cache:      newDocCache(opts.CacheSize),
+	}
+	for b := range reviewBuckets {
+		tag := opts.KeyPrefix + bucketTag(uint32(b))
+		s.docPrefixes[b] = tag + ":s:"
+		s.indexKeys[b] = tag + ":review"
+	}
+	return s
+}
+
+func honoursContext(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	// Another implementation (a wrapper, a test double): its owner vouches
+	// for it.
+	return true
+}
+
+// Open connects to the Redis server at url (redis:// or rediss://, the
+// query options go-redis understands), checks that it answers, and returns
+// a Store that owns the connection pool: Close releases it. The pool is at
+// least 64 connections unless the URL says otherwise, since every
+// concurrent request holds one for its round trip.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	copts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: parse url: %w", err)
+	}
+	copts.ContextTimeoutEnabled = true
+	if copts.PoolSize == 0 {
+		copts.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
+	}
+	client := goredis.NewClient(copts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		// The address only: the URL may carry a password.
+		return nil, fmt.Errorf("redis store: ping %s: %w", copts.Addr, err)
+	}
+	s := New(client, opts)
+	s.ownsClient = true
+	return s, nil
+}
+
+// Close releases the connection pool if Open created it; a client passed to
+// New stays its caller's to close.
+func (s *Store) Close() error {
+	if !s.ownsClient {
+		return nil
+	}
+	if err := s.client.Close(); err != nil {
+		return fmt.Errorf("redis store: close: %w", err)
+	}
+	return nil
+}
+
+// Ping reports whether the server answers, for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis store: ping: %w", err)
+	}
+	return nil
+}
+
+// Transact implements ledger.Store. In the common case (this process wrote
+// or read the scope last, or the scope is new) it costs one round trip: fn
+// runs on the cached document and the script checks that guess while
+// writing. A lost race hands back the winner's document in the same reply,
+// and fn runs again on it.
+func (s *Store) Transact(ctx context.Context, scope string, fn func(current []byte) (*ledger.Write, error)) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redis store: transact %q: %w", scope, err)
+	}
+	key := s.docKey(scope)
+	// An unknown scope is guessed to be absent: token "" asks the script
+	// for "no document", so a wrong guess costs one extra round trip.
+	token, doc, _ := s.cache.get(scope)
+	fresh := false
+	conflicts := 0
+	for {
+		w, err := fn(bytes.Clone(doc))
+		if err != nil || w == nil {
+			if fresh {
+				return err
+			}
+			// A refusal or a read-only answer drawn from a guess must
+			// not leave the store unchecked: a write from elsewhere may
+			// change the answer.
+			cur, curDoc, lerr := s.load(ctx, key)
+			if lerr != nil {
+				return fmt.Errorf("redis store: transact %q: %w", scope, lerr)
+			}
+			s.remember(scope, cur, curDoc)
+			fresh = true
+			if cur == token {
+				return err // fn is pure: same input, same answer
+			}
+			token, doc = cur, curDoc
+			continue
+		}
+
+		next := newToken()
+		sent := time.Now()
+		won, cur, curDoc, cerr := s.compareAndSet(ctx, scope, key, token, next, w)
+		rtt := time.Since(sent)
+		if cerr != nil {
+			// The write may or may not have landed; forget the guess.
+			s.cache.drop(scope)
+			return fmt.Errorf("redis store: transact %q: %w", scope, cerr)
+		}
+		if won {
+			s.cache.put(scope, next, bytes.Clone(w.Doc))
+			return nil
+		}
+		s.remember(scope, cur, curDoc)
+		wasFresh := fresh
+		token, doc, fresh = cur, curDoc, true
+		if !wasFresh {
+			continue // only our cache was behind, nobody raced us
+		}
+		conflicts++
+		if conflicts > s.maxRetries {
+			return &ContentionError{Scope: scope, Conflicts: conflicts}
+		}
+		if err := sleepBackoff(ctx, conflicts, rtt); err != nil {
+			return fmt.Errorf("redis store: transact %q: %w", scope, err)
+		}
+	}
+}
+
+// Read implements ledger.Store with one round trip. What it reads also
+// primes the cache for the next Transact on the scope.
+func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
+	token, doc, err := s.load(ctx, s.docKey(scope))
+	if err != nil {
+		return nil, fmt.Errorf("redis store: read %q: %w", scope, err)
+	}
+	s.remember(scope, token, doc)
+	return bytes.Clone(doc), nil
+}
+
+// maxPruneRounds bounds how often ScopesToReview starts over after removing
+// index entries of documents that expired.
+const maxPruneRounds = 4
+
+// ScopesToReview implements ledger.Store. It asks every bucket's index for
+// its oldest entries (one pipelined round trip), merges them, checks the
+// winners still exist (a second), and drops entries of expired documents.
+// The index is kept exact by the write script, so expiry is the only way
+// it can name a scope that does not need review.
+func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	stop := strconv.FormatInt(notAfter.UnixMilli(), 10)
+	for round := 0; ; round++ {
+		cands, err := s.reviewCandidates(ctx, stop, limit)
+		if err != nil {
+			return nil, fmt.Errorf("redis store: scopes to review: %w", err)
+		}
+		exists := make([]*goredis.IntCmd, len(cands))
+		if len(cands) > 0 {
+			_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, c := range cands {
+					exists[i] = p.Exists(ctx, s.docKey(c.scope))
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("redis store: scopes to review: %w", err)
+			}
+		}
+		out := make([]string, 0, len(cands))
+		var gone []string
+		for i, c := range cands {
+			if exists[i].Val() > 0 {
+				out = append(out, c.scope)
+			} else {
+				gone = append(gone, c.scope)
+			}
+		}
+		if len(gone) == 0 || round == maxPruneRounds {
+			return out, nil
+		}
+		for _, scope := range gone {
+			b := bucketOf(scope)
+			err := pruneScript.Run(ctx, s.client, []string{s.indexKey(b), s.docKey(scope)}, scope).Err()
+			if err != nil {
+				return nil, fmt.Errorf("redis store: scopes to review: prune %q: %w", scope, err)
+			}
+		}
+	}
+}
+
+type candidate struct {
+	scope string
+	at    float64
+}
+
+func (s *Store) reviewCandidates(ctx context.Context, stop string, limit int) ([]candidate, error) {
+	cmds := make([]*goredis.ZSliceCmd, reviewBuckets)
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for b := range reviewBuckets {
+			cmds[b] = p.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{
+				Key:     s.indexKey(uint32(b)),
+				ByScore: true,
+				Start:   "-inf",
+				Stop:    stop,
+				Count:   int64(limit),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var all []candidate
+	for _, cmd := range cmds {
+		for _, z := range cmd.Val() {
+			scope, ok := z.Member.(string)
+			if !ok {
+				return nil, fmt.Errorf("review index member of type %T", z.Member)
+			}
+			all = append(all, candidate{scope: scope, at: z.Score})
+		}
+	}
+	slices.SortFunc(all, func(a, b candidate) int {
+		if a.at != b.at {
+			if a.at < b.at {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.scope, b.scope)
+	})
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// load reads a scope's token and document; token "" means no document.
+func (s *Store) load(ctx context.Context, key string) (token string, doc []byte, err error) {
+	vals, err := s.client.HMGet(ctx, key, "t", "d").Result()
+	if err != nil {
+		return "", nil, err
+	}
+	if len(vals) != 2 || vals[0] == nil {
+		return "", nil, nil
+	}
+	t, ok1 := vals[0].(string)
+	d, ok2 := vals[1].(string)
+	if !ok1 || !ok2 {
+		return "", nil, fmt.Errorf("key %s: unexpected reply %T, %T", key, vals[0], vals[1])
+	}
+	return t, []byte(d), nil
+}
+
+// compareAndSet runs casScript. When it loses, it returns the current token
+// and document from the same reply.
+func (s *Store) compareAndSet(ctx context.Context, scope, key, expect, next string, w *ledger.Write) (won bool, token string, doc []byte, err error) {
+	ttl := "0"
+	if w.TTL != 0 {
+		// Sub-millisecond and negative TTLs round up to the smallest
+		// expiry Redis has: keeping a document longer is allowed.
+		ttl = strconv.FormatInt(max(w.TTL.Milliseconds(), 1), 10)
+	}
+	review := ""
+	if !w.ReviewAt.IsZero() {
+		review = strconv.FormatInt(w.ReviewAt.UnixMilli(), 10)
+	}
+	b := bucketOf(scope)
+	reply, err := casScript.Run(ctx, s.client, []string{key, s.indexKey(b)},
+		expect, next, w.Doc, ttl, review, scope).Slice()
+	if err != nil {
+		return false, "", nil, err
+	}
+	if len(reply) == 0 {
+		return false, "", nil, errors.New("empty reply from compare-and-set script")
+	}
+	status, ok := reply[0].(int64)
+	if !ok {
+		return false, "", nil, fmt.Errorf("compare-and-set script: unexpected status %T", reply[0])
+	}
+	if status == 1 {
+		return true, "", nil, nil
+	}
+	if len(reply) < 3 {
+		return false, "", nil, nil // no document
+	}
+	t, ok1 := reply[1].(string)
+	d, ok2 := reply[2].(string)
+	if !ok1 || !ok2 {
+		return false, "", nil, fmt.Errorf("compare-and-set script: unexpected reply %T, %T", reply[1], reply[2])
+	}
+	return false, t, []byte(d), nil
+}
+
+func (s *Store) remember(scope, token string, doc []byte) {
+	if token == "" {
+		s.cache.drop(scope)
+		return
+	}
+	s.cache.put(scope, token, doc)
+}
+
+// docKey is prefix{bb}:s:scope, where bb names the scope's bucket; the
+// bucket's review index prefix{bb}:review shares the hash tag and so the
+// Cluster slot.
+func (s *Store) docKey(scope string) string {
+	return s.docPrefixes[bucketOf(scope)] + scope
+}
+
+func (s *Store) indexKey(bucket uint32) string {
+	return s.indexKeys[bucket]
+}
+
+func bucketTag(b uint32) string {
+	const hexdigits = "0123456789abcdef"
+	return string([]byte{'{', hexdigits[b>>4], hexdigits[b&0xf], '}'})
+}
+
+// bucketOf spreads scopes over the buckets with 32-bit FNV-1a.
+func bucketOf(scope string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(scope); i++ {
+		h ^= uint32(scope[i])
+		h *= 16777619
+	}
+	return h % reviewBuckets
+}
+
+// newToken returns a fresh version token. Tokens are random rather than
+// counters so a key that expired and was created again, or a write lost in
+// a failover and made again by someone else, can never look like the
+// version a stale cache remembers.
+func newToken() string {
+	return strconv.FormatUint(rand.Uint64(), 36)
+}
+
+func sleepBackoff(ctx context.Context, conflicts int, rtt time.Duration) error {
+	if conflicts < 2 {
+		return nil // the reply carried the fresh document: just try again
+	}
+	window := max(rtt, minBackoff)
+	for i := 2; i < conflicts && window < maxBackoff; i++ {
+		window *= 2
+	}
+	t := time.NewTimer(rand.N(min(window, maxBackoff)) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,45 @@
+// Package ledgerapi serves the ledger to agents over HTTP, as JSON, and is
+// the Go client for that API.
+//
+// The gateway mounts NewHandler on its private admin listener. An agent
+// written in any language begins or resumes its run, claims each side
+// effect, performs it, and settles the claim; the run id and fencing token
+// it writes with are the ones the gateway forwarded, so a later delivery of
+// the same event, or a newer run on the scope, fences it. API.md lists the
+// endpoints with examples.
+//
+// The Client mirrors *ledger.Ledger method for method (Begin returns a Run
+// with Once, Claim, Check, Heartbeat and End; Once runs the effect locally
+// between a remote claim and a remote settle). The Ledger and RunHandle
+// interfaces are what an agent needs from either, so its logic does not
+// change when it moves from the in-process ledger to the remote one.
+//
+// # What it promises
+//
+//   - Ledger outcomes (executed, replayed, in_flight, ambiguous, failed,
+//     refused with its reason) are 200 answers carrying the result; only
+//     invalid requests, authentication and store failures are errors.
+//   - Errors are JSON {"error": {"code": ..., "message": ...}} with stable
+//     codes, mapped in one function (statusFor). A refused request changes
+//     nothing in the ledger. Anything unrecognised is 503
+//     store_unavailable, never a 2xx.
+//   - With a token, every request needs "Authorization: Bearer <token>",
+//     compared in constant time over SHA-256 digests of both sides.
+//   - Request bodies must be application/json, at most MaxBodyBytes, one
+//     object with no unknown fields.
+//   - Over HTTP, errors.Is matches the ledger's sentinel errors
+//     (ledger.ErrUnknownRun, ...), plus ErrUnauthorized and ErrUnavailable.
+//
+// # Choices where the design leaves room
+//
+//   - Field names are snake_case, durations integer milliseconds, times RFC
+//     3339 in UTC, fencing tokens JSON numbers.
+//   - A scope in a path (history) is percent-encoded as one segment; the
+//     scopes "." and ".." cannot be addressed that way.
+//   - end and cancel are not fenced by a token, because the ledger's End and
+//     Cancel are not: an agent should end a run only after its own work
+//     went through, never after a superseded refusal.
+//   - Reconcilers are an in-process option of the ledger: over HTTP an
+//     ambiguous entry is reported, and resolved with /v1/entries/resolve.
+//   - The client never retries by itself.
+package ledgerapi

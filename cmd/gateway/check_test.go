@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCheck(t *testing.T, yaml string, vars map[string]string) (string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	app := &App{Stdout: &out, Stderr: io.Discard, LookupEnv: env(vars)}
+	err := app.Run(context.Background(), []string{"check", "--config", path})
+	return out.String(), err
+}
+
+const validSource = `sources:
+  stripe:
+    provider: stripe
+    secrets: [${STRIPE_SECRET}]
+    forward: {url: "http://127.0.0.1:9000/events"}
+`
+
+func TestCheckNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown provider", strings.Replace(validSource, "provider: stripe", "provider: strype", 1), "sources.stripe.provider"},
+		{"missing secret", strings.Replace(validSource, "secrets: [${STRIPE_SECRET}]", "secrets: []", 1), "sources.stripe"},
+		{"unset variable", strings.Replace(validSource, "${STRIPE_SECRET}", "${NOT_SET_ANYWHERE}", 1), "sources.stripe.secrets[0]: ${NOT_SET_ANYWHERE} is not set"},
+		{"bad template", validSource + "    event_id: \"{jsn:id}\"\n", "sources.stripe.event_id"},
+		{"bad runs", validSource + "    runs: sometimes\n", "sources.stripe.runs"},
+		{"bad forward url", strings.Replace(validSource, "http://127.0.0.1:9000/events", "ftp://x", 1), "sources.stripe.forward.url"},
+		{"unknown key", validSource + "    retries: 3\n", "sources.stripe.retries: unknown field"},
+		{"bad store", "store: {kind: mongo}\n" + validSource, "store.kind"},
+		{"open admin without token", "admin: {listen: 0.0.0.0:8081}\n" + validSource, "admin.token"},
+		{"bad size", validSource + "    max_body: lots\n", "max_body"},
+		{"no sources", "listen: 127.0.0.1:8080\n", "sources"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runCheck(t, tc.yaml, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckPrintsRoutes(t *testing.T) {
+	out, err := runCheck(t, validSource, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "POST /hooks/stripe") || !strings.Contains(out, "event_id={json:id}") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// Every example configuration in configs/ passes check (with its
+// variables set).
+func TestExampleConfigsPassCheck(t *testing.T) {
+	files, err := filepath.Glob("../../configs/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no configs found: %v", err)
+	}
+	vars := map[string]string{}
+	for _, name := range []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL", "AGENT_TOKEN", "GITHUB_WEBHOOK_SECRET", "SLACK_SIGNING_SECRET",
+		"SHOPIFY_SECRET", "SHOPIFY_PREVIOUS_SECRET", "CRM_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"} {
+		vars[name] = "test-value-" + name
+	}
+	for _, name := range []string{"FORWARD_SIGNING_SECRET", "CLERK_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET"} {
+		vars[name] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	}
+	vars["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/test"
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runCheck(t, string(data), vars); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,14 @@
+// Command gateway runs replyonce gateway and its tools:
+//
+//	gateway serve   --config FILE     run the gateway
+//	gateway check   --config FILE     validate a configuration and print its routes
+//	gateway send    --config FILE --source NAME [--event-id ID] [--body FILE] [--to URL]
+//	                                  sign a test event as the provider would and send it
+//	gateway migrate --config FILE     create the Postgres schema (other stores need none)
+//	gateway demo [--seed N] [--conversations N] [--store memory|bolt]
+//	                                  simulated support conversations under injected faults
+//	gateway version
+//
+// main is thin: everything runs through App.Run, which tests call directly
+// with their own arguments, output, environment and clock.
+package main

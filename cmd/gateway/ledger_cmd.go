@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/ledger/ledgerapi"
+)
+
+const ledgerUsage = `usage: gateway ledger <command> [flags]
+
+commands:
+  history SCOPE                    a scope's effect entries, oldest first
+  ambiguous [--limit N]            entries whose outcome is unknown
+  resolve SCOPE ENTRY_ID --outcome committed|not_applied
+                                   record what you found about an ambiguous entry
+                                   (SCOPE and ENTRY_ID as "ambiguous" lists them)
+
+flags (all commands):
+  --admin URL     the gateway's admin API (default: admin.listen from --config,
+                  else http://127.0.0.1:8081)
+  --config FILE   read admin.listen (and admin.token) from the gateway's config
+  --token T       admin bearer token (default: $GATEWAY_ADMIN_TOKEN, else admin.token)
+  --json          print the API's JSON instead of a table
+  --timeout D     give up on the admin API after D (default 10s)`
+
+// defaultAdminURL is where a gateway with the default config listens.
+const defaultAdminURL = "http://127.0.0.1:8081"
+
+// ledgerFlags are the flags every ledger command takes.
+type ledgerFlags struct {
+	admin, config, token string
+	json                 bool
+	timeout              time.Duration
+	limit                int
+	outcome              string
+}
+
+func (a *App) ledgerCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError{ledgerUsage}
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "help", "-h", "--help":
+		fmt.Fprintln(a.Stdout, ledgerUsage)
+		return nil
+	case "history", "ambiguous", "resolve":
+	default:
+		return usageError{fmt.Sprintf("ledger: unknown command %q\n\n%s", sub, ledgerUsage)}
+	}
+
+	var f ledgerFlags
+	fs := a.flags("ledger " + sub)
+	fs.StringVar(&f.admin, "admin", "", "admin API base URL")
+	fs.StringVar(&f.config, "config", "", "gateway configuration file")
+	fs.StringVar(&f.token, "token", "", "admin bearer token")
+	fs.BoolVar(&f.json, "json", false, "print JSON")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "request timeout")
+	if sub == "ambiguous" {
+		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
+	}
+	if sub == "resolve" {
+		fs.StringVar(&f.outcome, "outcome", "", "committed or not_applied")
+	}
+	pos, err := parseInterspersed(fs, rest)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{"history": 1, "ambiguous": 0, "resolve": 2}[sub]
+	if len(pos) != want {
+		return usageError{fmt.Sprintf("ledger %s: takes %d argument(s), got %d\n\n%s", sub, want, len(pos), ledgerUsage)}
+	}
+	client, err := a.ledgerClient(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+
+	switch sub {
+	case "history":
+		entries, err := client.History(ctx, pos[0])
+		if err != nil {
+			return explain(err)
+		}
+		if f.json {
+			return a.printJSON(ledgerapi.EntriesJSON{Scope: pos[0], Entries: toJSON(entries)})
+		}
+		a.printHistory(pos[0], entries)
+	case "ambiguous":
+		entries, err := client.Ambiguous(ctx, f.limit)
+		if err != nil {
+			return explain(err)
+		}
+		if f.json {
+			return a.printJSON(ledgerapi.EntriesJSON{Entries: toJSON(entries)})
+		}
+		a.printAmbiguous(entries)
+	case "resolve":
+		outcome := ledger.Outcome(f.outcome)
+		if outcome != ledger.OutcomeCommitted && outcome != ledger.OutcomeNotApplied {
+			return usageError{"ledger resolve: --outcome must be committed (it happened) or not_applied (it did not)"}
+		}
+		e, err := client.ResolveEntry(ctx, pos[0], pos[1], outcome)
+		if err != nil {
+			return explain(err)
+		}
+		if f.json {
+			return a.printJSON(ledgerapi.EntryOnlyJSON{Entry: ledgerapi.EntryToJSON(e)})
+		}
+		fmt.Fprintf(a.Stdout, "resolved %s %s (%s %s): now %s\n", printable(e.Scope), e.ID, printable(e.Intent), payloadText(e.Payload, 60), e.State)
+		if e.State == ledger.StateFailed {
+			fmt.Fprintln(a.Stdout, "the next claim of this effect may try it again")
+		}
+	}
+	return nil
+}
+
+// parseInterspersed parses flags wherever they appear among the positional
+// arguments, so "history conv-1 --json" works as well as "--json history".
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// ledgerClient picks the admin URL and token: flags first, then the
+// environment, then the config file, then the defaults.
+func (a *App) ledgerClient(f ledgerFlags) (*ledgerapi.Client, error) {
+	adminURL, token := f.admin, f.token
+	if token == "" {
+		token, _ = a.LookupEnv("GATEWAY_ADMIN_TOKEN")
+	}
+	if f.config != "" && (adminURL == "" || token == "") {
+		cfg, err := a.loadConfig(f.config)
+		if err != nil {
+			return nil, fmt.Errorf("%w (or pass --admin and --token instead of --config)", err)
+		}
+		if adminURL == "" {
+			if cfg.Admin.Listen == "" {
+				return nil, fmt.Errorf("%s: admin.listen is empty: this gateway serves no admin API", f.config)
+			}
+			adminURL = "http://" + dialable(cfg.Admin.Listen)
+		}
+		if token == "" {
+			token = cfg.Admin.Token
+		}
+	}
+	if adminURL == "" {
+		adminURL = defaultAdminURL
+	}
+	c, err := ledgerapi.NewClient(adminURL, token, &http.Client{Timeout: f.timeout})
+	if err != nil {
+		return nil, usageError{"--admin: " + err.Error()}
+	}
+	return c, nil
+}
+
+// dialable turns a listen address into one a client can connect to: a
+// wildcard host (":8081", "0.0.0.0:8081") is reached on loopback.
+func dialable(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// explain adds what an operator can do about the usual failures.
+func explain(err error) error {
+	switch {
+	case errors.Is(err, ledgerapi.ErrUnauthorized):
+		return fmt.Errorf("%w (set --token or GATEWAY_ADMIN_TOKEN to the gateway's admin.token)", err)
+	case errors.Is(err, ledger.ErrNotAmbiguous):
+		return fmt.Errorf("%w (only ambiguous entries can be resolved; see gateway ledger ambiguous)", err)
+	case errors.Is(err, ledgerapi.ErrUnavailable):
+		return fmt.Errorf("%w (is the gateway running, and is --admin right?)", err)
+	}
+	return err
+}
+
+func toJSON(es []ledger.Entry) []ledgerapi.EntryJSON {
+	out := make([]ledgerapi.EntryJSON, 0, len(es))
+	for _, e := range es {
+		out = append(out, ledgerapi.EntryToJSON(e))
+	}
+	return out
+}
+
+func (a *App) printJSON(v any) error {
+	enc := json.NewEncoder(a.Stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+const timeLayout = "2006-01-02 15:04:05Z"
+
+func (a *App) printHistory(scope string, es []ledger.Entry) {
+	if len(es) == 0 {
+		fmt.Fprintf(a.Stdout, "scope %s: no entries (never written, or past retention)\n", printable(scope))
+		return
+	}
+	fmt.Fprintf(a.Stdout, "scope %s: %d entries, oldest first\n\n", printable(scope), len(es))
+	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLAIMED\tSTATE\tINTENT\tPAYLOAD\tATTEMPT\tRUN\tENTRY ID\tNOTE")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ClaimedAt.UTC().Format(timeLayout), e.State, printable(e.Intent),
+			payloadText(e.Payload, 60), e.Attempt, orDash(runText(e)), e.ID, orDash(note(e)))
+	}
+	_ = tw.Flush()
+}
+
+func (a *App) printAmbiguous(es []ledger.Entry) {
+	if len(es) == 0 {
+		fmt.Fprintln(a.Stdout, "no ambiguous entries")
+		return
+	}
+	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tENTRY ID\tINTENT\tPAYLOAD\tATTEMPT\tCLAIMED\tWHY")
+	for _, e := range es {
+		why := e.Error
+		if e.State == ledger.StatePending {
+			why = "pending past its deadline: reads as abandoned"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(e.Scope), e.ID, printable(e.Intent), payloadText(e.Payload, 40),
+			e.Attempt, e.ClaimedAt.UTC().Format(timeLayout), orDash(printable(why)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(a.Stdout, "\n%d ambiguous. Find out whether each happened, then:\n  gateway ledger resolve SCOPE ENTRY_ID --outcome committed|not_applied\n", len(es))
+}
+
+func runText(e ledger.Entry) string {
+	if e.RunID == "" {
+		return ""
+	}
+	if e.Delivery > 0 {
+		return printable(e.RunID) + " #" + strconv.Itoa(e.Delivery)
+	}
+	return printable(e.RunID)
+}
+
+func note(e ledger.Entry) string {
+	var parts []string
+	if e.Error != "" {
+		parts = append(parts, e.Error)
+	}
+	if e.Summary != "" {
+		parts = append(parts, "summary: "+e.Summary)
+	}
+	if e.LateSettle {
+		parts = append(parts, "late settle")
+	}
+	if e.ResolvedBy != "" {
+		parts = append(parts, "resolved by "+e.ResolvedBy)
+	}
+	return printable(strings.Join(parts, "; "))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// payloadText is the payload's JSON on one line, cut to max runes.
+func payloadText(p json.RawMessage, max int) string {
+	s := printable(string(p))
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+// printable keeps text from webhooks (scopes, payloads, errors) from
+// steering the operator's terminal: control characters become '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return '?'
+		}
+		return r
+	}, s)
+}

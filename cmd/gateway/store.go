@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/bolt"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/postgres"
+	"github.com/replyonce/gateway/stores/redis"
+)
+
+// openStore opens the configured store. close releases it; for Postgres it
+// also runs the migration so a fresh database works on first start.
+func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store, close func(), err error) {
+	switch c.Kind {
+	case "memory":
+		return memory.New(a.Clock), func() {}, nil
+	case "bolt":
+		if dir := filepath.Dir(c.Path); dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, nil, fmt.Errorf("store.path: %w", err)
+			}
+		}
+		s, err := bolt.Open(c.Path, bolt.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
+	case "postgres":
+		pool, err := pgxpool.New(ctx, c.URL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store.url: %w", err)
+		}
+		s := postgres.New(pool, postgres.Options{})
+		if err := s.Migrate(ctx); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return s, pool.Close, nil
+	case "redis":
+		s, err := redis.Open(ctx, c.URL, redis.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("store.url: %w", err)
+		}
+		return s, func() { _ = s.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("store.kind: %q is not supported", c.Kind)
+}
+
+func (a *App) migrate(ctx context.Context, args []string) error {
+	fs := a.flags("migrate")
+	path := fs.String("config", "", "configuration file")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := a.loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if cfg.Store.Kind != "postgres" {
+		fmt.Fprintf(a.Stdout, "store %s needs no migration\n", cfg.Store.Kind)
+		return nil
+	}
+	_, closeStore, err := a.openStore(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	closeStore()
+	fmt.Fprintln(a.Stdout, "postgres schema is up to date")
+	return nil
+}

@@ -160,9 +160,11 @@ func (r *Run) Heartbeat(ctx context.Context) (bool, error) {
 	return r.l.Heartbeat(ctx, r.Scope, r.ID, r.Token)
 }
 
-// End finishes the run; it can no longer claim.
+// End finishes the run; it can no longer claim. It is fenced like a claim:
+// a delivery that was taken over cannot end the run under its successor,
+// and its End changes nothing.
 func (r *Run) End(ctx context.Context, reason string) error {
-	return r.l.End(ctx, r.Scope, r.ID, reason)
+	return r.l.EndDelivery(ctx, r.Scope, r.ID, r.Token, reason)
 }
 
 // Heartbeat renews a run's lease by reference.
@@ -184,17 +186,27 @@ func (l *Ledger) Heartbeat(ctx context.Context, scope, runID string, token uint6
 	return alive, err
 }
 
-// End finishes a run by reference. Ending an ended run changes nothing.
+// End finishes a run by reference, whichever delivery holds it (an
+// operator's action). Ending an ended run changes nothing.
 func (l *Ledger) End(ctx context.Context, scope, runID, reason string) error {
-	return l.finishRun(ctx, scope, runID, reason, false)
+	return l.finishRun(ctx, scope, runID, 0, reason, false)
+}
+
+// EndDelivery finishes a run on behalf of one delivery: when token is not
+// the run's current token (a later delivery took it over), nothing changes.
+func (l *Ledger) EndDelivery(ctx context.Context, scope, runID string, token uint64, reason string) error {
+	if token == 0 {
+		return fmt.Errorf("%w: a delivery's fencing token is required", ErrInvalid)
+	}
+	return l.finishRun(ctx, scope, runID, token, reason, false)
 }
 
 // Cancel stops a run: its later claims are refused run_cancelled.
 func (l *Ledger) Cancel(ctx context.Context, scope, runID string) error {
-	return l.finishRun(ctx, scope, runID, "cancelled", true)
+	return l.finishRun(ctx, scope, runID, 0, "cancelled", true)
 }
 
-func (l *Ledger) finishRun(ctx context.Context, scope, runID, reason string, cancel bool) error {
+func (l *Ledger) finishRun(ctx context.Context, scope, runID string, token uint64, reason string, cancel bool) error {
 	if scope == "" || runID == "" {
 		return fmt.Errorf("%w: scope and run id are required", ErrInvalid)
 	}
@@ -203,7 +215,7 @@ func (l *Ledger) finishRun(ctx context.Context, scope, runID, reason string, can
 		if r == nil {
 			return false, fmt.Errorf("%w: run %q on scope %q", ErrUnknownRun, runID, scope)
 		}
-		if r.Ended || r.Cancelled {
+		if r.Ended || r.Cancelled || (token != 0 && token != r.Token) {
 			return false, nil
 		}
 		if cancel {

@@ -434,7 +434,10 @@ func (r *Run) Heartbeat(ctx context.Context) (bool, error) {
 	return r.c.Heartbeat(ctx, r.Scope, r.ID, r.Token)
 }
 
-// End finishes the run; it can no longer claim.
+// End finishes the run; it can no longer claim. Like the in-process Run,
+// it is fenced on this delivery's token: a stale delivery's End changes
+// nothing.
 func (r *Run) End(ctx context.Context, reason string) error {
-	return r.c.End(ctx, r.Scope, r.ID, reason)
+	var out RunStateJSON
+	return r.c.do(ctx, http.MethodPost, "/v1/runs/end", RunRequest{Scope: r.Scope, RunID: r.ID, Token: r.Token, Reason: reason}, &out)
 }

@@ -260,7 +260,13 @@ func (s *server) end(r *http.Request) (any, error) {
 	if err := requireRun(req); err != nil {
 		return nil, err
 	}
-	if err := s.l.End(r.Context(), req.Scope, req.RunID, req.Reason); err != nil {
+	var err error
+	if req.Token != 0 {
+		err = s.l.EndDelivery(r.Context(), req.Scope, req.RunID, req.Token, req.Reason)
+	} else {
+		err = s.l.End(r.Context(), req.Scope, req.RunID, req.Reason)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return RunStateJSON{Scope: req.Scope, RunID: req.RunID, State: "ended"}, nil

@@ -37,7 +37,7 @@ type RunJSON struct {
 type RunRequest struct {
 	Scope  string `json:"scope"`
 	RunID  string `json:"run_id"`
-	Token  uint64 `json:"token,omitempty"`  // heartbeat
+	Token  uint64 `json:"token,omitempty"`  // heartbeat; end (fences it on that delivery)
 	Reason string `json:"reason,omitempty"` // end
 }
 

@@ -320,3 +320,15 @@ func beginClaim(t *testing.T, e *env, ro ledger.RunOptions, req ledger.ClaimRequ
 	}
 	return run, c
 }
+
+// A delivery that was taken over cannot end the run under its successor.
+func testStaleEnd(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	var n atomic.Int64
+	first := must(e.l.Begin(e.ctx, "stale-end", ledger.RunOptions{RunID: "job"}))
+	second := must(e.l.Begin(e.ctx, "stale-end", ledger.RunOptions{RunID: "job"}))
+	noErr(t, first.End(e.ctx, "done"))
+	wantStatus(t, "current delivery after a stale End", must(second.Once(e.ctx, "reply", 1, count(&n, nil))), ledger.StatusExecuted, "")
+	noErr(t, second.End(e.ctx, "done"))
+	wantStatus(t, "after the current delivery ended", must(second.Once(e.ctx, "tag", 1, count(&n, nil))), ledger.StatusRefused, ledger.ReasonRunEnded)
+}

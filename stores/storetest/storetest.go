@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SupersedeRules", testSupersedeRules},
 		{"ExclusiveLease", testExclusive},
 		{"CancelAndEnd", testCancelEnd},
+		{"StaleDeliveryCannotEnd", testStaleEnd},
 		{"ConflictModes", testConflictModes},
 		{"Retention", testRetention},
 		{"BeginClaim", testBeginClaim},

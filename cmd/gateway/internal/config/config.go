@@ -182,7 +182,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	if err := checkKnown(doc, reflect.TypeOf(Config{}), ""); err != nil {
 		return Config{}, err
 	}
-	paths := map[int]string{}
+	paths := map[int][]scalarAt{}
 	if err := expand(doc, "", lookup, paths); err != nil {
 		return Config{}, err
 	}
@@ -237,7 +237,10 @@ func join(path, key string) string {
 }
 
 // nameFields puts the field's name in front of yaml's "line N:" errors.
-func nameFields(err error, paths map[int]string) error {
+// scalarAt remembers which field a scalar on some line belongs to.
+type scalarAt struct{ path, value string }
+
+func nameFields(err error, paths map[int][]scalarAt) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return fmt.Errorf("config: %w", err)
@@ -246,7 +249,7 @@ func nameFields(err error, paths map[int]string) error {
 	for _, m := range te.Errors {
 		var line int
 		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil {
-			if p, ok := paths[line]; ok {
+			if p := fieldOn(paths[line], m); p != "" {
 				m = p + ": " + m
 			}
 		}
@@ -259,7 +262,7 @@ func nameFields(err error, paths map[int]string) error {
 // variable that is not set.
 // It also records which field each line holds, for naming fields in
 // decoding errors.
-func expand(n *yaml.Node, path string, lookup func(string) (string, bool), paths map[int]string) error {
+func expand(n *yaml.Node, path string, lookup func(string) (string, bool), paths map[int][]scalarAt) error {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -275,9 +278,8 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), paths
 			}
 		}
 	case yaml.ScalarNode:
-		if _, seen := paths[n.Line]; !seen {
-			paths[n.Line] = path
-		}
+		// Recorded after expansion: decoding errors quote the final value.
+		defer func() { paths[n.Line] = append(paths[n.Line], scalarAt{path, n.Value}) }()
 		if !strings.Contains(n.Value, "$") {
 			return nil
 		}
@@ -295,6 +297,20 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), paths
 		return fmt.Errorf("config: %s: YAML aliases are not supported", path)
 	}
 	return nil
+}
+
+// fieldOn picks the field a decoding error on one line is about: the only
+// scalar there, or the one whose value the message quotes.
+func fieldOn(candidates []scalarAt, msg string) string {
+	if len(candidates) == 1 {
+		return candidates[0].path
+	}
+	for _, c := range candidates {
+		if strings.Contains(msg, "`"+c.value+"`") {
+			return c.path
+		}
+	}
+	return ""
 }
 
 // isDurationOrNumberField lets ${VAR} feed fields that are not strings.
@@ -320,7 +336,7 @@ func markVariables(data []byte) []byte {
 			continue
 		}
 		if c == '$' && i+1 < len(data) && data[i+1] == '{' {
-			if end := bytes.IndexByte(data[i:], '}'); end > 0 && isVarName(data[i+2:i+end]) {
+			if end := bytes.IndexByte(data[i:], '}'); end > 0 && !bytes.ContainsAny(data[i+2:i+end], "\n)") {
 				b.WriteString("$(env:")
 				b.Write(data[i+2 : i+end])
 				b.WriteByte(')')
@@ -358,6 +374,9 @@ func expandString(s string, lookup func(string) (string, bool)) (string, error) 
 		case strings.HasPrefix(s[i:], varOpen):
 			end := strings.IndexByte(s[i:], ')')
 			name := s[i+len(varOpen) : i+end]
+			if !isVarName([]byte(name)) {
+				return "", fmt.Errorf("${%s}: a variable name is letters, digits and _, not starting with a digit", name)
+			}
 			v, ok := lookup(name)
 			if !ok || v == "" {
 				return "", fmt.Errorf("${%s} is not set", name)
@@ -365,7 +384,7 @@ func expandString(s string, lookup func(string) (string, bool)) (string, error) 
 			b.WriteString(v)
 			i += end
 		case strings.HasPrefix(s[i:], "${"):
-			return "", fmt.Errorf("%q: ${...} must hold a variable name (letters, digits, _)", s)
+			return "", fmt.Errorf("unclosed ${ in a value")
 		default:
 			b.WriteByte(s[i])
 		}

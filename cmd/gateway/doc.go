@@ -3,6 +3,7 @@
 //	gateway serve   --config FILE     run the gateway
 //	gateway check   --config FILE     validate a configuration and print its routes
 //	gateway send    --config FILE --source NAME [--event-id ID] [--body FILE] [--to URL]
+//	                [--conversation ID --message TEXT]
 //	                                  sign a test event as the provider would and send it
 //	gateway migrate --config FILE     create the Postgres schema (other stores need none)
 //	gateway demo [--seed N] [--conversations N] [--store memory|bolt]

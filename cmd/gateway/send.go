@@ -25,8 +25,17 @@ func (a *App) send(ctx context.Context, args []string) error {
 	eventID := fs.String("event-id", "", "event id (default: a new one)")
 	bodyFile := fs.String("body", "", "file with the raw body to send (default: a small JSON event carrying the id)")
 	to := fs.String("to", "", "URL to post to (default: http://{listen}/hooks/{source})")
+	conversation := fs.String("conversation", "", "make the default event a chat message in this conversation "+
+		`({"conversation_id", "message_id": the event id, "text"}), as the example agent reads it`)
+	message := fs.String("message", "", "the chat message's text (with --conversation)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *message != "" && *conversation == "" {
+		return usageError{"--message needs --conversation"}
+	}
+	if *conversation != "" && *bodyFile != "" {
+		return usageError{"--conversation and --body do not mix: put the chat message in the body file"}
 	}
 	cfg, err := a.loadConfig(*path)
 	if err != nil {
@@ -66,7 +75,7 @@ func (a *App) send(ctx context.Context, args []string) error {
 			return fmt.Errorf("--body: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-	} else if err := sampleEvent(req, templates, id, now); err != nil {
+	} else if err := sampleEvent(req, templates, id, now, chatMessage{*conversation, *message}); err != nil {
 		return err
 	}
 	sc := signatures.Config{Secrets: src.Secrets, Tolerance: src.Tolerance, URL: src.URL, VerifyToken: src.VerifyToken}
@@ -100,9 +109,13 @@ func (a *App) send(ctx context.Context, args []string) error {
 	return nil
 }
 
+// chatMessage, when its conversation is set, makes the sample event a chat
+// message: what the example agent (examples/agent) reads.
+type chatMessage struct{ conversation, text string }
+
 // sampleEvent builds a small event whose id sits where the source's first
 // event id template looks for it.
-func sampleEvent(req *signatures.Request, templates []string, id string, now time.Time) error {
+func sampleEvent(req *signatures.Request, templates []string, id string, now time.Time, chat chatMessage) error {
 	if len(templates) == 0 {
 		return usageError{"this source has no event id template; pass --body FILE"}
 	}
@@ -112,6 +125,17 @@ func sampleEvent(req *signatures.Request, templates []string, id string, now tim
 		return usageError{fmt.Sprintf("event id template %q is composite; pass --body FILE with an event that fills it", t)}
 	}
 	doc := map[string]any{"type": "replyonce.test", "created": now.Unix(), "message": "test event from gateway send"}
+	if chat.conversation != "" {
+		if kind == "form" {
+			return usageError{"--conversation makes a JSON chat event; this source takes form posts, pass --body FILE"}
+		}
+		text := chat.text
+		if text == "" {
+			text = "Hello from gateway send"
+		}
+		doc = map[string]any{"type": "message.created", "created": now.Unix(),
+			"conversation_id": chat.conversation, "message_id": id, "text": text}
+	}
 	switch kind {
 	case "header":
 		req.Header.Set(name, id)

@@ -39,6 +39,10 @@ type Chat struct {
 	// lock; tests use it to hold a reply "mid-answer". Set it before
 	// serving.
 	BeforeReply func(conversation string, answers []string)
+	// OnReply, when set, runs after a reply is stored, outside the lock
+	// (the agent's built-in trial mode logs each reply with it). Set it
+	// before serving.
+	OnReply func(conversation string, reply Message)
 
 	mu    sync.Mutex
 	convs map[string]*Conversation
@@ -62,6 +66,24 @@ func (c *Chat) CustomerSays(conversation, text string) Message {
 	conv := c.conv(conversation)
 	conv.Messages = append(conv.Messages, m)
 	return m
+}
+
+// CustomerSaid adds the customer message with the given id unless the
+// conversation already holds it, and reports whether it added it. A real
+// provider holds the message before it sends a webhook about it; this lets a
+// stand-in learn it from the webhook instead.
+func (c *Chat) CustomerSaid(conversation, id, text string) (Message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conv := c.conv(conversation)
+	for _, m := range conv.Messages {
+		if m.ID == id {
+			return m, false
+		}
+	}
+	m := Message{ID: id, From: "customer", Text: text, SentAt: c.now().UTC()}
+	conv.Messages = append(conv.Messages, m)
+	return m, true
 }
 
 func (c *Chat) conv(id string) *Conversation {
@@ -134,6 +156,9 @@ func (c *Chat) Handler() http.Handler {
 		conv := c.conv(id)
 		conv.Messages = append(conv.Messages, m)
 		c.mu.Unlock()
+		if c.OnReply != nil {
+			c.OnReply(id, m)
+		}
 		writeJSON(w, http.StatusCreated, m)
 	})
 	return mux

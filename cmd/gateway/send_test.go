@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/examples/agent/agentcmd"
+	"github.com/replyonce/gateway/examples/agent/fakechat"
+	"github.com/replyonce/gateway/signatures"
+)
+
+// The README's Quickstart, in-process: the example agent with its built-in
+// demo chat, `gateway serve --config configs/quickstart.yaml`, and `gateway
+// send` twice with the same --event-id, with the README's arguments. Only
+// the ports (kernel-chosen) and the ledger path (a temp dir) differ.
+func TestQuickstart(t *testing.T) {
+	raw, err := os.ReadFile("../../configs/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*signing_secret:\s*(\S+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("configs/quickstart.yaml has no forward.signing_secret")
+	}
+	forwardSecret := string(m[1])
+
+	// The agent needs the gateway's admin address and the gateway the
+	// agent's: with kernel-chosen ports, the agent talks to the admin API
+	// through this proxy, pointed at the gateway once it listens.
+	var admin atomic.Pointer[url.URL]
+	ledgerProxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := admin.Load()
+		if u == nil {
+			http.Error(w, "gateway not up yet", http.StatusServiceUnavailable)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(u).ServeHTTP(w, r)
+	}))
+	t.Cleanup(ledgerProxy.Close)
+
+	// 1. go run ./examples/agent --signing-secret ... &
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan agentcmd.Addrs, 1)
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agentcmd.Run(ctx, []string{"--listen", "127.0.0.1:0", "--ledger", ledgerProxy.URL,
+			"--signing-secret", forwardSecret}, func(string) string { return "" }, func(a agentcmd.Addrs) { addrs <- a })
+	}()
+	var ag agentcmd.Addrs
+	select {
+	case ag = <-addrs:
+	case err := <-agentDone:
+		cancel()
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("agent did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-agentDone; err != nil {
+			t.Errorf("agent returned %v", err)
+		}
+	})
+
+	// 2. go run ./cmd/gateway serve --config configs/quickstart.yaml
+	dir := t.TempDir()
+	cfg := replaceOnce(t, string(raw), map[string]string{
+		"listen: 127.0.0.1:8080":       "listen: 127.0.0.1:0",
+		"{listen: 127.0.0.1:8081}":     "{listen: 127.0.0.1:0}",
+		"path: data/ledger.db":         "path: " + filepath.Join(dir, "ledger.db"),
+		"http://127.0.0.1:9000/events": "http://" + ag.Listen + "/events",
+	})
+	serveCfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(serveCfg, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, serveCfg)
+	admin.Store(&url.URL{Scheme: "http", Host: g.admin})
+
+	// 3. go run ./cmd/gateway send --config configs/quickstart.yaml --source demo ...,
+	// with the config naming where the gateway listens.
+	sendCfg := filepath.Join(dir, "send.yaml")
+	if err := os.WriteFile(sendCfg, []byte(strings.Replace(cfg, "listen: 127.0.0.1:0", "listen: "+g.public, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send := func() string {
+		var out bytes.Buffer
+		app := &App{Stdout: &out, Stderr: io.Discard, LookupEnv: env(nil), Clock: time.Now}
+		if err := app.Run(context.Background(), []string{"send", "--config", sendCfg, "--source", "demo",
+			"--conversation", "c1", "--message", "Where is my order?", "--event-id", "evt_1"}); err != nil {
+			t.Fatalf("send: %v\n%s\n%s", err, out.String(), g.stderr.String())
+		}
+		return out.String()
+	}
+	if out := send(); !strings.Contains(out, "200 OK") || !strings.Contains(out, `"status":"delivered"`) {
+		t.Fatalf("first send:\n%s\n%s", out, g.stderr.String())
+	}
+	if out := send(); !strings.Contains(out, `"status":"duplicate"`) {
+		t.Fatalf("second send:\n%s", out)
+	}
+
+	// The demo chat holds the customer message and exactly one reply to it.
+	resp, err := http.Get(ag.Chat + "/conversations/c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var conv fakechat.Conversation
+	if err := json.NewDecoder(resp.Body).Decode(&conv); err != nil {
+		t.Fatal(err)
+	}
+	var customer, replies []fakechat.Message
+	for _, msg := range conv.Messages {
+		if msg.From == "customer" {
+			customer = append(customer, msg)
+		} else {
+			replies = append(replies, msg)
+		}
+	}
+	if len(customer) != 1 || customer[0].ID != "evt_1" || customer[0].Text != "Where is my order?" {
+		t.Errorf("customer messages: %+v", customer)
+	}
+	if len(replies) != 1 || len(replies[0].Answers) != 1 || replies[0].Answers[0] != "evt_1" {
+		t.Errorf("replies: %+v, want exactly one answering evt_1", replies)
+	}
+}
+
+// replaceOnce makes each replacement, failing if its text is not in s
+// exactly once (the quickstart config changed under the test).
+func replaceOnce(t *testing.T, s string, r map[string]string) string {
+	t.Helper()
+	for old, repl := range r {
+		if n := strings.Count(s, old); n != 1 {
+			t.Fatalf("configs/quickstart.yaml has %q %d times, want once", old, n)
+		}
+		s = strings.Replace(s, old, repl, 1)
+	}
+	return s
+}
+
+// send --conversation makes the default event a chat message, with the
+// event id as the message id; without it the event is unchanged.
+func TestSendChatMessageEvent(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	for name, c := range map[string]struct {
+		templates []string
+		chat      chatMessage
+		want      map[string]any
+	}{
+		"header id": {[]string{"{header:webhook-id}"}, chatMessage{"c1", "hi"},
+			map[string]any{"type": "message.created", "created": 1.7e9, "conversation_id": "c1", "message_id": "evt_1", "text": "hi"}},
+		"json id": {[]string{"{json:id}"}, chatMessage{"c1", ""},
+			map[string]any{"type": "message.created", "created": 1.7e9, "conversation_id": "c1", "message_id": "evt_1",
+				"text": "Hello from gateway send", "id": "evt_1"}},
+		"no chat": {[]string{"{json:id}"}, chatMessage{},
+			map[string]any{"type": "replyonce.test", "created": 1.7e9, "message": "test event from gateway send", "id": "evt_1"}},
+	} {
+		req := &signatures.Request{Header: http.Header{}}
+		if err := sampleEvent(req, c.templates, "evt_1", now, c.chat); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(req.Body, &got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(c.want)
+		if string(gb) != string(wb) {
+			t.Errorf("%s: body %s, want %s", name, gb, wb)
+		}
+	}
+	req := &signatures.Request{Header: http.Header{}}
+	if err := sampleEvent(req, []string{"{form:MessageSid}"}, "evt_1", now, chatMessage{"c1", "hi"}); err == nil {
+		t.Error("--conversation with a form source: no error")
+	}
+	app := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(nil)}
+	for _, args := range [][]string{
+		{"send", "--config", "x.yaml", "--source", "demo", "--message", "hi"},
+		{"send", "--config", "x.yaml", "--source", "demo", "--conversation", "c1", "--body", "b.json"},
+	} {
+		var ue usageError
+		if err := app.Run(context.Background(), args); !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}

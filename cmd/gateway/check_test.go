@@ -68,6 +68,8 @@ func TestCheckPrintsRoutes(t *testing.T) {
 // variables set).
 func TestExampleConfigsPassCheck(t *testing.T) {
 	files, err := filepath.Glob("../../configs/*.yaml")
+	more, _ := filepath.Glob("../../examples/*gateway*.yaml")
+	files = append(files, more...)
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no configs found: %v", err)
 	}

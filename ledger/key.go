@@ -26,6 +26,11 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 	}
 	var raw []byte
 	switch t := v.(type) {
+	case string, bool, int, int64, map[string]string:
+		// Already canonical as encoded: encoding/json writes map keys in
+		// sorted order. The gateway's deliver payload takes this path on
+		// every request, so it skips the decode-and-re-encode below.
+		return encodeCanonical(t)
 	case json.RawMessage:
 		raw = t
 	case []byte:
@@ -43,10 +48,16 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 	if err := dec.Decode(&generic); err != nil {
 		return nil, fmt.Errorf("ledger: payload is not valid JSON: %w", err)
 	}
+	return encodeCanonical(generic)
+}
+
+// encodeCanonical writes v without HTML escaping, so that "<" hashes the
+// same whether it arrived as a Go string or inside raw JSON.
+func encodeCanonical(v any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(generic); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("ledger: payload: %w", err)
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil

@@ -33,3 +33,25 @@ func TestCanonicalHashing(t *testing.T) {
 		t.Error("invalid JSON payload accepted")
 	}
 }
+
+// The fast path for flat string maps and the general path agree, HTML
+// characters included.
+func TestCanonicalFastPathAgrees(t *testing.T) {
+	for _, payload := range []any{
+		map[string]string{"source": "stripe", "eventId": "evt_<1>&", "z": "", "a": "é"},
+		"plain <string>", true, 42, int64(-7),
+	} {
+		fast, err := canonicalJSON(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(payload)
+		slow, err := canonicalJSON(json.RawMessage(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(fast) != string(slow) {
+			t.Errorf("%v: fast %s, general %s", payload, fast, slow)
+		}
+	}
+}

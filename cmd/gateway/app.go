@@ -110,13 +110,20 @@ func (a *App) loadConfig(path string) (config.Config, error) {
 	return cfg, nil
 }
 
-func (a *App) check(args []string) error {
-	fs := a.flags("check")
+// configOnly runs the flag parsing of commands whose one flag is --config
+// and loads that file.
+func (a *App) configOnly(name string, args []string) (config.Config, string, error) {
+	fs := a.flags(name)
 	path := fs.String("config", "", "configuration file")
 	if err := parse(fs, args); err != nil {
-		return err
+		return config.Config{}, "", err
 	}
 	cfg, err := a.loadConfig(*path)
+	return cfg, *path, err
+}
+
+func (a *App) check(args []string) error {
+	cfg, path, err := a.configOnly("check", args)
 	if err != nil {
 		return err
 	}
@@ -124,7 +131,7 @@ func (a *App) check(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", *path, cfg.Listen, cfg.Admin.Listen, cfg.Store.Kind)
+	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, cfg.Admin.Listen, cfg.Store.Kind)
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}

@@ -37,12 +37,7 @@ func (a *App) logger(c config.Log) (*zap.Logger, error) {
 }
 
 func (a *App) serve(ctx context.Context, args []string) error {
-	fs := a.flags("serve")
-	path := fs.String("config", "", "configuration file")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := a.loadConfig(*path)
+	cfg, _, err := a.configOnly("serve", args)
 	if err != nil {
 		return err
 	}

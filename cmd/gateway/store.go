@@ -55,12 +55,7 @@ func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store
 }
 
 func (a *App) migrate(ctx context.Context, args []string) error {
-	fs := a.flags("migrate")
-	path := fs.String("config", "", "configuration file")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := a.loadConfig(*path)
+	cfg, _, err := a.configOnly("migrate", args)
 	if err != nil {
 		return err
 	}

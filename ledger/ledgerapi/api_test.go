@@ -19,6 +19,7 @@ import (
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest"
 )
 
 func TestMain(m *testing.M) {
@@ -31,25 +32,9 @@ func TestMain(m *testing.M) {
 
 const token = "s3cret-admin-token"
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = storetest.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock { return storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // env is a ledger served over HTTP.
 type env struct {

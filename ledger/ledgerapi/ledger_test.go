@@ -59,7 +59,7 @@ func script(t *testing.T, l ledgerapi.Ledger, clock *clock) ([]string, map[strin
 	must(out, err)
 	// The first delivery, now stale, tries another write.
 	must(a.reply(ctx, first, "m1-followup"))
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	// A second message starts a newer run; the old run is superseded.
 	_, out, err = a.handle(ctx, "conv", "m2", clock.Now())
 	must(out, err)

@@ -39,6 +39,8 @@ commands:
   migrate --config FILE       create the Postgres schema
   demo    [--seed N] [--conversations N] [--store memory|bolt] [--store-path FILE]
                               simulated support conversations under injected faults, with and without the gateway
+  bench   [--store memory|bolt|postgres|redis] [--n N] [--concurrency C] [--duplicates F] [--repeat R] [--json]
+                              gateway vs a bare reverse proxy on loopback: throughput, latency, CPU, duplicates
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
@@ -69,6 +71,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.ledgerCmd(ctx, rest)
 	case "demo":
 		return a.demo(ctx, rest)
+	case "bench":
+		return a.bench(ctx, rest)
 	case "version", "--version", "-v":
 		fmt.Fprintln(a.Stdout, "replyonce gateway", Version)
 		return nil

@@ -8,6 +8,8 @@
 //	gateway migrate --config FILE     create the Postgres schema (other stores need none)
 //	gateway demo [--seed N] [--conversations N] [--store memory|bolt]
 //	                                  simulated support conversations under injected faults
+//	gateway bench [--store memory|bolt|postgres|redis] [--n N] [--concurrency C] [--duplicates F]
+//	                                  measure the gateway against a bare reverse proxy
 //	gateway version
 //
 // main is thin: everything runs through App.Run, which tests call directly

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -34,7 +35,16 @@ func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store
 		}
 		return s, func() { _ = s.Close() }, nil
 	case "postgres":
-		pool, err := pgxpool.New(ctx, c.URL)
+		pcfg, err := pgxpool.ParseConfig(c.URL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store.url: %w", err)
+		}
+		if !strings.Contains(c.URL, "pool_max_conns") {
+			// pgx's default, max(4, CPUs), starves a gateway whose every
+			// request waits on a commit; pool_max_conns in the URL wins.
+			pcfg.MaxConns = 32
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store.url: %w", err)
 		}

@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/bolt"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/postgres"
+	"github.com/replyonce/gateway/stores/redis"
+)
+
+// openedStore is a store made for one run, and how to clean up after it:
+// close removes whatever the run created (the bolt file, the Postgres table,
+// the Redis keys), so runs never see each other's events.
+type openedStore struct {
+	store ledger.Store
+	notes string
+	close func()
+}
+
+func runID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func openStore(ctx context.Context, cfg Config) (*openedStore, error) {
+	switch cfg.Store {
+	case "memory":
+		return &openedStore{store: memory.New(nil), close: func() {}}, nil
+	case "bolt":
+		return openBolt(cfg)
+	case "postgres":
+		return openPostgres(ctx, cfg)
+	case "redis":
+		return openRedis(ctx, cfg)
+	}
+	return nil, fmt.Errorf("bench: store %q is not supported", cfg.Store)
+}
+
+func openBolt(cfg Config) (*openedStore, error) {
+	dir, err := os.MkdirTemp(cfg.Dir, "replyonce-bench-*")
+	if err != nil {
+		return nil, fmt.Errorf("bench: bolt directory: %w", err)
+	}
+	// bolt.Options{} is what `serve` uses: fsync on every (batched) commit.
+	s, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Options{})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &openedStore{store: s, notes: "fsync on every batched commit (bbolt Batch, MaxBatchDelay 1ms), file in " + dir,
+		close: func() { _ = s.Close(); _ = os.RemoveAll(dir) }}, nil
+}
+
+func openPostgres(ctx context.Context, cfg Config) (*openedStore, error) {
+	pc, err := pgxpool.ParseConfig(cfg.PostgresDSN)
+	if err != nil {
+		return nil, fmt.Errorf("bench: postgres DSN: %w", err)
+	}
+	// Durable whatever the server's default: every commit waits for the
+	// WAL flush, as a ledger that answers 200 must.
+	pc.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	switch {
+	case cfg.PostgresPool > 0:
+		pc.MaxConns = int32(cfg.PostgresPool)
+	case !strings.Contains(cfg.PostgresDSN, "pool_max_conns"):
+		pc.MaxConns = 32 // what serve uses when the DSN does not say
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("bench: postgres: %w", err)
+	}
+	table := "replyonce_bench_" + runID()
+	s := postgres.New(pool, postgres.Options{Table: table})
+	if err := s.Migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	var syncCommit, fsync string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('synchronous_commit'), current_setting('fsync')").Scan(&syncCommit, &fsync); err != nil {
+		dropTable(pool, table)
+		pool.Close()
+		return nil, fmt.Errorf("bench: postgres settings: %w", err)
+	}
+	if syncCommit != "on" || fsync != "on" {
+		dropTable(pool, table)
+		pool.Close()
+		return nil, fmt.Errorf("bench: postgres must run with fsync and synchronous_commit on (have fsync=%s, synchronous_commit=%s)", fsync, syncCommit)
+	}
+	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns", table, syncCommit, fsync, pc.MaxConns)
+	return &openedStore{store: s, notes: notes, close: func() { dropTable(pool, table); pool.Close() }}, nil
+}
+
+// dropTable removes the run's table; its version sequence is owned by the
+// table and goes with it. It has its own deadline because it runs on the
+// way out, possibly after the run's context was cancelled.
+func dropTable(pool *pgxpool.Pool, table string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()+" CASCADE")
+}
+
+func openRedis(ctx context.Context, cfg Config) (*openedStore, error) {
+	opts, err := goredis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("bench: redis URL: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true
+	if !strings.Contains(cfg.RedisURL, "pool_size") {
+		// What redis.Open gives a URL without pool_size: one connection
+		// per concurrent request.
+		opts.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
+	}
+	client := goredis.NewClient(opts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("bench: redis ping %s: %w", opts.Addr, err)
+	}
+	prefix := "replyonce-bench-" + runID() + ":"
+	s := redis.New(client, redis.Options{KeyPrefix: prefix})
+	notes := fmt.Sprintf("key prefix %s, pool %d conns", prefix, opts.PoolSize)
+	if v, err := client.ConfigGet(ctx, "appendonly").Result(); err == nil {
+		notes += ", appendonly=" + v["appendonly"]
+		if w, err := client.ConfigGet(ctx, "appendfsync").Result(); err == nil && v["appendonly"] == "yes" {
+			notes += " appendfsync=" + w["appendfsync"]
+		}
+	}
+	return &openedStore{store: s, notes: notes, close: func() { deleteKeys(client, prefix); _ = client.Close() }}, nil
+}
+
+// deleteKeys removes every key under prefix. The scan is bounded: a run
+// writes a few keys per event, and a Redis that keeps answering with more
+// is not one this cleanup should chase forever.
+func deleteKeys(client *goredis.Client, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cursor uint64
+	for range 100000 {
+		keys, next, err := client.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return
+		}
+		if len(keys) > 0 {
+			if err := client.Unlink(ctx, keys...).Err(); err != nil && !errors.Is(err, goredis.Nil) {
+				return
+			}
+		}
+		if next == 0 {
+			return
+		}
+		cursor = next
+	}
+}

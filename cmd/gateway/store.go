@@ -53,7 +53,7 @@ func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store
 			pool.Close()
 			return nil, nil, err
 		}
-		return s, pool.Close, nil
+		return s, func() { s.Close(); pool.Close() }, nil
 	case "redis":
 		s, err := redis.Open(ctx, c.URL, redis.Options{})
 		if err != nil {

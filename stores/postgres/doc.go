@@ -31,6 +31,47 @@
 // make each other miss. After Options.MaxAttempts the call fails with an
 // error wrapping ledger.ErrContention; nothing has been written then.
 //
+// # Group commit
+//
+// With synchronous_commit on, every commit waits for a WAL flush, and that
+// flush, not the statement, is what limits a busy store. So concurrent
+// compare-and-set writes to different scopes share one: a write that finds
+// nothing queued and nothing in flight is sent at once as its own
+// single-row statement (a lone writer never waits, and the round trip
+// counts above still hold); otherwise it is queued, and the Store sends
+// the queue as one statement, so one transaction and one commit, carrying
+// up to Options.MaxBatch writes (default 32), once a slot is free
+// (at most two batches are in flight) and the batch is full, its oldest
+// write has waited Options.BatchWindow (default 0.5 ms), or nothing else is
+// in flight. The statement passes the writes as arrays: it locks the
+// batch's existing rows in scope order (so two batches, from any
+// processes, cannot deadlock each other), creates the new scopes with the
+// same INSERT ... ON CONFLICT as a single write and updates the others
+// with the same compare-and-set on the version, and returns the scopes
+// that won. Every guarantee above holds per write:
+//
+//   - A caller is answered only after the batch's commit. A write that
+//     lost its compare-and-set goes on as a lone one would (read, decide
+//     again). If the statement or its commit fails, every write in it
+//     fails with that error, a store failure, and none of them is visible:
+//     it was one transaction. A deadlock or serialization failure reported
+//     by the server means the transaction was rolled back, so every write
+//     in it is treated as having lost and is decided again.
+//   - Two writes to one scope are never in one batch: the process's
+//     per-scope lock keeps them apart, and the batch checks anyway.
+//   - A document the server would reject (not valid JSON or UTF-8) is
+//     never batched; it is sent alone and fails alone.
+//   - A caller whose context ends while its write is queued takes it out
+//     and gets the context's error; nothing was sent. Once sent, it stops
+//     waiting when its context ends, gets an error and forgets what it had
+//     cached for the scope, since the write may land. The statement runs
+//     until every caller in it has stopped waiting.
+//
+// The group commit's goroutines (one dispatching while writes are queued,
+// one per batch in flight) run only while there is such work; Close stops
+// them and waits for them, and must be called before the pool is closed.
+// Writes fail after Close.
+//
 // # Schema
 //
 // SchemaSQL returns the DDL (Migrate runs it, idempotently and safely from
@@ -64,6 +105,8 @@
 // skip, saying so; with it set and the server unreachable they fail. Each
 // test works in a schema of its own, dropped at the end, so packages may
 // run in parallel against one database. They include races between OS
-// processes (the test binary re-executed) and outages simulated with a
-// closed port and a proxy that stalls or drops connections.
+// processes (the test binary re-executed), outages simulated with a
+// closed port and a proxy that stalls or drops connections, and the group
+// commit: batches forming under load, a batch whose transaction fails
+// (a trigger rejecting one of its rows), and cancellation while queued.
 package postgres

@@ -89,7 +89,9 @@ func setup(t testing.TB, opts postgres.Options) (*postgres.Store, *pgxpool.Pool)
 	t.Helper()
 	pool := newPool(t, testDSN(t), 0)
 	opts.Table = newTable(t, pool)
-	return postgres.New(pool, opts), pool
+	s := postgres.New(pool, opts)
+	t.Cleanup(s.Close) // before the pool closes: cleanups run last first
+	return s, pool
 }
 
 func testContext(t testing.TB) context.Context {

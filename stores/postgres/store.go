@@ -53,18 +53,33 @@ type Options struct {
 	// it gives up with an error wrapping ledger.ErrContention. Zero means
 	// DefaultMaxAttempts.
 	MaxAttempts int
+
+	// MaxBatch bounds how many writes, to different scopes, are committed
+	// together in one statement when Transacts run concurrently (group
+	// commit). Zero means DefaultMaxBatch; 1 or a negative value turns
+	// grouping off, and every write is then a statement of its own.
+	MaxBatch int
+
+	// BatchWindow is how long a write may wait for others to join its
+	// batch while another write is already in flight. A write that finds
+	// nothing in flight never waits. Zero means DefaultBatchWindow; a
+	// negative value means no waiting beyond the writes in flight.
+	BatchWindow time.Duration
 }
 
 // Store is a ledger.Store keeping each scope's document in one row of a
 // PostgreSQL table. It is safe for concurrent use, and any number of
-// processes may share the table. It starts no goroutines and does not own
-// the pool: closing the pool is the caller's job.
+// processes may share the table. It does not own the pool: closing the
+// pool is the caller's job, after calling Close, which stops the group
+// commit's goroutines (they run only while concurrent writes are being
+// grouped; an idle Store runs none).
 type Store struct {
 	pool        *pgxpool.Pool
 	table       string
 	names       names
 	maxAttempts int
 	scopes      *scopeTable
+	batch       *batcher
 	q           statements
 }
 
@@ -77,6 +92,7 @@ type statements struct {
 	insert, update      string
 	review              string
 	deleteExpired       string
+	batch               string
 }
 
 // New returns a Store using pool. It does not touch the database; call
@@ -91,8 +107,17 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = DefaultMaxAttempts
 	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	switch {
+	case opts.BatchWindow == 0:
+		opts.BatchWindow = DefaultBatchWindow
+	case opts.BatchWindow < 0:
+		opts.BatchWindow = 0
+	}
 	n := parseTable(opts.Table)
-	return &Store{
+	s := &Store{
 		pool:        pool,
 		table:       opts.Table,
 		names:       n,
@@ -100,6 +125,18 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		scopes:      newScopeTable(opts.CacheSize),
 		q:           buildStatements(n),
 	}
+	s.batch = newBatcher(s, opts.MaxBatch, opts.BatchWindow, min(batchesInFlight, int(pool.Config().MaxConns)/2))
+	return s
+}
+
+// Close stops the store's group commit and waits for its goroutines: writes
+// still queued fail without having been sent, and batches in flight are
+// cancelled (their callers get an error; such a write may or may not have
+// landed). Transact's writes fail after Close; reads still work until the
+// pool is closed. Call it once the store's callers are done, before closing
+// the pool. It is safe to call more than once.
+func (s *Store) Close() {
+	s.batch.close()
 }
 
 func buildStatements(n names) statements {
@@ -140,6 +177,7 @@ ORDER BY review_at, scope LIMIT $2`,
 		deleteExpired: `DELETE FROM ` + t + ` WHERE scope IN (
     SELECT scope FROM ` + t + ` WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`,
+		batch: batchSQL(t, seq),
 	}
 }
 
@@ -155,6 +193,9 @@ func escapeLiteral(s string) string {
 // a compare-and-set that succeeds only if the row still has that version.
 // When it does not, Transact reads the row and tries once more; after that
 // it locks the row (SELECT ... FOR UPDATE) and decides on what it holds.
+// While other goroutines are writing other scopes, the compare-and-set may
+// travel in a group commit with theirs (see the package documentation):
+// still one round trip, answered after the shared commit.
 //
 // A decision that writes nothing (fn returned nil or an error) is only
 // trusted once the document it was made on is known to be current: if it
@@ -212,7 +253,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
 		}
 
-		version, ok, err := s.write(ctx, s.pool, scope, cur.version, w)
+		version, ok, err := s.batch.write(ctx, scope, cur.version, w)
 		if err != nil {
 			// The statement may or may not have committed; whatever we
 			// remembered is no longer known to be true.
@@ -244,6 +285,9 @@ func (s *Store) transactLocked(ctx context.Context, scope string, fn func([]byte
 	defer func() { _ = tx.Rollback(ctx) }()
 
 	cur, err := s.load(ctx, tx, scope, true)
+	if retryable(err) {
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("postgres store: transact %q: %w", scope, err)
 	}
@@ -267,6 +311,9 @@ func (s *Store) transactLocked(ctx context.Context, scope string, fn func([]byte
 	}
 	if err := tx.Commit(ctx); err != nil {
 		s.scopes.drop(scope)
+		if retryable(err) {
+			return true, nil // rolled back: nothing was written
+		}
 		return false, fmt.Errorf("postgres store: transact %q: commit: %w", scope, err)
 	}
 	s.scopes.put(scope, version, bytes.Clone(w.Doc))
@@ -335,7 +382,9 @@ func (s *Store) write(ctx context.Context, q querier, scope string, expected int
 		row = q.QueryRow(ctx, s.q.update, scope, w.Doc, ttl, review, expected)
 	}
 	switch err := row.Scan(&version); {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, pgx.ErrNoRows), retryable(err):
+		// No row matched, or the server rolled the statement back (see
+		// retryable): nothing was written either way.
 		return 0, false, nil
 	case err != nil:
 		return 0, false, err

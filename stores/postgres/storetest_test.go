@@ -13,7 +13,9 @@ import (
 func TestConformance(t *testing.T) {
 	pool := newPool(t, testDSN(t), 0)
 	storetest.Run(t, func(t *testing.T) ledger.Store {
-		return postgres.New(pool, postgres.Options{Table: newTable(t, pool)})
+		s := postgres.New(pool, postgres.Options{Table: newTable(t, pool)})
+		t.Cleanup(s.Close)
+		return s
 	})
 }
 

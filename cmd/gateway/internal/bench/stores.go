@@ -88,22 +88,25 @@ func openPostgres(ctx context.Context, cfg Config) (*openedStore, error) {
 	table := "replyonce_bench_" + runID()
 	s := postgres.New(pool, postgres.Options{Table: table})
 	if err := s.Migrate(ctx); err != nil {
+		s.Close()
 		pool.Close()
 		return nil, err
 	}
 	var syncCommit, fsync string
 	if err := pool.QueryRow(ctx, "SELECT current_setting('synchronous_commit'), current_setting('fsync')").Scan(&syncCommit, &fsync); err != nil {
+		s.Close()
 		dropTable(pool, table)
 		pool.Close()
 		return nil, fmt.Errorf("bench: postgres settings: %w", err)
 	}
 	if syncCommit != "on" || fsync != "on" {
+		s.Close()
 		dropTable(pool, table)
 		pool.Close()
 		return nil, fmt.Errorf("bench: postgres must run with fsync and synchronous_commit on (have fsync=%s, synchronous_commit=%s)", fsync, syncCommit)
 	}
 	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns", table, syncCommit, fsync, pc.MaxConns)
-	return &openedStore{store: s, notes: notes, close: func() { dropTable(pool, table); pool.Close() }}, nil
+	return &openedStore{store: s, notes: notes, close: func() { s.Close(); dropTable(pool, table); pool.Close() }}, nil
 }
 
 // dropTable removes the run's table; its version sequence is owned by the

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -59,7 +58,7 @@ func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) 
 		return newDocument(scope, now), nil
 	}
 	var d document
-	if err := json.Unmarshal(raw, &d); err != nil {
+	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("ledger: scope %q: stored document is corrupt: %w", scope, err)
 	}
 	if d.Format != formatVersion {
@@ -167,7 +166,7 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 		d.ExpiresAt = expires
 		w.TTL = expires.Sub(now)
 	}
-	doc, err := json.Marshal(d)
+	doc, err := marshalDocument(d)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode scope %q: %w", d.Scope, err)
 	}

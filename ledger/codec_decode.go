@@ -69,6 +69,12 @@ func (p *parser) null() bool {
 // need encoding/json's case folding or unescaping); field must consume the
 // value.
 func (p *parser) object(field func(key []byte) bool) bool {
+	return members(p, p.plainKey, field)
+}
+
+// members parses an object whose keys key reads, calling value for each
+// with the parser at the value.
+func members[K any](p *parser, key func() (K, bool), value func(K) bool) bool {
 	if p.peek() != '{' {
 		return false
 	}
@@ -78,16 +84,13 @@ func (p *parser) object(field func(key []byte) bool) bool {
 		return true
 	}
 	for {
-		if p.peek() != '"' {
-			return false
-		}
-		key, ok := p.rawKey()
+		k, ok := key()
 		if !ok || p.peek() != ':' {
 			return false
 		}
 		p.i++
 		p.ws()
-		if !field(key) {
+		if !value(k) {
 			return false
 		}
 		switch p.peek() {
@@ -100,6 +103,14 @@ func (p *parser) object(field func(key []byte) bool) bool {
 			return false
 		}
 	}
+}
+
+// plainKey reads a field name: see object.
+func (p *parser) plainKey() ([]byte, bool) {
+	if p.peek() != '"' {
+		return nil, false
+	}
+	return p.rawKey()
 }
 
 // rawKey reads a quoted key made of printable ASCII without escapes.
@@ -688,34 +699,7 @@ func (p *parser) document(d *document) bool {
 
 // mapOf parses an object with arbitrary string keys.
 func (p *parser) mapOf(value func(k string) bool) bool {
-	if p.peek() != '{' {
-		return false
-	}
-	p.i++
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
-	for {
-		k, ok := p.mapKey()
-		if !ok || p.peek() != ':' {
-			return false
-		}
-		p.i++
-		p.ws()
-		if !value(k) {
-			return false
-		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
+	return members(p, p.mapKey, value)
 }
 
 func (p *parser) run(r *runState) bool {
@@ -724,24 +708,7 @@ func (p *parser) run(r *runState) bool {
 		case "id":
 			return p.stringField(&r.ID)
 		case "mode":
-			if p.null() {
-				return true
-			}
-			b, ok := p.strBytes(nil)
-			if !ok {
-				return false
-			}
-			switch Mode(b) {
-			case ModeSupersede:
-				r.Mode = ModeSupersede
-			case ModeExclusive:
-				r.Mode = ModeExclusive
-			case ModeIndependent:
-				r.Mode = ModeIndependent
-			default:
-				r.Mode = Mode(b)
-			}
-			return true
+			return enumField(p, &r.Mode, ModeSupersede, ModeExclusive, ModeIndependent)
 		case "token":
 			return p.uintField(&r.Token)
 		case "delivery":
@@ -771,6 +738,26 @@ func (p *parser) run(r *runState) bool {
 		}
 		return p.unknown(key, runFields)
 	})
+}
+
+// enumField reads a string that is usually one of known, reusing the
+// constant instead of allocating; anything else is kept as read.
+func enumField[T ~string](p *parser, dst *T, known ...T) bool {
+	if p.null() {
+		return true
+	}
+	b, ok := p.strBytes(nil)
+	if !ok {
+		return false
+	}
+	for _, k := range known {
+		if string(b) == string(k) {
+			*dst = k
+			return true
+		}
+	}
+	*dst = T(b)
+	return true
 }
 
 func (p *parser) acks(dst *[]string) bool {
@@ -837,26 +824,7 @@ func (p *parser) entry(e *Entry, mapKey string) bool {
 		case "summary":
 			return p.stringField(&e.Summary)
 		case "state":
-			if p.null() {
-				return true
-			}
-			b, ok := p.strBytes(nil)
-			if !ok {
-				return false
-			}
-			switch State(b) {
-			case StatePending:
-				e.State = StatePending
-			case StateCommitted:
-				e.State = StateCommitted
-			case StateFailed:
-				e.State = StateFailed
-			case StateAmbiguous:
-				e.State = StateAmbiguous
-			default:
-				e.State = State(b)
-			}
-			return true
+			return enumField(p, &e.State, StatePending, StateCommitted, StateFailed, StateAmbiguous)
 		case "attempt":
 			return p.intField(&e.Attempt)
 		case "failures":

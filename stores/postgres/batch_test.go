@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/postgres"
 )
@@ -326,21 +324,7 @@ func TestGroupCommitStalledBatchEndsByDeadline(t *testing.T) {
 // another. Sequential writes keep the single-row statements, as
 // TestUncontendedClaimAndSettleCostTwoRoundTrips checks.
 func TestGroupCommitIsOneStatementPerBatch(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, newPool(t, dsn, 0))
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var qc queryCounter
-	cfg.ConnConfig.Tracer = &qc
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s := postgres.New(pool, postgres.Options{Table: table})
-	defer s.Close()
+	s, qc := countedStore(t)
 
 	const writers = 8
 	for round, doc := range []string{`{"state":"pending"}`, `{"state":"committed"}`} {

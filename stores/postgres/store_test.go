@@ -466,21 +466,30 @@ func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func TestUncontendedClaimAndSettleCostTwoRoundTrips(t *testing.T) {
+// countedStore is a store on a fresh table whose pool counts the
+// statements it sends.
+func countedStore(t *testing.T) (*postgres.Store, *queryCounter) {
+	t.Helper()
 	dsn := testDSN(t)
 	table := newTable(t, newPool(t, dsn, 0))
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var qc queryCounter
-	cfg.ConnConfig.Tracer = &qc
+	qc := &queryCounter{}
+	cfg.ConnConfig.Tracer = qc
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	s := postgres.New(pool, postgres.Options{Table: table})
+	t.Cleanup(s.Close)
+	return s, qc
+}
+
+func TestUncontendedClaimAndSettleCostTwoRoundTrips(t *testing.T) {
+	s, qc := countedStore(t)
 
 	for i := range 5 {
 		scope := fmt.Sprintf("event-%d", i)
@@ -559,20 +568,8 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 // The budget: one ledger.Once on a new key, uncontended, is at most
 // two statements (claim, settle).
 func TestLedgerOnceCostsTwoRoundTrips(t *testing.T) {
-	dsn := testDSN(t)
-	table := newTable(t, newPool(t, dsn, 0))
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var qc queryCounter
-	cfg.ConnConfig.Tracer = &qc
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	l := ledger.New(postgres.New(pool, postgres.Options{Table: table}), ledger.Options{})
+	store, qc := countedStore(t)
+	l := ledger.New(store, ledger.Options{})
 	for i := range 5 {
 		before := qc.n.Load()
 		key := ledger.Key{Scope: fmt.Sprintf("event-%d", i), Intent: "deliver", Payload: map[string]any{"n": i}}

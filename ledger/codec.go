@@ -338,6 +338,26 @@ var htmlSafe = func() (t [utf8.RuneSelf]bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// appendEscapedASCII writes the escape encoding/json uses for an ASCII
+// character it does not write as is.
+func appendEscapedASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '\\', '"':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+}
+
 // appendJSONString is encoding/json's appendString with HTML escaping.
 func appendJSONString(dst []byte, src string) []byte {
 	dst = append(dst, '"')
@@ -349,22 +369,7 @@ func appendJSONString(dst []byte, src string) []byte {
 				continue
 			}
 			dst = append(dst, src[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
+			dst = appendEscapedASCII(dst, c)
 			i++
 			start = i
 			continue

@@ -6,6 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Key names one effect: what (Intent) is done to which business object
@@ -17,20 +21,18 @@ type Key struct {
 	Payload any
 }
 
-// canonicalJSON renders v so that equal values give equal bytes: it goes
-// through generic values, whose maps encoding/json writes in sorted key
-// order, and keeps numbers exactly as first written.
+// canonicalJSON renders v so that equal values give equal bytes: map keys
+// sorted, no HTML escaping, numbers exactly as first written, invalid UTF-8
+// replaced by U+FFFD. The general path goes through encoding/json's generic
+// values; the shapes callers pass most (what encoding/json decodes into, Go
+// integers, string maps) are written directly, to the same bytes, since
+// every claim hashes its payload.
 func canonicalJSON(v any) (json.RawMessage, error) {
-	if v == nil {
-		return json.RawMessage("null"), nil
+	if out, ok := appendCanonical(make([]byte, 0, 128), v, 0); ok {
+		return out, nil
 	}
 	var raw []byte
 	switch t := v.(type) {
-	case string, bool, int, int64, map[string]string:
-		// Already canonical as encoded: encoding/json writes map keys in
-		// sorted order. The gateway's deliver payload takes this path on
-		// every request, so it skips the decode-and-re-encode below.
-		return encodeCanonical(t)
 	case json.RawMessage:
 		raw = t
 	case []byte:
@@ -51,8 +53,8 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 	return encodeCanonical(generic)
 }
 
-// encodeCanonical writes v without HTML escaping, so that "<" hashes the
-// same whether it arrived as a Go string or inside raw JSON.
+// encodeCanonical writes a generic value without HTML escaping, so that "<"
+// hashes the same whether it arrived as a Go string or inside raw JSON.
 func encodeCanonical(v any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -63,16 +65,183 @@ func encodeCanonical(v any) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
+// maxCanonicalDepth bounds the direct path's recursion; deeper values (and
+// cyclic ones) take the general path, which reports cycles as errors.
+const maxCanonicalDepth = 32
+
+// appendCanonical appends what the general path of canonicalJSON would
+// produce for v, or reports false for a value it does not handle directly.
+func appendCanonical(dst []byte, v any, depth int) ([]byte, bool) {
+	if depth > maxCanonicalDepth {
+		return dst, false
+	}
+	switch t := v.(type) {
+	case nil:
+		return append(dst, "null"...), true
+	case bool:
+		return strconv.AppendBool(dst, t), true
+	case string:
+		return appendCanonicalString(dst, t), true
+	case int:
+		return strconv.AppendInt(dst, int64(t), 10), true
+	case int64:
+		return strconv.AppendInt(dst, t, 10), true
+	case int32:
+		return strconv.AppendInt(dst, int64(t), 10), true
+	case uint:
+		return strconv.AppendUint(dst, uint64(t), 10), true
+	case uint64:
+		return strconv.AppendUint(dst, t, 10), true
+	case uint32:
+		return strconv.AppendUint(dst, uint64(t), 10), true
+	case float64:
+		return appendFloat64(dst, t)
+	case map[string]string:
+		if t == nil {
+			return append(dst, "null"...), true
+		}
+		keys, ok := sortedMapKeys(t)
+		if !ok {
+			return dst, false
+		}
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCanonicalString(dst, k)
+			dst = append(dst, ':')
+			dst = appendCanonicalString(dst, t[k])
+		}
+		return append(dst, '}'), true
+	case map[string]any:
+		if t == nil {
+			return append(dst, "null"...), true
+		}
+		keys, ok := sortedMapKeys(t)
+		if !ok {
+			return dst, false
+		}
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCanonicalString(dst, k)
+			dst = append(dst, ':')
+			var ok bool
+			if dst, ok = appendCanonical(dst, t[k], depth+1); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	case []any:
+		if t == nil {
+			return append(dst, "null"...), true
+		}
+		dst = append(dst, '[')
+		for i, e := range t {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, ok = appendCanonical(dst, e, depth+1); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	}
+	return dst, false
+}
+
+// sortedMapKeys declines maps with a key that is not valid UTF-8: the
+// general path replaces such keys before it sorts (and merges keys that
+// become equal), so their order and number are its to decide.
+func sortedMapKeys[V any](m map[string]V) ([]string, bool) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if !utf8.ValidString(k) {
+			return nil, false
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, true
+}
+
+// appendFloat64 is encoding/json's float format, which the general path
+// keeps verbatim as a json.Number. NaN and infinities are not JSON: the
+// general path reports them.
+func appendFloat64(dst []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return dst, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 becomes e-9, as encoding/json writes it.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst, true
+}
+
+// appendCanonicalString writes s as the general path does: encoding/json's
+// escapes without the HTML ones, and each invalid UTF-8 byte as the
+// replacement character itself (the general path decodes the \ufffd that
+// json.Marshal writes for it, then writes the character unescaped).
+func appendCanonicalString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = appendEscapedASCII(dst, c)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
 // entryID is the stable identity of an effect. It doubles as the effect's
 // idempotency key, so it must not depend on the attempt or the worker.
 func entryID(scope, intent string, canonical []byte) string {
-	h := sha256.New()
-	h.Write([]byte(scope))
-	h.Write([]byte{0})
-	h.Write([]byte(intent))
-	h.Write([]byte{0})
-	h.Write(canonical)
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	// One buffer, on the stack for the usual sizes, hashes the same bytes
+	// as writing the parts one by one.
+	var stack [256]byte
+	b := append(stack[:0], scope...)
+	b = append(b, 0)
+	b = append(b, intent...)
+	b = append(b, 0)
+	b = append(b, canonical...)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // resolvedKey is a Key with its payload rendered and hashed once.

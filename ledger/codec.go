@@ -288,7 +288,7 @@ func appendRaw(b []byte, raw json.RawMessage) (_ []byte, ok bool) {
 	if raw == nil {
 		return append(b, "null"...), true
 	}
-	if !json.Valid(raw) {
+	if !validJSON(raw) {
 		return b, false
 	}
 	if rawIsCompactSafe(raw) {
@@ -301,6 +301,18 @@ func appendRaw(b []byte, raw json.RawMessage) (_ []byte, ok bool) {
 	var h bytes.Buffer
 	json.HTMLEscape(&h, c.Bytes())
 	return append(b, h.Bytes()...), true
+}
+
+// validJSON is json.Valid by the decoder's validating skipper, which costs
+// a fraction of encoding/json's scanner; values nested deeper than the
+// skipper goes are refused, and the caller falls back to encoding/json.
+func validJSON(raw []byte) bool {
+	p := parser{buf: raw}
+	if !p.skip(0) {
+		return false
+	}
+	p.ws()
+	return p.i == len(raw)
 }
 
 // rawIsCompactSafe reports whether valid JSON raw has no whitespace outside

@@ -375,3 +375,37 @@ func FuzzDocumentCodec(f *testing.F) {
 		}
 	})
 }
+
+// validJSON answers as json.Valid does, except that it refuses values
+// nested deeper than its bound (the encoder then falls back to
+// encoding/json, which decides).
+func TestValidJSONAgrees(t *testing.T) {
+	for _, s := range []string{
+		``, ` `, `null`, ` true `, `fals`, `1`, `-0`, `01`, `1.`, `1e`, `1e+2`, `-`, `"a"`, `"\u12"`, `"\x"`,
+		"\"tab\tin\"", "\"bad\xff\"", `{}`, `{"a":1,}`, `[1,2]`, `[1,]`, `{"a" 1}`, `{"a":1}x`, `[]]`, `{"a":[{"b":null}]}`,
+		"\x00", `"\ud800"`, `1 2`,
+	} {
+		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("%q: validJSON %v, json.Valid %v", s, got, want)
+		}
+	}
+	deep := strings.Repeat("[", 2000) + strings.Repeat("]", 2000)
+	if validJSON([]byte(deep)) {
+		t.Error("validJSON accepted a value deeper than its bound")
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-2.5e3,"x\n",true,null]}`, `[`, `"\u00e9"`, `{"a":}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, want := validJSON(data), json.Valid(data)
+		if got && !want {
+			t.Fatalf("%q: validJSON accepted what json.Valid refuses", data)
+		}
+		if want && !got && bytes.Count(data, []byte("["))+bytes.Count(data, []byte("{")) <= 1000 {
+			t.Fatalf("%q: validJSON refused valid JSON", data)
+		}
+	})
+}

@@ -125,10 +125,10 @@ func (l *Ledger) claimInput(req ClaimRequest) (claimInput, error) {
 }
 
 func claimFrom(scope string, dec decision) Claim {
+	// The entry belongs to a document decoded for this call alone and
+	// dropped after it, so the claim may keep it without a copy.
 	c := Claim{Result: dec.result, Scope: scope, needsReconcile: dec.needsReconcile}
 	if e := dec.result.Entry; e != nil {
-		cp := *e
-		c.Result.Entry = &cp
 		c.EntryID = e.ID
 		c.Attempt = e.Attempt
 		c.IdempotencyKey = e.IdempotencyKey()
@@ -207,11 +207,8 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	err := l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
 		var changed bool
 		var derr error
+		// d is decoded for this call alone: res may keep its entry.
 		res, changed, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, errText, now)
-		if res.Entry != nil {
-			cp := *res.Entry
-			res.Entry = &cp
-		}
 		return changed, derr
 	})
 	if err != nil {

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
 )
@@ -76,7 +79,7 @@ func BenchmarkClaimSettle(b *testing.B) {
 				return err
 			}
 			ways := []func(int64) error{raw, store, once}
-			var spent [3]time.Duration
+			var spent, cpu, srv [3]time.Duration
 			chunk := max(100, 8*g)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -84,9 +87,11 @@ func BenchmarkClaimSettle(b *testing.B) {
 				n := min(chunk, b.N-done)
 				for k := range ways {
 					w := (k + round) % len(ways)
-					start := time.Now()
+					start, c0, s0 := time.Now(), processCPU(), serverCPU(b, c)
 					runConcurrently(b, g, int64(done), int64(n), ways[w])
 					spent[w] += time.Since(start)
+					cpu[w] += processCPU() - c0
+					srv[w] += serverCPU(b, c) - s0
 				}
 			}
 			b.StopTimer()
@@ -95,6 +100,10 @@ func BenchmarkClaimSettle(b *testing.B) {
 			b.ReportMetric(per(spent[1]), "store-µs/op")
 			b.ReportMetric(per(spent[2]), "ledger-µs/op")
 			b.ReportMetric(float64(spent[1])/float64(spent[0]), "store/raw")
+			for k, name := range []string{"raw", "store", "ledger"} {
+				b.ReportMetric(per(cpu[k]), name+"-cpu-µs/op")
+				b.ReportMetric(per(srv[k]), name+"-srv-µs/op")
+			}
 			b.ReportMetric(float64(spent[2])/float64(spent[0]), "ledger/raw")
 		})
 	}
@@ -121,4 +130,27 @@ func runConcurrently(b *testing.B, g int, from, n int64, op func(i int64) error)
 		})
 	}
 	wg.Wait()
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func serverCPU(b *testing.B, c goredis.UniversalClient) time.Duration {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, k); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return time.Duration(total * 1e9)
 }

@@ -5,19 +5,20 @@
 //
 // # Layout
 //
-// Each scope is one hash, {prefix}{bb}:s:{scope}, holding the document (d),
-// a version token (t) and, while the document needs review, the review time
-// in Unix milliseconds (r). bb is one of 256 buckets, chosen by hashing the
+// Each scope is one hash, {prefix}{bb}:s:{scope}, holding the document (d)
+// and a version token (t). bb is one of 256 buckets, chosen by hashing the
 // scope. Each bucket also has a sorted set, {prefix}{bb}:review, scoring
-// its scopes by review time. The braces make {bb} the Redis Cluster hash
+// its scopes that need review by their review time in Unix milliseconds.
+// (Hashes written by earlier releases may also hold an r field with that
+// time; nothing reads it.) The braces make {bb} the Redis Cluster hash
 // tag, so a scope and its bucket's index always live in the same slot.
 //
 // # Atomicity
 //
 // Every change is one Lua script run against the scope's hash and its
 // bucket's index: it compares the stored token with the one the caller's
-// decision was based on, and only if they match stores the new document,
-// its expiry and its review time, and updates the index. Redis runs scripts
+// decision was based on, and only if they match stores the new document and
+// its expiry, and updates the index. Redis runs scripts
 // one at a time, so two writers of the same scope, in any number of
 // processes, cannot both win. The script is sent with EVALSHA and, when the
 // server has forgotten it (a restart, SCRIPT FLUSH, a failover), with EVAL.

@@ -4,9 +4,10 @@ import goredis "github.com/redis/go-redis/v9"
 
 // casScript is the only way a document changes. It compares the scope's
 // version token with the one the caller's decision was based on and, when
-// they match, stores the new document, its expiry and its review time in one
-// atomic step, keeping the bucket's review index in step with it. Both keys
-// carry the same hash tag, so the script is legal on Redis Cluster.
+// they match, stores the new document and its expiry in one atomic step,
+// keeping the bucket's review index in step with it (the review time lives
+// only there). Both keys carry the same hash tag, so the script is legal on
+// Redis Cluster. The document is read only on a conflict, to hand back.
 //
 // Replies:
 //
@@ -23,25 +24,22 @@ import goredis "github.com/redis/go-redis/v9"
 // ARGV[4] TTL in ms ("0" = no expiry), ARGV[5] review time in unix ms
 // ("" = none), ARGV[6] scope (the index member).
 var casScript = goredis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 't', 'd')
-local tok = cur[1] or ''
+local tok = redis.call('HGET', KEYS[1], 't') or ''
 if tok ~= ARGV[1] then
   if tok == ARGV[2] then
     -- A client-side retry of an attempt that already landed: the token is
     -- fresh per attempt, so nobody else can have written it.
     return {1}
   end
-  if not cur[1] then
+  if tok == '' then
     return {0}
   end
-  return {0, tok, cur[2] or ''}
+  return {0, tok, redis.call('HGET', KEYS[1], 'd') or ''}
 end
 redis.call('HSET', KEYS[1], 't', ARGV[2], 'd', ARGV[3])
 if ARGV[5] == '' then
-  redis.call('HDEL', KEYS[1], 'r')
   redis.call('ZREM', KEYS[2], ARGV[6])
 else
-  redis.call('HSET', KEYS[1], 'r', ARGV[5])
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
 end
 local ttl = tonumber(ARGV[4])

@@ -102,7 +102,9 @@ func newTestStore(t testing.TB, opts Options) (*Store, *goredis.Client) {
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = testPrefix(t, c)
 	}
-	return New(c, opts), c
+	s := New(c, opts)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, c
 }
 
 func ctxT(t testing.TB) context.Context {

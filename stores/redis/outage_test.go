@@ -29,7 +29,9 @@ func storeVia(t *testing.T, addr string, opts Options) *Store {
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 30*time.Second, 30*time.Second, 30*time.Second
 	c := goredis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
-	return New(c, opts)
+	s := New(c, opts)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // expectOutage checks that every store call fails, as an error and within

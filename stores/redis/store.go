@@ -3,7 +3,6 @@ package redis
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -59,6 +58,11 @@ type Options struct {
 	// DefaultCacheSize; a negative value turns the cache off (every
 	// Transact on an existing scope then costs two round trips).
 	CacheSize int
+
+	// MaxBatch bounds how many concurrent writes are sent together in one
+	// pipeline when more are waiting than round trips are free. Zero means
+	// DefaultMaxBatch; 1 or a negative value sends every write on its own.
+	MaxBatch int
 }
 
 // Validate reports options that New would refuse.
@@ -82,6 +86,9 @@ func (o Options) withDefaults() Options {
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
 	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
 	return o
 }
 
@@ -94,6 +101,7 @@ type Store struct {
 	maxRetries int
 	cache      *docCache
 	ownsClient bool
+	batch      *batcher
 
 	// Per bucket, the start of its scopes' keys and its index key, built
 	// once so the hot path allocates one string per key.
@@ -139,6 +147,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		maxRetries: opts.MaxRetries,
 		cache:      newDocCache(opts.CacheSize),
 	}
+	s.batch = newBatcher(s, opts.MaxBatch, pipelinesInFlight)
 	for b := range reviewBuckets {
 		tag := opts.KeyPrefix + bucketTag(uint32(b))
 		s.docPrefixes[b] = tag + ":s:"
@@ -189,9 +198,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the connection pool if Open created it; a client passed to
-// New stays its caller's to close.
+// Close ends the store: writes still queued for a pipeline fail unsent,
+// pipelines in flight are cancelled, and Close returns once they have
+// ended. It also releases the connection pool if Open created it; a client
+// passed to New stays its caller's to close. Transact fails after Close.
 func (s *Store) Close() error {
+	s.batch.close()
 	if !s.ownsClient {
 		return nil
 	}
@@ -248,14 +260,15 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 
 		next := newToken()
 		sent := time.Now()
-		won, cur, curDoc, cerr := s.compareAndSet(ctx, scope, key, token, next, w)
+		r := s.batch.compareAndSet(ctx, casArgs{scope: scope, key: key, expect: token, next: next, w: w})
 		rtt := time.Since(sent)
-		if cerr != nil {
+		if r.err != nil {
 			// The write may or may not have landed; forget the guess.
 			s.cache.drop(scope)
-			return fmt.Errorf("redis store: transact %q: %w", scope, cerr)
+			return fmt.Errorf("redis store: transact %q: %w", scope, r.err)
 		}
-		if won {
+		cur, curDoc := r.token, r.doc
+		if r.won {
 			s.cache.put(scope, next, bytes.Clone(w.Doc))
 			return nil
 		}
@@ -401,46 +414,6 @@ func (s *Store) load(ctx context.Context, key string) (token string, doc []byte,
 		return "", nil, fmt.Errorf("key %s: unexpected reply %T, %T", key, vals[0], vals[1])
 	}
 	return t, []byte(d), nil
-}
-
-// compareAndSet runs casScript. When it loses, it returns the current token
-// and document from the same reply.
-func (s *Store) compareAndSet(ctx context.Context, scope, key, expect, next string, w *ledger.Write) (won bool, token string, doc []byte, err error) {
-	ttl := "0"
-	if w.TTL != 0 {
-		// Sub-millisecond and negative TTLs round up to the smallest
-		// expiry Redis has: keeping a document longer is allowed.
-		ttl = strconv.FormatInt(max(w.TTL.Milliseconds(), 1), 10)
-	}
-	review := ""
-	if !w.ReviewAt.IsZero() {
-		review = strconv.FormatInt(w.ReviewAt.UnixMilli(), 10)
-	}
-	b := bucketOf(scope)
-	reply, err := casScript.Run(ctx, s.client, []string{key, s.indexKey(b)},
-		expect, next, w.Doc, ttl, review, scope).Slice()
-	if err != nil {
-		return false, "", nil, err
-	}
-	if len(reply) == 0 {
-		return false, "", nil, errors.New("empty reply from compare-and-set script")
-	}
-	status, ok := reply[0].(int64)
-	if !ok {
-		return false, "", nil, fmt.Errorf("compare-and-set script: unexpected status %T", reply[0])
-	}
-	if status == 1 {
-		return true, "", nil, nil
-	}
-	if len(reply) < 3 {
-		return false, "", nil, nil // no document
-	}
-	t, ok1 := reply[1].(string)
-	d, ok2 := reply[2].(string)
-	if !ok1 || !ok2 {
-		return false, "", nil, fmt.Errorf("compare-and-set script: unexpected reply %T, %T", reply[1], reply[2])
-	}
-	return false, t, []byte(d), nil
 }
 
 func (s *Store) remember(scope, token string, doc []byte) {

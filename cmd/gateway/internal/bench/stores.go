@@ -143,7 +143,7 @@ func openRedis(ctx context.Context, cfg Config) (*openedStore, error) {
 			notes += " appendfsync=" + w["appendfsync"]
 		}
 	}
-	return &openedStore{store: s, notes: notes, close: func() { deleteKeys(client, prefix); _ = client.Close() }}, nil
+	return &openedStore{store: s, notes: notes, close: func() { _ = s.Close(); deleteKeys(client, prefix); _ = client.Close() }}, nil
 }
 
 // deleteKeys removes every key under prefix. The scan is bounded: a run

@@ -1,0 +1,210 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// Many writers at once: writes leave together in pipelines, and every one
+// of them lands exactly once, on scopes of their own and on shared ones.
+func TestPipelinesCarryConcurrentWrites(t *testing.T) {
+	s, _ := newTestStore(t, Options{MaxRetries: 100000})
+	ctx := ctxT(t)
+	const workers, each, hot = 64, 20, 4
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				scope := fmt.Sprintf("own-%d", w)
+				if i%2 == 1 {
+					scope = fmt.Sprintf("hot-%d", i%hot)
+				}
+				if err := increment(ctx, s, scope); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for w := range workers {
+		doc, err := s.Read(ctx, fmt.Sprintf("own-%d", w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decodeCounter(t, doc).N; got != each/2 {
+			t.Errorf("own-%d = %d; want %d", w, got, each/2)
+		}
+	}
+	total := 0
+	for h := range hot {
+		doc, err := s.Read(ctx, fmt.Sprintf("hot-%d", h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += decodeCounter(t, doc).N
+	}
+	if total != workers*each/2 {
+		t.Errorf("hot scopes counted %d; want %d", total, workers*each/2)
+	}
+	if s.batch.pipelines.Load() == 0 {
+		t.Fatal("64 concurrent writers never shared a pipeline")
+	}
+	t.Logf("%d pipelines carried %d writes", s.batch.pipelines.Load(), s.batch.grouped.Load())
+}
+
+// MaxBatch 1 sends every write on its own.
+func TestMaxBatchOneSendsAlone(t *testing.T) {
+	s, _ := newTestStore(t, Options{MaxBatch: 1})
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			if err := increment(ctx, s, fmt.Sprintf("s%d", w)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := s.batch.pipelines.Load(); n != 0 {
+		t.Fatalf("%d pipelines with MaxBatch 1", n)
+	}
+}
+
+// A server that forgot the script (restart, SCRIPT FLUSH) answers NOSCRIPT
+// to every script of a pipeline without running it; each is sent again and
+// lands once.
+func TestPipelineAfterScriptFlush(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	ctx := ctxT(t)
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]*pendingCAS, 3)
+	for i := range batch {
+		scope := fmt.Sprintf("p%d", i)
+		batch[i] = &pendingCAS{ctx: ctx, args: casArgs{scope: scope, key: s.docKey(scope), next: newToken(),
+			w: &ledger.Write{Doc: []byte(`{"n":1}`), TTL: time.Hour}}}
+	}
+	s.runPipeline(ctx, batch)
+	for i, p := range batch {
+		if p.reply.err != nil || !p.reply.won {
+			t.Fatalf("write %d after SCRIPT FLUSH: %+v", i, p.reply)
+		}
+		doc, err := s.Read(ctx, p.args.scope)
+		if err != nil || decodeCounter(t, doc).N != 1 {
+			t.Fatalf("scope %s: %q, %v", p.args.scope, doc, err)
+		}
+	}
+	if s.batch.pipelines.Load() != 1 {
+		t.Fatalf("pipelines = %d; want 1", s.batch.pipelines.Load())
+	}
+}
+
+// fillRoundTrips starts writes through a stalled proxy until every round
+// trip the store allows is taken, and returns a function that waits for
+// them to give up.
+func fillRoundTrips(t *testing.T, s *Store, deadline time.Duration) (wait func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range pipelinesInFlight {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			if err := increment(ctx, s, fmt.Sprintf("stuck-%d", i)); err == nil {
+				t.Error("a write through a stalled proxy succeeded")
+			}
+		})
+	}
+	for {
+		s.batch.mu.Lock()
+		busy := s.batch.inflight
+		s.batch.mu.Unlock()
+		if busy == pipelinesInFlight {
+			return wg.Wait
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// queued waits until n writes are queued.
+func queued(s *Store, n int) {
+	for {
+		s.batch.mu.Lock()
+		q := len(s.batch.queue)
+		s.batch.mu.Unlock()
+		if q >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A write still queued when its caller gives up is never sent: the caller
+// gets its context's error, and nothing lands later.
+func TestQueuedWriteLeavesWhenCancelled(t *testing.T) {
+	direct, _ := newTestStore(t, Options{})
+	p := startProxy(t, direct.client.(*goredis.Client).Options().Addr)
+	s := storeVia(t, p.addr(), Options{KeyPrefix: direct.prefix})
+	p.set(proxyStall)
+	wait := fillRoundTrips(t, s, 2*time.Second)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- increment(ctx, s, "queued") }()
+	queued(s, 1)
+	cancel()
+	err := <-errc
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "unknown") {
+		t.Fatalf("queued write cancelled: %v; want the context's error, outcome known", err)
+	}
+	wait()
+	p.set(proxyPass)
+	if doc, err := direct.Read(ctxT(t), "queued"); err != nil || doc != nil {
+		t.Fatalf("the cancelled write landed: %q, %v", doc, err)
+	}
+}
+
+// Close fails queued writes without sending them, and the store refuses
+// writes afterwards.
+func TestCloseFailsQueuedWrites(t *testing.T) {
+	direct, _ := newTestStore(t, Options{})
+	p := startProxy(t, direct.client.(*goredis.Client).Options().Addr)
+	s := storeVia(t, p.addr(), Options{KeyPrefix: direct.prefix})
+	p.set(proxyStall)
+	wait := fillRoundTrips(t, s, 2*time.Second)
+
+	const n = 3
+	errc := make(chan error, n)
+	for i := range n {
+		go func() { errc <- increment(ctxT(t), s, fmt.Sprintf("q%d", i)) }()
+	}
+	queued(s, n)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errc; !errors.Is(err, errClosed) {
+			t.Errorf("queued write at Close: %v; want %v", err, errClosed)
+		}
+	}
+	wait()
+	p.set(proxyPass)
+	for i := range n {
+		if doc, err := direct.Read(ctxT(t), fmt.Sprintf("q%d", i)); err != nil || doc != nil {
+			t.Fatalf("a write failed at Close landed: %q, %v", doc, err)
+		}
+	}
+	if err := increment(ctxT(t), s, "after"); !errors.Is(err, errClosed) {
+		t.Fatalf("write after Close: %v; want %v", err, errClosed)
+	}
+}

@@ -48,6 +48,13 @@
 // a write from another process could change the answer. A function error is
 // then returned unchanged, and nothing is written.
 //
+// Under load, writes share round trips: once four are in flight from one
+// Store, further writes queue and leave together in one pipeline of up to
+// Options.MaxBatch scripts as soon as a round trip is free. Redis runs each
+// script of a pipeline alone and in order, so batching changes how bytes
+// travel, not what any write decides. A queued write whose caller gives up
+// is never sent.
+//
 // # Listing scopes to review, on Cluster
 //
 // ScopesToReview cannot scan one global index on Cluster without giving up

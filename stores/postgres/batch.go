@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/replyonce/gateway/ledger"
 )
@@ -41,8 +41,8 @@ const (
 var errClosed = errors.New("the store is closed")
 
 // batcher coalesces concurrent compare-and-set writes to different scopes
-// into one statement, so one transaction and one WAL flush (one commit)
-// serve many Transacts. It belongs to a Store.
+// into one round trip and one transaction, so one WAL flush (one commit)
+// serves many Transacts. It belongs to a Store.
 //
 // The rules:
 //
@@ -55,11 +55,11 @@ var errClosed = errors.New("the store is closed")
 //   - A batch never holds two writes to one scope (the scope lock already
 //     keeps a process's writers to one scope apart; the dispatcher checks
 //     anyway, and leaves a second one for the next batch).
-//   - Each caller is answered after the batch's statement, and so its
-//     commit, has finished: it either won its compare-and-set (the new
-//     version), lost it (it goes on with Transact's usual retry), or the
-//     statement failed and every caller in the batch gets the error, with
-//     nothing written by any of them: it was one transaction.
+//   - Each caller is answered after the batch's commit has finished: it
+//     either won its compare-and-set (the new version), lost it (it goes on
+//     with Transact's usual retry), or a statement or the commit failed
+//     and every caller in the batch gets the error, with nothing written
+//     by any of them: it was one transaction.
 //   - A caller whose context ends while its write is still queued takes it
 //     out and gets the context's error: nothing was sent. Once sent, it may
 //     still stop waiting when its context ends, but the write may land, so
@@ -87,8 +87,8 @@ type batcher struct {
 	closed   bool
 
 	// For tests and diagnostics.
-	batches atomic.Int64 // statements that carried more than one write
-	grouped atomic.Int64 // writes carried by those statements
+	batches atomic.Int64 // transactions that carried more than one write
+	grouped atomic.Int64 // writes carried by those transactions
 }
 
 // pendingWrite is one Transact's write waiting for, or travelling in, a
@@ -269,7 +269,7 @@ func (b *batcher) takeLocked() []*pendingWrite {
 	return batch
 }
 
-// run sends one batch and answers its callers. The statement's context
+// run sends one batch and answers its callers. The batch's context
 // ends when every caller has stopped waiting, or at Close: until then
 // someone wants the outcome.
 func (b *batcher) run(batch []*pendingWrite) {
@@ -312,9 +312,12 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// writeBatch runs the batch's compare-and-sets as one statement, so one
-// transaction, and records each one's outcome. A batch of one uses the
-// single-row statement.
+// writeBatch sends the batch's compare-and-sets, each the very statement a
+// lone write would use, in one round trip as one implicit transaction (a
+// pgx batch ends with a single Sync), so one commit serves them all, and
+// records each one's outcome. The statements run in scope order, so two
+// batches, from any processes, take their row locks in the same order and
+// cannot deadlock each other. A batch of one is a plain single write.
 func (s *Store) writeBatch(ctx context.Context, batch []*pendingWrite) {
 	if len(batch) == 1 {
 		p := batch[0]
@@ -323,112 +326,62 @@ func (s *Store) writeBatch(ctx context.Context, batch []*pendingWrite) {
 	}
 	s.batch.batches.Add(1)
 	s.batch.grouped.Add(int64(len(batch)))
-	// Rows are locked in scope order, whichever process sends the batch,
-	// which keeps two batches from waiting for each other's rows.
 	slices.SortFunc(batch, func(a, b *pendingWrite) int { return strings.Compare(a.scope, b.scope) })
-	var (
-		scopes   = make([]string, len(batch))
-		docs     = make([]string, len(batch))
-		ttls     = make([]int64, len(batch))
-		reviews  = make([]pgtype.Timestamptz, len(batch))
-		expected = make([]int64, len(batch))
-	)
-	for i, p := range batch {
-		scopes[i] = p.scope
-		docs[i] = string(p.w.Doc)
-		ttls[i] = ttlMicros(p.w.TTL)
-		if !p.w.ReviewAt.IsZero() {
-			reviews[i] = pgtype.Timestamptz{Time: p.w.ReviewAt, Valid: true}
-		}
-		expected[i] = p.expected
-	}
-	won, err := s.runBatch(ctx, scopes, docs, ttls, reviews, expected)
+	err := s.runBatch(ctx, batch)
 	if err != nil {
+		for _, p := range batch {
+			p.version, p.ok = 0, false
+		}
 		if retryable(err) {
 			// The whole transaction was rolled back: nothing was written,
 			// and trying again is what a lost compare-and-set does.
-			for _, p := range batch {
-				p.ok = false
-			}
 			return
 		}
 		err = fmt.Errorf("group commit of %d writes: %w", len(batch), err)
 		for _, p := range batch {
 			p.err = err
 		}
-		return
 	}
+}
+
+// runBatch sets version and ok on each write that won. They count only if
+// it returns nil: until the commit has succeeded nothing is written.
+func (s *Store) runBatch(ctx context.Context, batch []*pendingWrite) error {
+	var b pgx.Batch
 	for _, p := range batch {
-		p.version, p.ok = won[p.scope]
-	}
-}
-
-func (s *Store) runBatch(ctx context.Context, scopes, docs []string, ttls []int64, reviews []pgtype.Timestamptz, expected []int64) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, s.q.batch, scopes, docs, ttls, reviews, expected)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	won := make(map[string]int64, len(scopes))
-	for rows.Next() {
-		var (
-			scope   string
-			version int64
-		)
-		if err := rows.Scan(&scope, &version); err != nil {
-			return nil, err
+		ttl := ttlMicros(p.w.TTL)
+		var review any // NULL unless set
+		if !p.w.ReviewAt.IsZero() {
+			review = p.w.ReviewAt
 		}
-		won[scope] = version
+		if p.expected == 0 {
+			b.Queue(s.q.insert, p.scope, p.w.Doc, ttl, review)
+		} else {
+			b.Queue(s.q.update, p.scope, p.w.Doc, ttl, review, p.expected)
+		}
 	}
-	// Read to the end: an error in the statement or its commit shows here.
-	if err := rows.Err(); err != nil {
-		return nil, err
+	results := s.pool.SendBatch(ctx, &b)
+	for _, p := range batch {
+		switch err := results.QueryRow().Scan(&p.version); {
+		case errors.Is(err, pgx.ErrNoRows):
+			p.version = 0 // lost its compare-and-set
+		case err != nil:
+			_ = results.Close()
+			return err
+		default:
+			p.ok = true
+		}
 	}
-	return won, nil
-}
-
-// batchSQL is the group commit: every write in the batch, as arrays, in
-// one statement. It first locks the batch's existing rows in scope order
-// (lk, which both modifying parts wait for), so two batches, in this
-// process or another, always take their row locks in the same order and
-// cannot deadlock each other. Then creations (expected version 0) go
-// through the same INSERT ... ON CONFLICT as a single one, overwriting only
-// an expired row, and updates through the same compare-and-set UPDATE on
-// the version and liveness. What comes back is the scopes that won and
-// their new versions; a scope missing from the result lost its
-// compare-and-set.
-func batchSQL(t, seq string) string {
-	const expires = `CASE WHEN u.ttl = 0 THEN NULL ELSE now() + greatest(u.ttl, 0) * interval '1 microsecond' END`
-	const live = `(t.expires_at IS NULL OR t.expires_at > now())`
-	return `WITH u AS MATERIALIZED (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bigint[])
-        AS u(scope, doc, ttl, review_at, expected)
-), lk AS MATERIALIZED (
-    SELECT t.scope FROM ` + t + ` AS t WHERE t.scope = ANY($1::text[]) ORDER BY t.scope FOR UPDATE
-), ins AS (
-    INSERT INTO ` + t + ` AS t (scope, doc, version, expires_at, review_at, updated_at)
-    SELECT u.scope, u.doc::json, ` + seq + `, ` + expires + `, u.review_at, now()
-    FROM u WHERE u.expected = 0 AND (SELECT count(*) FROM lk) >= 0 ORDER BY u.scope
-    ON CONFLICT (scope) DO UPDATE SET doc = excluded.doc, version = excluded.version,
-        expires_at = excluded.expires_at, review_at = excluded.review_at, updated_at = excluded.updated_at
-    WHERE t.expires_at IS NOT NULL AND t.expires_at <= now()
-    RETURNING t.scope, t.version
-), upd AS (
-    UPDATE ` + t + ` AS t SET doc = u.doc::json, version = ` + seq + `, expires_at = ` + expires + `,
-        review_at = u.review_at, updated_at = now()
-    FROM u WHERE u.expected <> 0 AND t.scope = u.scope AND t.version = u.expected AND ` + live + `
-        AND (SELECT count(*) FROM lk) >= 0
-    RETURNING t.scope, t.version
-)
-SELECT scope, version FROM ins UNION ALL SELECT scope, version FROM upd`
+	// The commit happens at the batch's end: its failure shows here.
+	return results.Close()
 }
 
 // retryable reports whether err is the server rolling a transaction back
 // because of a deadlock or a serialization failure: nothing was written,
 // and the write may simply be decided and tried again. Batches lock rows
-// in scope order, but a row created by another process while a batch's
-// statement runs is not covered by that order, and a single-row statement
-// queued behind such a batch may be the one the server picks to cancel.
+// in scope order, which keeps them from deadlocking each other; the check
+// stays as a safety net, since whatever the server rolls back this way
+// wrote nothing.
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")

@@ -320,10 +320,10 @@ func TestGroupCommitStalledBatchEndsByDeadline(t *testing.T) {
 }
 
 // The round-trip budget under grouping: eight concurrent claims on new
-// scopes are one statement (one commit) in all, and their eight settles
+// scopes are one round trip (one commit) in all, and their eight settles
 // another. Sequential writes keep the single-row statements, as
 // TestUncontendedClaimAndSettleCostTwoRoundTrips checks.
-func TestGroupCommitIsOneStatementPerBatch(t *testing.T) {
+func TestGroupCommitIsOneRoundTripPerBatch(t *testing.T) {
 	s, qc := countedStore(t)
 
 	const writers = 8
@@ -346,7 +346,7 @@ func TestGroupCommitIsOneStatementPerBatch(t *testing.T) {
 			}
 		}
 		if n := qc.n.Load() - before; n != 1 {
-			t.Fatalf("round %d: %d writes took %d statements, want 1", round, writers, n)
+			t.Fatalf("round %d: %d writes took %d round trips, want 1", round, writers, n)
 		}
 	}
 	if batches, writes := postgres.GroupCommits(s); batches != 2 || writes != 2*writers {

@@ -39,20 +39,21 @@
 // nothing queued and nothing in flight is sent at once as its own
 // single-row statement (a lone writer never waits, and the round trip
 // counts above still hold); otherwise it is queued, and the Store sends
-// the queue as one statement, so one transaction and one commit, carrying
+// the queue in one round trip as one transaction, so one commit, carrying
 // up to Options.MaxBatch writes (default 32), once a slot is free
 // (at most two batches are in flight) and the batch is full, its oldest
 // write has waited Options.BatchWindow (default 0.5 ms), or nothing else is
-// in flight. The statement passes the writes as arrays: it locks the
-// batch's existing rows in scope order (so two batches, from any
-// processes, cannot deadlock each other), creates the new scopes with the
-// same INSERT ... ON CONFLICT as a single write and updates the others
-// with the same compare-and-set on the version, and returns the scopes
-// that won. Every guarantee above holds per write:
+// in flight. Each write in a batch is the very statement it would be
+// alone (the INSERT ... ON CONFLICT that creates a scope, or the
+// compare-and-set UPDATE on the version); the batch is a pgx batch, which
+// PostgreSQL runs as one implicit transaction, and its statements run in
+// scope order, so two batches, from any processes, take their row locks in
+// the same order and cannot deadlock each other. Every guarantee above
+// holds per write:
 //
 //   - A caller is answered only after the batch's commit. A write that
 //     lost its compare-and-set goes on as a lone one would (read, decide
-//     again). If the statement or its commit fails, every write in it
+//     again). If a statement or the commit fails, every write in the batch
 //     fails with that error, a store failure, and none of them is visible:
 //     it was one transaction. A deadlock or serialization failure reported
 //     by the server means the transaction was rolled back, so every write
@@ -64,7 +65,7 @@
 //   - A caller whose context ends while its write is queued takes it out
 //     and gets the context's error; nothing was sent. Once sent, it stops
 //     waiting when its context ends, gets an error and forgets what it had
-//     cached for the scope, since the write may land. The statement runs
+//     cached for the scope, since the write may land. The batch runs
 //     until every caller in it has stopped waiting.
 //
 // The group commit's goroutines (one dispatching while writes are queued,

@@ -55,9 +55,9 @@ type Options struct {
 	MaxAttempts int
 
 	// MaxBatch bounds how many writes, to different scopes, are committed
-	// together in one statement when Transacts run concurrently (group
+	// together in one transaction when Transacts run concurrently (group
 	// commit). Zero means DefaultMaxBatch; 1 or a negative value turns
-	// grouping off, and every write is then a statement of its own.
+	// grouping off, and every write is then a transaction of its own.
 	MaxBatch int
 
 	// BatchWindow is how long a write may wait for others to join its
@@ -92,7 +92,6 @@ type statements struct {
 	insert, update      string
 	review              string
 	deleteExpired       string
-	batch               string
 }
 
 // New returns a Store using pool. It does not touch the database; call
@@ -177,7 +176,6 @@ ORDER BY review_at, scope LIMIT $2`,
 		deleteExpired: `DELETE FROM ` + t + ` WHERE scope IN (
     SELECT scope FROM ` + t + ` WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`,
-		batch: batchSQL(t, seq),
 	}
 }
 

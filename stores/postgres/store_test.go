@@ -466,8 +466,18 @@ func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.T
 
 func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// countedStore is a store on a fresh table whose pool counts the
-// statements it sends.
+// A batch is one round trip, however many statements it carries.
+func (c *queryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// countedStore is a store on a fresh table whose pool counts the round
+// trips it makes: statements, and batches of them.
 func countedStore(t *testing.T) (*postgres.Store, *queryCounter) {
 	t.Helper()
 	dsn := testDSN(t)

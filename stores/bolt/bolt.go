@@ -22,9 +22,10 @@ var (
 type Options struct {
 	// Clock judges physical expiry (default time.Now).
 	Clock func() time.Time
-	// MaxBatchDelay is how long a transaction waits for others to share its
-	// fsync (default 1 ms). Longer delays trade latency for throughput.
-	MaxBatchDelay time.Duration
+	// MaxBatch bounds how many Transacts one commit (one set of fsyncs)
+	// carries; Transacts that arrive while a commit runs share the next
+	// one (default DefaultMaxBatch; 1 commits every Transact alone).
+	MaxBatch int
 	// OpenTimeout bounds the wait for another process's file lock
 	// (default 5 s).
 	OpenTimeout time.Duration
@@ -32,8 +33,9 @@ type Options struct {
 
 // Store is a bbolt-backed ledger.Store.
 type Store struct {
-	db  *bbolt.DB
-	now func() time.Time
+	db     *bbolt.DB
+	now    func() time.Time
+	commit committer
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -43,8 +45,8 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	if opts.MaxBatchDelay <= 0 {
-		opts.MaxBatchDelay = time.Millisecond
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
 	}
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = 5 * time.Second
@@ -53,7 +55,6 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)
 	}
-	db.MaxBatchDelay = opts.MaxBatchDelay
 	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -66,7 +67,9 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt store: create buckets in %s: %w", path, err)
 	}
-	return &Store{db: db, now: opts.Clock}, nil
+	s := &Store{db: db, now: opts.Clock}
+	s.commit = committer{s: s, maxBatch: opts.MaxBatch}
+	return s, nil
 }
 
 // Close releases the file.
@@ -107,27 +110,13 @@ func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
 	return bytes.Clone(doc)
 }
 
-// Transact implements ledger.Store.
+// Transact implements ledger.Store. It returns once the write is on disk,
+// having shared its commit with whatever Transacts arrived meanwhile.
 func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The ledger's own error is kept aside, and the batched function
-	// returns nil for it: bbolt re-runs a failing batch function alone,
-	// which only a real storage failure should cause.
-	var fnErr error
-	err := s.db.Batch(func(tx *bbolt.Tx) error {
-		fnErr = nil
-		w, err := fn(s.current(tx, scope))
-		if err != nil {
-			fnErr = err
-			return nil
-		}
-		if w == nil {
-			return nil
-		}
-		return s.put(tx, scope, w)
-	})
+	fnErr, err := s.commit.transact(scope, fn)
 	if err != nil {
 		return fmt.Errorf("bolt store: scope %q: %w", scope, err)
 	}

@@ -2,11 +2,13 @@
 // disk, for a gateway that runs as a single instance. It is the default
 // store of `gateway serve`.
 //
-// Every write is fsynced before Transact returns. Concurrent transactions
-// are grouped into one bbolt transaction (bbolt's Batch), so many callers
-// share one fsync without any of them returning before its write is on
-// disk. Within a batch each function runs alone on the current document, so
-// the read-modify-write of one scope is atomic.
+// Every write is fsynced before Transact returns. Transacts that arrive
+// while a commit is running go together in the next one (group commit, see
+// committer), so many callers share one set of fsyncs without any of them
+// returning before its write is on disk, and a lone writer never waits.
+// Within a commit each function runs alone, in arrival order, on the
+// current document, so the read-modify-write of one scope is atomic; a
+// function's own error writes nothing and reaches only its caller.
 //
 // Layout: bucket "docs" maps scope → document; bucket "meta" maps scope →
 // 16 bytes (physical expiry and review time, Unix nanoseconds, big-endian);

@@ -63,7 +63,7 @@ func openBolt(cfg Config) (*openedStore, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	return &openedStore{store: s, notes: "fsync on every batched commit (bbolt Batch, MaxBatchDelay 1ms), file in " + dir,
+	return &openedStore{store: s, notes: "fsync on every commit (concurrent writes share one), file in " + dir,
 		close: func() { _ = s.Close(); _ = os.RemoveAll(dir) }}, nil
 }
 

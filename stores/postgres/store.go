@@ -135,7 +135,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 // pool is closed. Call it once the store's callers are done, before closing
 // the pool. It is safe to call more than once.
 func (s *Store) Close() {
-	s.batch.close()
+	s.batch.Close()
 }
 
 func buildStatements(n names) statements {
@@ -251,7 +251,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
 		}
 
-		version, ok, err := s.batch.write(ctx, scope, cur.version, w)
+		version, ok, err := s.groupWrite(ctx, scope, cur.version, w)
 		if err != nil {
 			// The statement may or may not have committed; whatever we
 			// remembered is no longer known to be true.

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/internal/groupcommit"
 )
 
 // Many writers at once: writes leave together in pipelines, and every one
@@ -56,10 +57,11 @@ func TestPipelinesCarryConcurrentWrites(t *testing.T) {
 	if total != workers*each/2 {
 		t.Errorf("hot scopes counted %d; want %d", total, workers*each/2)
 	}
-	if s.batch.pipelines.Load() == 0 {
+	pipelines, carried := s.batch.Stats()
+	if pipelines == 0 {
 		t.Fatal("64 concurrent writers never shared a pipeline")
 	}
-	t.Logf("%d pipelines carried %d writes", s.batch.pipelines.Load(), s.batch.grouped.Load())
+	t.Logf("%d pipelines carried %d writes", pipelines, carried)
 }
 
 // MaxBatch 1 sends every write on its own.
@@ -75,7 +77,7 @@ func TestMaxBatchOneSendsAlone(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := s.batch.pipelines.Load(); n != 0 {
+	if n, _ := s.batch.Stats(); n != 0 {
 		t.Fatalf("%d pipelines with MaxBatch 1", n)
 	}
 }
@@ -89,24 +91,21 @@ func TestPipelineAfterScriptFlush(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	batch := make([]*pendingCAS, 3)
+	batch := make([]*groupcommit.Item[casArgs, casReply], 3)
 	for i := range batch {
 		scope := fmt.Sprintf("p%d", i)
-		batch[i] = &pendingCAS{ctx: ctx, args: casArgs{scope: scope, key: s.docKey(scope), next: newToken(),
+		batch[i] = &groupcommit.Item[casArgs, casReply]{Ctx: ctx, Write: casArgs{scope: scope, key: s.docKey(scope), next: newToken(),
 			w: &ledger.Write{Doc: []byte(`{"n":1}`), TTL: time.Hour}}}
 	}
 	s.runPipeline(ctx, batch)
-	for i, p := range batch {
-		if p.reply.err != nil || !p.reply.won {
-			t.Fatalf("write %d after SCRIPT FLUSH: %+v", i, p.reply)
+	for i, it := range batch {
+		if it.Result.err != nil || !it.Result.won {
+			t.Fatalf("write %d after SCRIPT FLUSH: %+v", i, it.Result)
 		}
-		doc, err := s.Read(ctx, p.args.scope)
+		doc, err := s.Read(ctx, it.Write.scope)
 		if err != nil || decodeCounter(t, doc).N != 1 {
-			t.Fatalf("scope %s: %q, %v", p.args.scope, doc, err)
+			t.Fatalf("scope %s: %q, %v", it.Write.scope, doc, err)
 		}
-	}
-	if s.batch.pipelines.Load() != 1 {
-		t.Fatalf("pipelines = %d; want 1", s.batch.pipelines.Load())
 	}
 }
 
@@ -125,26 +124,15 @@ func fillRoundTrips(t *testing.T, s *Store, deadline time.Duration) (wait func()
 			}
 		})
 	}
-	for {
-		s.batch.mu.Lock()
-		busy := s.batch.inflight
-		s.batch.mu.Unlock()
-		if busy == pipelinesInFlight {
-			return wg.Wait
-		}
+	for s.batch.Inflight() < pipelinesInFlight {
 		time.Sleep(time.Millisecond)
 	}
+	return wg.Wait
 }
 
 // queued waits until n writes are queued.
 func queued(s *Store, n int) {
-	for {
-		s.batch.mu.Lock()
-		q := len(s.batch.queue)
-		s.batch.mu.Unlock()
-		if q >= n {
-			return
-		}
+	for s.batch.Queued() < n {
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -193,8 +181,8 @@ func TestCloseFailsQueuedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range n {
-		if err := <-errc; !errors.Is(err, errClosed) {
-			t.Errorf("queued write at Close: %v; want %v", err, errClosed)
+		if err := <-errc; !errors.Is(err, groupcommit.ErrClosed) {
+			t.Errorf("queued write at Close: %v; want %v", err, groupcommit.ErrClosed)
 		}
 	}
 	wait()
@@ -204,7 +192,7 @@ func TestCloseFailsQueuedWrites(t *testing.T) {
 			t.Fatalf("a write failed at Close landed: %q, %v", doc, err)
 		}
 	}
-	if err := increment(ctxT(t), s, "after"); !errors.Is(err, errClosed) {
-		t.Fatalf("write after Close: %v; want %v", err, errClosed)
+	if err := increment(ctxT(t), s, "after"); !errors.Is(err, groupcommit.ErrClosed) {
+		t.Fatalf("write after Close: %v; want %v", err, groupcommit.ErrClosed)
 	}
 }

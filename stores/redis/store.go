@@ -203,7 +203,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // ended. It also releases the connection pool if Open created it; a client
 // passed to New stays its caller's to close. Transact fails after Close.
 func (s *Store) Close() error {
-	s.batch.close()
+	s.batch.Close()
 	if !s.ownsClient {
 		return nil
 	}
@@ -260,7 +260,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 
 		next := newToken()
 		sent := time.Now()
-		r := s.batch.compareAndSet(ctx, casArgs{scope: scope, key: key, expect: token, next: next, w: w})
+		r := s.batch.Do(ctx, casArgs{scope: scope, key: key, expect: token, next: next, w: w})
 		rtt := time.Since(sent)
 		if r.err != nil {
 			// The write may or may not have landed; forget the guess.

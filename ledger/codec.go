@@ -341,12 +341,22 @@ func rawIsCompactSafe(raw []byte) bool {
 	return true
 }
 
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
+// htmlSafe and jsonSafe are the ASCII bytes encoding/json writes as they
+// are, with and without HTML escaping.
+var (
+	htmlSafe = func() (t [utf8.RuneSelf]bool) {
+		for c := 0x20; c < utf8.RuneSelf; c++ {
+			t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+		}
+		return t
+	}()
+	jsonSafe = func() (t [utf8.RuneSelf]bool) {
+		for c := 0x20; c < utf8.RuneSelf; c++ {
+			t[c] = c != '"' && c != '\\'
+		}
+		return t
+	}()
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -372,11 +382,19 @@ func appendEscapedASCII(dst []byte, c byte) []byte {
 
 // appendJSONString is encoding/json's appendString with HTML escaping.
 func appendJSONString(dst []byte, src string) []byte {
+	return appendQuoted(dst, src, &htmlSafe, false)
+}
+
+// appendQuoted is encoding/json's appendString: safe names the ASCII bytes
+// written as they are (the others are escaped), U+2028 and U+2029 are
+// escaped, and each invalid UTF-8 byte becomes \ufffd, or with
+// rawReplacement the replacement character itself.
+func appendQuoted(dst []byte, src string, safe *[utf8.RuneSelf]bool, rawReplacement bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(src); {
 		if c := src[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
+			if safe[c] {
 				i++
 				continue
 			}
@@ -387,21 +405,23 @@ func appendJSONString(dst []byte, src string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(src[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(dst, src[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
+			if rawReplacement {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, `\ufffd`...)
+			}
+		case r == '\u2028' || r == '\u2029':
 			dst = append(dst, src[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
 			i += size
-			start = i
 			continue
 		}
 		i += size
+		start = i
 	}
 	dst = append(dst, src[start:]...)
 	return append(dst, '"')

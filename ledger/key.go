@@ -97,44 +97,13 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, bool) {
 	case float64:
 		return appendFloat64(dst, t)
 	case map[string]string:
-		if t == nil {
-			return append(dst, "null"...), true
-		}
-		keys, ok := sortedMapKeys(t)
-		if !ok {
-			return dst, false
-		}
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendCanonicalString(dst, k)
-			dst = append(dst, ':')
-			dst = appendCanonicalString(dst, t[k])
-		}
-		return append(dst, '}'), true
+		return appendCanonicalMap(dst, t, func(dst []byte, v string) ([]byte, bool) {
+			return appendCanonicalString(dst, v), true
+		})
 	case map[string]any:
-		if t == nil {
-			return append(dst, "null"...), true
-		}
-		keys, ok := sortedMapKeys(t)
-		if !ok {
-			return dst, false
-		}
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendCanonicalString(dst, k)
-			dst = append(dst, ':')
-			var ok bool
-			if dst, ok = appendCanonical(dst, t[k], depth+1); !ok {
-				return dst, false
-			}
-		}
-		return append(dst, '}'), true
+		return appendCanonicalMap(dst, t, func(dst []byte, v any) ([]byte, bool) {
+			return appendCanonical(dst, v, depth+1)
+		})
 	case []any:
 		if t == nil {
 			return append(dst, "null"...), true
@@ -154,19 +123,35 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, bool) {
 	return dst, false
 }
 
-// sortedMapKeys declines maps with a key that is not valid UTF-8: the
-// general path replaces such keys before it sorts (and merges keys that
-// become equal), so their order and number are its to decide.
-func sortedMapKeys[V any](m map[string]V) ([]string, bool) {
+// appendCanonicalMap writes m with its keys sorted. It declines maps with
+// a key that is not valid UTF-8: the general path replaces such keys
+// before it sorts (and merges keys that become equal), so their order and
+// number are its to decide.
+func appendCanonicalMap[V any](dst []byte, m map[string]V, value func([]byte, V) ([]byte, bool)) ([]byte, bool) {
+	if m == nil {
+		return append(dst, "null"...), true
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		if !utf8.ValidString(k) {
-			return nil, false
+			return dst, false
 		}
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return keys, true
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendCanonicalString(dst, k)
+		dst = append(dst, ':')
+		var ok bool
+		if dst, ok = value(dst, m[k]); !ok {
+			return dst, false
+		}
+	}
+	return append(dst, '}'), true
 }
 
 // appendFloat64 is encoding/json's float format, which the general path
@@ -196,37 +181,7 @@ func appendFloat64(dst []byte, f float64) ([]byte, bool) {
 // replacement character itself (the general path decodes the \ufffd that
 // json.Marshal writes for it, then writes the character unescaped).
 func appendCanonicalString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = appendEscapedASCII(dst, c)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = utf8.AppendRune(dst, utf8.RuneError)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return appendQuoted(dst, s, &jsonSafe, true)
 }
 
 // entryID is the stable identity of an effect. It doubles as the effect's

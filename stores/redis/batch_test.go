@@ -109,6 +109,19 @@ func TestPipelineAfterScriptFlush(t *testing.T) {
 	}
 }
 
+// stalledStore returns a store that reaches the server through a stalled
+// proxy with every round trip it allows taken (wait waits for those writes
+// to give up, after 2 s), the proxy, and a store talking to the server
+// directly on the same keys.
+func stalledStore(t *testing.T) (direct *Store, p *faultProxy, s *Store, wait func()) {
+	t.Helper()
+	direct, _ = newTestStore(t, Options{})
+	p = startProxy(t, direct.client.(*goredis.Client).Options().Addr)
+	s = storeVia(t, p.addr(), Options{KeyPrefix: direct.prefix})
+	p.set(proxyStall)
+	return direct, p, s, fillRoundTrips(t, s, 2*time.Second)
+}
+
 // fillRoundTrips starts writes through a stalled proxy until every round
 // trip the store allows is taken, and returns a function that waits for
 // them to give up.
@@ -140,11 +153,7 @@ func queued(s *Store, n int) {
 // A write still queued when its caller gives up is never sent: the caller
 // gets its context's error, and nothing lands later.
 func TestQueuedWriteLeavesWhenCancelled(t *testing.T) {
-	direct, _ := newTestStore(t, Options{})
-	p := startProxy(t, direct.client.(*goredis.Client).Options().Addr)
-	s := storeVia(t, p.addr(), Options{KeyPrefix: direct.prefix})
-	p.set(proxyStall)
-	wait := fillRoundTrips(t, s, 2*time.Second)
+	direct, p, s, wait := stalledStore(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -165,11 +174,7 @@ func TestQueuedWriteLeavesWhenCancelled(t *testing.T) {
 // Close fails queued writes without sending them, and the store refuses
 // writes afterwards.
 func TestCloseFailsQueuedWrites(t *testing.T) {
-	direct, _ := newTestStore(t, Options{})
-	p := startProxy(t, direct.client.(*goredis.Client).Options().Addr)
-	s := storeVia(t, p.addr(), Options{KeyPrefix: direct.prefix})
-	p.set(proxyStall)
-	wait := fillRoundTrips(t, s, 2*time.Second)
+	direct, p, s, wait := stalledStore(t)
 
 	const n = 3
 	errc := make(chan error, n)

@@ -653,45 +653,9 @@ func (p *parser) document(d *document) bool {
 		case "holder":
 			return p.stringField(&d.Holder)
 		case "runs":
-			if p.null() {
-				d.Runs = nil
-				return true
-			}
-			if d.Runs == nil {
-				d.Runs = map[string]*runState{}
-			}
-			return p.mapOf(func(k string) bool {
-				if p.null() {
-					d.Runs[k] = nil
-					return true
-				}
-				r := &runState{}
-				if !p.run(r) {
-					return false
-				}
-				d.Runs[k] = r
-				return true
-			})
+			return pointerMap(p, &d.Runs, func(r *runState, _ string) bool { return p.run(r) })
 		case "entries":
-			if p.null() {
-				d.Entries = nil
-				return true
-			}
-			if d.Entries == nil {
-				d.Entries = map[string]*Entry{}
-			}
-			return p.mapOf(func(k string) bool {
-				if p.null() {
-					d.Entries[k] = nil
-					return true
-				}
-				e := &Entry{}
-				if !p.entry(e, k) {
-					return false
-				}
-				d.Entries[k] = e
-				return true
-			})
+			return pointerMap(p, &d.Entries, p.entry)
 		}
 		return p.unknown(key, documentFields)
 	})
@@ -864,5 +828,30 @@ func (p *parser) entry(e *Entry, mapKey string) bool {
 			return p.stringField(&e.ResolvedBy)
 		}
 		return p.unknown(key, entryFields)
+	})
+}
+
+// pointerMap decodes a JSON object of objects into *m as encoding/json
+// would into a map[string]*V: null clears the map, a null member is a nil
+// entry, and members are added to a map that already exists.
+func pointerMap[V any](p *parser, m *map[string]*V, decode func(v *V, key string) bool) bool {
+	if p.null() {
+		*m = nil
+		return true
+	}
+	if *m == nil {
+		*m = map[string]*V{}
+	}
+	return p.mapOf(func(k string) bool {
+		if p.null() {
+			(*m)[k] = nil
+			return true
+		}
+		v := new(V)
+		if !decode(v, k) {
+			return false
+		}
+		(*m)[k] = v
+		return true
 	})
 }

@@ -159,6 +159,9 @@ type Pass struct {
 	ForwardsPerUnique float64 `json:"forwards_per_unique_event"`
 	Missing           int     `json:"events_never_forwarded"`
 	Repeated          int     `json:"events_forwarded_twice_or_more"`
+
+	// Store is the time spent inside the ledger store, gateway passes only.
+	Store *StoreTiming `json:"store_calls,omitempty"`
 }
 
 // Repeat is one round of passes and the ratios drawn from it.

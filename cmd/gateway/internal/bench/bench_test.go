@@ -77,10 +77,20 @@ func checkSane(t *testing.T, cfg Config, rep *Report) {
 			if p.Duplicate != p.Redeliveries || p.Delivered != p.Unique {
 				t.Errorf("%s: answered %d delivered and %d duplicate; sent %d unique and %d redeliveries", p.Name, p.Delivered, p.Duplicate, p.Unique, p.Redeliveries)
 			}
+			// A new event costs two store transactions (BeginClaim, then
+			// Settle), a redelivery one (answered from the ledger).
+			if st := p.Store; st == nil || st.Requests != p.Requests || st.Calls != 2*p.Unique+p.Redeliveries {
+				t.Errorf("%s: store calls %+v, want %d requests and %d calls", p.Name, st, p.Requests, 2*p.Unique+p.Redeliveries)
+			} else if st.CallP50ms <= 0 || st.CallP50ms > st.CallP99ms || st.ReqP50ms > st.ReqP99ms || st.ReqP99ms > p.MaxMs {
+				t.Errorf("%s: implausible store figures %+v", p.Name, *st)
+			}
 		}
 		for _, p := range []*Pass{&rr.Direct, &rr.Baseline, rr.BaselineHalf} {
 			// Neither the sink nor the bare proxy deduplicates: every
 			// request is a forward, and that is what the gateway saves.
+			if p.Store != nil {
+				t.Errorf("%s: store figures %+v on a pass that has no store", p.Name, *p.Store)
+			}
 			if p.Forwards != p.Requests || p.Duplicate != 0 {
 				t.Errorf("%s: %d forwards, %d duplicate answers for %d requests", p.Name, p.Forwards, p.Duplicate, p.Requests)
 			}
@@ -129,7 +139,7 @@ func TestRunMemory(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"baseline@half", "gateway@half", "throughput ratio", "p99 added at half load", "forwards per unique event"} {
+	for _, want := range []string{"baseline@half", "gateway@half", "throughput ratio", "p99 added at half load", "forwards per unique event", "store calls/req"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -144,6 +154,9 @@ func TestRunMemory(t *testing.T) {
 	}
 	if back.Summary.ForwardsPerUnique != 1 || len(back.Repeats) != 2 || back.Repeats[1].GatewayHalf == nil {
 		t.Errorf("JSON round trip lost figures: %+v", back.Summary)
+	}
+	if g := back.Repeats[1].GatewayHalf.Store; g == nil || *g != *rep.Repeats[1].GatewayHalf.Store {
+		t.Errorf("JSON round trip lost the store figures: %+v", g)
 	}
 }
 

@@ -77,6 +77,8 @@ type load struct {
 	rate        float64 // 0: closed loop
 	seed        uint64
 	client      *http.Client
+	// store, on a gateway pass, times the store calls of its requests.
+	store *storeRecorder
 
 	nextNew   atomic.Int64 // events handed out so far
 	completed struct {
@@ -132,6 +134,10 @@ func (l *load) run(ctx context.Context, from, to int) {
 		wg   sync.WaitGroup
 	)
 	next.Store(int64(from))
+	if l.store != nil {
+		l.store.attach()
+		defer l.store.detach()
+	}
 	runtime.GC() // so the previous slice's garbage is not collected on this one's time
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -318,6 +324,10 @@ func (l *load) result(t *tally, offered float64) Pass {
 	if len(lat) > 0 {
 		p.MaxMs = ms(lat[len(lat)-1])
 	}
+	if l.store != nil {
+		st := l.store.finish()
+		p.Store = &st
+	}
 	// Every handler has returned before its answer reached the sender, and
 	// the sink counts before it answers: the tally is complete.
 	t.mu.Lock()
@@ -356,6 +366,9 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 		}
 		loads[i] = newLoad(name, urls[i], events, requests, cfg, rate)
 		defer loads[i].close()
+		if strings.HasPrefix(urls[i], e.gwSrv.url+"/") {
+			loads[i].store = e.storeTimer.newRecorder(requests)
+		}
 	}
 	t := e.sink.reset()
 	defer e.sink.current.Store(nil)

@@ -46,6 +46,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeStoreTiming(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w)
 	for i, rr := range r.Repeats {
 		fmt.Fprintf(w, "repeat %d: throughput ratio %.2f× (slice pairs %.2f× [%.2f× – %.2f×]), cpu ratio %.2f×, p99 ratio %.2f×, p99 added %+.2f ms",
@@ -85,4 +88,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "  %-40s goal %-9s got %7.2f  %s\n", t.What, t.Goal, t.Value, verdict)
 	}
 	return nil
+}
+
+// writeStoreTiming writes, under the pass table, how long the gateway passes
+// waited on the store: per call, and per request summed over its calls.
+func (r *Report) writeStoreTiming(w io.Writer) error {
+	var rows []string
+	for i, rr := range r.Repeats {
+		for _, p := range []*Pass{&rr.Gateway, rr.GatewayHalf} {
+			if p == nil || p.Store == nil {
+				continue
+			}
+			s := p.Store
+			rows = append(rows, fmt.Sprintf("%d\t%s\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t\n",
+				i+1, p.Name, s.CallsPerReq, s.CallP50ms, s.CallP99ms, s.ReqP50ms, s.ReqP99ms))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\ntime inside the store's Transact and Read (gateway passes):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "repeat\tpass\tstore calls/req\tcall p50 ms\tcall p99 ms\tstore ms/req p50\tstore ms/req p99\t")
+	for _, row := range rows {
+		fmt.Fprint(tw, row)
+	}
+	return tw.Flush()
 }

@@ -117,6 +117,9 @@ func (s *server) stop() {
 type env struct {
 	store      *openedStore
 	storeNotes string
+	// storeTimer stands between the gateway's ledger and the store, timing
+	// the store calls of the gateway passes.
+	storeTimer *timedStore
 	sink       *sink
 	sinkSrv    *server
 	gateway    *ingress.Gateway
@@ -158,8 +161,10 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 		return nil, err
 	}
 	e.storeNotes = e.store.notes
+	e.storeTimer = newTimedStore(e.store.store, time.Now)
 
-	// The gateway, wired as `serve` wires it.
+	// The gateway, wired as `serve` wires it, but for the store timing
+	// around its store and its handler.
 	fc := ingress.ForwardConfig{URL: e.sinkSrv.url + "/events"}
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
@@ -187,14 +192,14 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	fwdClient := forward.NewClient(forward.ClientOptions{})
 	e.transports = append(e.transports, fwdClient.Transport.(*http.Transport))
 	gw, err := ingress.New(ingress.Options{
-		Sources: []*ingress.Source{src}, Ledger: ledger.New(e.store.store, ledger.Options{}),
+		Sources: []*ingress.Source{src}, Ledger: ledger.New(e.storeTimer, ledger.Options{}),
 		Forwarder: forward.New(fwdClient, nil), Logger: log, Metrics: ingress.NewMetrics(prometheus.NewRegistry()),
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.gateway = gw
-	if e.gwSrv, err = serve(gw); err != nil {
+	if e.gwSrv, err = serve(e.storeTimer.handler(gw)); err != nil {
 		return nil, err
 	}
 

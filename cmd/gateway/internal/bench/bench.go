@@ -215,6 +215,9 @@ type Summary struct {
 	BaselineThroughput Spread  `json:"baseline_rps"`
 	GatewayNetCPUus    Spread  `json:"gateway_net_cpu_us_per_req"`
 	BaselineNetCPUus   Spread  `json:"baseline_net_cpu_us_per_req"`
+	// GatewayServerCPUus is the store server's CPU per gateway request, at
+	// full speed, when it was measured (Postgres, Redis).
+	GatewayServerCPUus *Spread `json:"gateway_store_server_cpu_us_per_req,omitempty"`
 	// ForwardsPerUnique is the worst gateway pass's figure; it must be 1.
 	ForwardsPerUnique float64  `json:"gateway_forwards_per_unique_event"`
 	Targets           []Target `json:"targets"`
@@ -308,7 +311,7 @@ var targets = map[string]struct{ ratio, addedMs float64 }{
 }
 
 func summarize(cfg Config, rs []Repeat) Summary {
-	var tr, cr, pr, add, addHalf, gt, bt, gc, bc []float64
+	var tr, cr, pr, add, addHalf, gt, bt, gc, bc, gs []float64
 	worst := 1.0
 	for _, r := range rs {
 		tr = append(tr, r.ThroughputRatio)
@@ -319,6 +322,9 @@ func summarize(cfg Config, rs []Repeat) Summary {
 		bt = append(bt, r.Baseline.Throughput)
 		gc = append(gc, r.Gateway.NetCPUus)
 		bc = append(bc, r.Baseline.NetCPUus)
+		if st := r.Gateway.Store; st != nil && st.ServerCPUus != nil {
+			gs = append(gs, *st.ServerCPUus)
+		}
 		if r.AddedP99HalfMs != nil {
 			addHalf = append(addHalf, *r.AddedP99HalfMs)
 		}
@@ -336,6 +342,10 @@ func summarize(cfg Config, rs []Repeat) Summary {
 	if len(addHalf) > 0 {
 		h := spreadOf(addHalf)
 		s.AddedP99HalfMs = &h
+	}
+	if len(gs) > 0 && len(gs) == len(rs) {
+		g := spreadOf(gs)
+		s.GatewayServerCPUus = &g
 	}
 	if t, ok := targets[cfg.Store]; ok {
 		s.Targets = append(s.Targets, Target{

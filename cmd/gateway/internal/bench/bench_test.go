@@ -190,6 +190,7 @@ func TestRunPostgresDropsItsTable(t *testing.T) {
 	if !strings.Contains(rep.StoreNotes, "synchronous_commit=on") {
 		t.Errorf("store notes %q do not confirm synchronous_commit", rep.StoreNotes)
 	}
+	checkServerCPU(t, rep)
 	table := strings.Fields(strings.TrimPrefix(rep.StoreNotes, "table "))[0]
 	table = strings.TrimSuffix(table, ",")
 	ctx := context.Background()
@@ -215,6 +216,7 @@ func TestRunRedisDeletesItsKeys(t *testing.T) {
 	cfg := shortConfig("redis")
 	cfg.RedisURL = url
 	rep := runShort(t, cfg)
+	checkServerCPU(t, rep)
 	prefix := strings.TrimSuffix(strings.Fields(strings.TrimPrefix(rep.StoreNotes, "key prefix "))[0], ",")
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
@@ -347,5 +349,23 @@ func TestExactIsTheGatewayPromise(t *testing.T) {
 		if p.exact() {
 			t.Errorf("%+v passed as exact", p)
 		}
+	}
+}
+
+// checkServerCPU asserts that a run on a store with a server of its own (on
+// this host, as in CI) reported that server's CPU for the gateway passes,
+// and only for them.
+func checkServerCPU(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, r := range rep.Repeats {
+		if st := r.Gateway.Store; st == nil || st.ServerCPUus == nil || *st.ServerCPUus <= 0 {
+			t.Errorf("gateway pass: store server CPU not reported (%+v; notes %q)", st, rep.StoreNotes)
+		}
+		if r.Baseline.Store != nil {
+			t.Errorf("baseline pass has store figures: %+v", r.Baseline.Store)
+		}
+	}
+	if rep.Summary.GatewayServerCPUus == nil {
+		t.Error("summary: no store server CPU")
 	}
 }

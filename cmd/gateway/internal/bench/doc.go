@@ -63,7 +63,13 @@
 // proxy) adds per request, its server side and its client side to the
 // agent together. For the gateway this slightly understates, by the sink's
 // cost for each redelivery that it did not forward. Work done inside
-// PostgreSQL or Redis is not in this process and is not counted.
+// PostgreSQL or Redis is not in this process and is not counted there; the
+// store table reports it separately, per gateway request, as the store
+// server's CPU over the pass: Redis's own INFO cpu, and for PostgreSQL, when
+// the server runs on this host, the postmaster's and its children's CPU
+// read from /proc (the notes line says which, or why not). On a machine
+// whose cores the server shares with the bench, process CPU plus server CPU
+// is what a request costs.
 //
 // # Time in the store
 //

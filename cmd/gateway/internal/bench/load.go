@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -77,8 +78,14 @@ type load struct {
 	rate        float64 // 0: closed loop
 	seed        uint64
 	client      *http.Client
-	// store, on a gateway pass, times the store calls of its requests.
-	store *storeRecorder
+	// store, on a gateway pass, times the store calls of its requests;
+	// serverCPU, if the store has a server whose CPU can be read, is how.
+	store     *storeRecorder
+	serverCPU serverCPU
+	// storeCPU is the store server's CPU over this load's slices; storeCPUErr
+	// the first failure to read it, after which it is not reported.
+	storeCPU    time.Duration
+	storeCPUErr error
 
 	nextNew   atomic.Int64 // events handed out so far
 	completed struct {
@@ -139,6 +146,7 @@ func (l *load) run(ctx context.Context, from, to int) {
 		defer l.store.detach()
 	}
 	runtime.GC() // so the previous slice's garbage is not collected on this one's time
+	srv0, srvErr := l.readServerCPU(ctx)
 	cpu0 := cpuTime()
 	start := time.Now()
 	for w := range l.concurrency {
@@ -168,12 +176,25 @@ func (l *load) run(ctx context.Context, from, to int) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	l.cpu += cpuTime() - cpu0
+	if srv1, err := l.readServerCPU(ctx); srvErr == nil && err == nil {
+		l.storeCPU += srv1 - srv0
+	} else if l.storeCPUErr == nil {
+		l.storeCPUErr = errors.Join(srvErr, err)
+	}
 	l.elapsed += elapsed
 	sent := min(int(next.Load()), to) - from
 	l.done += sent
 	if elapsed > 0 {
 		l.sliceRates = append(l.sliceRates, float64(sent)/elapsed.Seconds())
 	}
+}
+
+// readServerCPU reads the store server's CPU, if this load measures it.
+func (l *load) readServerCPU(ctx context.Context) (time.Duration, error) {
+	if l.serverCPU == nil {
+		return 0, nil
+	}
+	return l.serverCPU(ctx)
 }
 
 // send delivers slot i and records its latency and answer.
@@ -326,6 +347,10 @@ func (l *load) result(t *tally, offered float64) Pass {
 	}
 	if l.store != nil {
 		st := l.store.finish()
+		if l.serverCPU != nil && l.storeCPUErr == nil && p.Requests > 0 {
+			us := float64(l.storeCPU) / float64(time.Microsecond) / float64(p.Requests)
+			st.ServerCPUus = &us
+		}
 		p.Store = &st
 	}
 	// Every handler has returned before its answer reached the sender, and
@@ -368,6 +393,7 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 		defer loads[i].close()
 		if strings.HasPrefix(urls[i], e.gwSrv.url+"/") {
 			loads[i].store = e.storeTimer.newRecorder(requests)
+			loads[i].serverCPU = e.store.serverCPU
 		}
 	}
 	t := e.sink.reset()

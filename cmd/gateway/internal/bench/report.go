@@ -75,6 +75,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("baseline req/s", s.BaselineThroughput, "%.0f")
 	row("gateway net cpu µs/req", s.GatewayNetCPUus, "%.1f")
 	row("baseline net cpu µs/req", s.BaselineNetCPUus, "%.1f")
+	if s.GatewayServerCPUus != nil {
+		row("store server cpu µs/req (gateway)", *s.GatewayServerCPUus, "%.1f")
+	}
 	fmt.Fprintf(tw, "  gateway forwards per unique event\t%.2f\n", s.ForwardsPerUnique)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -100,8 +103,12 @@ func (r *Report) writeStoreTiming(w io.Writer) error {
 				continue
 			}
 			s := p.Store
-			rows = append(rows, fmt.Sprintf("%d\t%s\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t\n",
-				i+1, p.Name, s.CallsPerReq, s.CallP50ms, s.CallP99ms, s.ReqP50ms, s.ReqP99ms))
+			srv := "-"
+			if s.ServerCPUus != nil {
+				srv = fmt.Sprintf("%.1f", *s.ServerCPUus)
+			}
+			rows = append(rows, fmt.Sprintf("%d\t%s\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n",
+				i+1, p.Name, s.CallsPerReq, s.CallP50ms, s.CallP99ms, s.ReqP50ms, s.ReqP99ms, srv))
 		}
 	}
 	if len(rows) == 0 {
@@ -109,7 +116,7 @@ func (r *Report) writeStoreTiming(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\ntime inside the store's Transact and Read (gateway passes):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "repeat\tpass\tstore calls/req\tcall p50 ms\tcall p99 ms\tstore ms/req p50\tstore ms/req p99\t")
+	fmt.Fprintln(tw, "repeat\tpass\tstore calls/req\tcall p50 ms\tcall p99 ms\tstore ms/req p50\tstore ms/req p99\tserver cpu µs/req\t")
 	for _, row := range rows {
 		fmt.Fprint(tw, row)
 	}

@@ -30,6 +30,10 @@ type openedStore struct {
 	store ledger.Store
 	notes string
 	close func()
+	// serverCPU, for a store with a server of its own, reads that server's
+	// CPU so far; nil when the store lives in this process or the server's
+	// CPU cannot be read from here.
+	serverCPU serverCPU
 }
 
 func runID() string {
@@ -105,8 +109,9 @@ func openPostgres(ctx context.Context, cfg Config) (*openedStore, error) {
 		pool.Close()
 		return nil, fmt.Errorf("bench: postgres must run with fsync and synchronous_commit on (have fsync=%s, synchronous_commit=%s)", fsync, syncCommit)
 	}
-	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns", table, syncCommit, fsync, pc.MaxConns)
-	return &openedStore{store: s, notes: notes, close: func() { s.Close(); dropTable(pool, table); pool.Close() }}, nil
+	cpu, cpuNote := localPostgresCPU(ctx, pool, "/proc")
+	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns, %s", table, syncCommit, fsync, pc.MaxConns, cpuNote)
+	return &openedStore{store: s, notes: notes, serverCPU: cpu, close: func() { s.Close(); dropTable(pool, table); pool.Close() }}, nil
 }
 
 // dropTable removes the run's table; its version sequence is owned by the
@@ -143,7 +148,9 @@ func openRedis(ctx context.Context, cfg Config) (*openedStore, error) {
 			notes += " appendfsync=" + w["appendfsync"]
 		}
 	}
-	return &openedStore{store: s, notes: notes, close: func() { _ = s.Close(); deleteKeys(client, prefix); _ = client.Close() }}, nil
+	notes += ", server CPU from INFO cpu"
+	return &openedStore{store: s, notes: notes, serverCPU: redisServerCPU(client),
+		close: func() { _ = s.Close(); deleteKeys(client, prefix); _ = client.Close() }}, nil
 }
 
 // deleteKeys removes every key under prefix. The scan is bounded: a run

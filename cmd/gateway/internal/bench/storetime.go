@@ -190,6 +190,10 @@ type StoreTiming struct {
 	CallP99ms   float64 `json:"call_p99_ms"`
 	ReqP50ms    float64 `json:"per_req_p50_ms"` // one request's calls, summed
 	ReqP99ms    float64 `json:"per_req_p99_ms"`
+	// ServerCPUus is the store server's CPU per request over the pass
+	// (Postgres and Redis, when the server's CPU can be read): work the
+	// gateway moved out of this process, not counted in CPUus.
+	ServerCPUus *float64 `json:"server_cpu_us_per_req,omitempty"`
 }
 
 func storeTimingOf(calls, perRequest []time.Duration) StoreTiming {

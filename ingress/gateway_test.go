@@ -207,7 +207,8 @@ func TestRoutingAndRequestErrors(t *testing.T) {
 }
 
 // Store unreachable → 503 with Retry-After and nothing forwarded; once it is
-// back, the provider's next retry is delivered.
+// back, the provider's next retry is delivered, and from then on its
+// redeliveries are duplicates, store or no store.
 func TestStoreOutage(t *testing.T) {
 	h := newHarness(t, githubSource("github", func(c *ingress.SourceConfig) { c.RetryAfter = 7 * time.Second }))
 
@@ -233,6 +234,15 @@ func TestStoreOutage(t *testing.T) {
 	}
 	wantAnswer(t, h.postGitHub(t, "github", "d-outage"), "duplicate", "d-outage", "github:d-outage")
 	if n := h.sink.count("d-outage"); n != 1 {
+		t.Fatalf("agent received %d requests, want still 1", n)
+	}
+
+	// Down again: this instance settled the event itself, so its ledger
+	// still knows the answer; a new event still gets 503.
+	h.store.down.Store(true)
+	wantAnswer(t, h.postGitHub(t, "github", "d-outage"), "duplicate", "d-outage", "github:d-outage")
+	wantStatus(t, h.postGitHub(t, "github", "d-outage-2"), http.StatusServiceUnavailable)
+	if n := h.sink.count("d-outage") + h.sink.count("d-outage-2"); n != 1 {
 		t.Fatalf("agent received %d requests, want still 1", n)
 	}
 }

@@ -44,4 +44,11 @@
 //   - Canonical payloads are encoding/json output of the payload decoded
 //     into generic values (sorted keys, numbers as written, no HTML
 //     escaping).
+//   - Because committed is final, a Ledger remembers the committed entries
+//     it settled or was told of (Options.ReplayCache, bounded) and answers
+//     a later claim for one of them "replayed" without the store, until
+//     ten minutes before its retention ends. That is the one piece of state
+//     outside the store: it makes a provider's redelivery of an event this
+//     process delivered cost no round trip, and it can only say what the
+//     store would say.
 package ledger

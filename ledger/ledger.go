@@ -10,16 +10,36 @@ import (
 	"time"
 )
 
-// Ledger is the API over a Store. It is safe for concurrent use; all its
-// state lives in the store.
+// Ledger is the API over a Store. It is safe for concurrent use. All its
+// state lives in the store, but for a bounded memory of entries it saw
+// committed (see Options.ReplayCache), which only ever answers "replayed".
 type Ledger struct {
-	store Store
-	opts  Options
+	store   Store
+	opts    Options
+	replays *replayCache
 }
 
 // New returns a ledger over store. Zero options take the defaults.
 func New(store Store, opts Options) *Ledger {
-	return &Ledger{store: store, opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Ledger{store: store, opts: opts, replays: newReplayCache(opts.ReplayCache, opts.Retention)}
+}
+
+// replayed answers a claim for an entry this process saw committed, without
+// the store, when it remembers one.
+func (l *Ledger) replayed(in claimInput) (Claim, bool) {
+	e, ok := l.replays.get(in.key.scope, in.key.id, l.now())
+	if !ok {
+		return Claim{}, false
+	}
+	return claimFrom(in.key.scope, decision{result: Result{Status: StatusReplayed, Value: e.Value, Entry: e}}), true
+}
+
+// rememberReplay keeps the entry of a claim the store answered "replayed".
+func (l *Ledger) rememberReplay(scope string, dec decision) {
+	if dec.result.Status == StatusReplayed {
+		l.replays.remember(scope, dec.result.Entry, l.now())
+	}
 }
 
 // Options returns the options in force, defaults filled in.
@@ -146,6 +166,10 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
+	if c, ok := l.replayed(in); ok {
+		l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID})
+		return c, nil
+	}
 	var dec decision
 	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
 		var derr error
@@ -155,6 +179,7 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
+	l.rememberReplay(in.key.scope, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID, Reason: c.Reason})
 	return c, nil
@@ -214,6 +239,9 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	if err != nil {
 		return Result{}, err
 	}
+	// The write landed (or the document already said so): a committed
+	// entry may answer this process's later claims for it from memory.
+	l.replays.remember(ref.Scope, res.Entry, l.now())
 	res.Err = effectErr
 	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
 	if res.Entry != nil {

@@ -99,6 +99,12 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	if err != nil {
 		return nil, Claim{}, err
 	}
+	if c, ok := l.replayed(in); ok {
+		// What the store would say too: a committed entry is answered
+		// before the run is looked at, and nothing is written.
+		l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID})
+		return nil, c, nil
+	}
 	var dec decision
 	var run *Run
 	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
@@ -117,6 +123,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	if err != nil {
 		return nil, Claim{}, err
 	}
+	l.rememberReplay(in.key.scope, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID, Reason: c.Reason})
 	return run, c, nil

@@ -217,6 +217,12 @@ type Options struct {
 	Clock       func() time.Time
 	// WaitInterval is how often a claim made with Wait polls (default 50 ms).
 	WaitInterval time.Duration
+	// ReplayCache is how many committed entries the Ledger remembers, so
+	// that a claim for one of them (a redelivered event, a retried write)
+	// is answered "replayed" without a store round trip. Zero means
+	// DefaultReplayCache; a negative value turns it off. It assumes every
+	// process sharing the store uses the same Retention.
+	ReplayCache int
 }
 
 // Defaults.

@@ -32,6 +32,12 @@ func setup(t *testing.T, newStore NewStore, opts ledger.Options) *env {
 	t.Helper()
 	clock := NewClock(start)
 	opts.Clock = clock.Now
+	if opts.ReplayCache == 0 {
+		// The suite is about the store: every claim must reach it, also
+		// those the ledger could answer from its memory of committed
+		// entries (tested in package ledger).
+		opts.ReplayCache = -1
+	}
 	store := newStore(t)
 	return &env{t: t, store: store, clock: clock, l: ledger.New(store, opts), ctx: context.Background()}
 }

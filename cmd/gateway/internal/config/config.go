@@ -48,6 +48,10 @@ type Ledger struct {
 	MaxAttempts int           `yaml:"max_attempts"`
 	LeaseTTL    time.Duration `yaml:"lease_ttl"`
 	Retention   time.Duration `yaml:"retention"`
+	// ReplayCache is how many committed entries each instance remembers to
+	// answer redeliveries without the store (0: the ledger's default;
+	// negative: off).
+	ReplayCache int `yaml:"replay_cache"`
 }
 
 // Log sets logging.
@@ -485,5 +489,6 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 
 // LedgerOptions converts the ledger section.
 func (c Config) LedgerOptions() ledger.Options {
-	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL, Retention: c.Ledger.Retention}
+	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL,
+		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache}
 }

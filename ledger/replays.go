@@ -1,0 +1,116 @@
+package ledger
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultReplayCache is how many committed entries a Ledger remembers when
+// Options.ReplayCache is zero.
+const DefaultReplayCache = 10000
+
+// replayMargin is taken off an entry's retention before a remembered entry
+// stops being used: a process whose clock runs ahead of ours prunes the
+// entry (and lets its document expire) that much earlier.
+const replayMargin = 10 * time.Minute
+
+// replayCache remembers entries this process saw committed, so that a claim
+// for one of them (a provider's redelivery of an event already delivered, an
+// agent's retry of a write that landed) is answered "replayed" without a
+// store round trip. That answer cannot go stale: a committed entry never
+// changes state again; it only leaves its document when retention prunes it
+// or the document expires, and neither happens before SettledAt plus the
+// retention, which is where a remembered entry stops being used (less
+// replayMargin). Every process sharing a store is assumed to use the same
+// retention: one with a shorter retention could forget an entry while
+// another still replays it, which errs on the side of not redoing an effect.
+//
+// Two generations bound the memory: when the current one is full it
+// becomes the old one, and the previous old one is dropped. A hit in the
+// old generation moves the entry forward.
+type replayCache struct {
+	retention time.Duration
+	half      int // entries per generation
+
+	mu       sync.Mutex
+	cur, old map[replayKey]Entry
+}
+
+type replayKey struct{ scope, id string }
+
+// newReplayCache returns nil (no cache) for size < 0 or a retention too
+// short to leave any time after the margin.
+func newReplayCache(size int, retention time.Duration) *replayCache {
+	if size == 0 {
+		size = DefaultReplayCache
+	}
+	if size < 0 || retention <= replayMargin {
+		return nil
+	}
+	half := max(size/2, 1)
+	return &replayCache{retention: retention, half: half,
+		cur: make(map[replayKey]Entry, half), old: map[replayKey]Entry{}}
+}
+
+// usable reports whether e can still be answered from memory at now.
+func (c *replayCache) usable(e *Entry, now time.Time) bool {
+	return now.Before(e.SettledAt.Add(c.retention - replayMargin))
+}
+
+// get returns a copy of the committed entry, if remembered and still
+// usable at now. The copy shares Payload and Value, which nothing in the
+// ledger modifies.
+func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
+	if c == nil {
+		return nil, false
+	}
+	k := replayKey{scope, id}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cur[k]
+	if !ok {
+		if e, ok = c.old[k]; !ok {
+			return nil, false
+		}
+		delete(c.old, k)
+		c.add(k, e)
+	}
+	if !c.usable(&e, now) {
+		delete(c.cur, k)
+		return nil, false
+	}
+	return &e, true
+}
+
+// remember keeps e if it is committed and still usable at now. Call it only
+// with an entry read from, or written to, the store: never with one from a
+// decision whose write may not have landed.
+func (c *replayCache) remember(scope string, e *Entry, now time.Time) {
+	if c == nil || e == nil || e.State != StateCommitted || e.SettledAt.IsZero() || !c.usable(e, now) {
+		return
+	}
+	k := replayKey{scope, e.ID}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.old, k)
+	c.add(k, *e)
+}
+
+// add puts e in the current generation, turning it over when full. c.mu
+// must be held.
+func (c *replayCache) add(k replayKey, e Entry) {
+	if _, ok := c.cur[k]; !ok && len(c.cur) >= c.half {
+		c.old, c.cur = c.cur, make(map[replayKey]Entry, c.half)
+	}
+	c.cur[k] = e
+}
+
+// len reports how many entries are remembered, for tests.
+func (c *replayCache) len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cur) + len(c.old)
+}

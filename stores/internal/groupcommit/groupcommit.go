@@ -185,12 +185,9 @@ func (b *Batcher[W, R]) dispatch() {
 				b.mu.Unlock()
 				return
 			}
-			if b.inflight >= b.opts.MaxInflight {
-				break
-			}
-			age := time.Since(b.queue[0].queuedAt)
-			if b.inflight > 0 && len(b.queue) < b.opts.MaxBatch && age < b.opts.Window {
-				wait = b.opts.Window - age
+			ready, left := b.readyLocked()
+			if !ready {
+				wait = left
 				break
 			}
 			if batch := b.takeLocked(); len(batch) > 0 {
@@ -211,6 +208,22 @@ func (b *Batcher[W, R]) dispatch() {
 		case <-timer.C:
 		}
 	}
+}
+
+// readyLocked reports whether the next batch may leave now: the queue holds
+// writes, a slot is free, and nothing else is in flight, or the batch is
+// full, or its oldest write has waited Window. When only the wait stands in
+// the way, wait is how much of it is left; otherwise it is -1 (until
+// something changes). b.mu must be held.
+func (b *Batcher[W, R]) readyLocked() (ready bool, wait time.Duration) {
+	if len(b.queue) == 0 || b.inflight >= b.opts.MaxInflight {
+		return false, -1
+	}
+	age := time.Since(b.queue[0].queuedAt)
+	if b.inflight > 0 && len(b.queue) < b.opts.MaxBatch && age < b.opts.Window {
+		return false, b.opts.Window - age
+	}
+	return true, 0
 }
 
 // takeLocked removes the next batch from the queue and marks it sent. A
@@ -238,9 +251,32 @@ func (b *Batcher[W, R]) takeLocked() []*Item[W, R] {
 	return batch
 }
 
-// run sends one batch and answers its callers.
+// run sends batch and answers its callers. Then, as long as queued writes
+// may leave at once, it sends them too, from the same goroutine: this one
+// is running already, while handing them to the dispatcher would put two
+// goroutine wake-ups (the dispatcher, then a new batch goroutine) on the
+// path of every queued write, each a wait for a CPU on a busy machine.
 func (b *Batcher[W, R]) run(batch []*Item[W, R]) {
 	defer b.wg.Done()
+	for len(batch) > 0 {
+		b.sendBatch(batch)
+		b.mu.Lock()
+		b.inflight--
+		batch = nil
+		if ready, _ := b.readyLocked(); ready && !b.closed {
+			if batch = b.takeLocked(); len(batch) > 0 {
+				b.inflight++
+			}
+		}
+		// The dispatcher may send more alongside, wait out a window, or,
+		// with the queue empty, end.
+		b.wakeLocked()
+		b.mu.Unlock()
+	}
+}
+
+// sendBatch sends one batch and answers its callers.
+func (b *Batcher[W, R]) sendBatch(batch []*Item[W, R]) {
 	ctx, cancel := b.batchContext(batch)
 	var waiting atomic.Int64
 	waiting.Store(int64(len(batch)))
@@ -268,10 +304,6 @@ func (b *Batcher[W, R]) run(batch []*Item[W, R]) {
 	for _, it := range batch {
 		close(it.done)
 	}
-	b.mu.Lock()
-	b.inflight--
-	b.wakeLocked()
-	b.mu.Unlock()
 }
 
 // batchContext ends at Close and, when every caller has a deadline, at the

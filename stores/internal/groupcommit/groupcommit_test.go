@@ -3,6 +3,8 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,5 +146,84 @@ func TestCloseFailsQueuedAndLaterWrites(t *testing.T) {
 	}
 	if len(rec.alone)+len(rec.batches) != 0 {
 		t.Fatalf("sent after or at Close: %v %v", rec.alone, rec.batches)
+	}
+}
+
+// goroutineID reads the running goroutine's number from its stack header,
+// for telling which goroutine sent a batch.
+func goroutineID() string {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	f := strings.Fields(string(buf[:n]))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// When a batch comes back and the queue holds writes that may leave, the
+// goroutine that sent it sends them next, instead of handing them to the
+// dispatcher and a new goroutine: queued writes pay no extra wake-ups.
+func TestTheBatchGoroutineSendsWhatQueuedMeanwhile(t *testing.T) {
+	gate := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		senders []string
+		batches [][]string
+	)
+	b := New(Options{MaxBatch: 2, MaxInflight: 1},
+		func(ctx context.Context, w string) result { return result{key: w} },
+		func(ctx context.Context, batch []*Item[string, result]) {
+			mu.Lock()
+			first := len(batches) == 0
+			var keys []string
+			for _, it := range batch {
+				keys = append(keys, it.Write)
+				it.Result = result{key: it.Write}
+			}
+			batches = append(batches, keys)
+			senders = append(senders, goroutineID())
+			mu.Unlock()
+			if first {
+				<-gate // the first batch stays in flight until c and d queued
+			}
+		},
+		func(err error) result { return result{err: err} }, nil)
+	defer b.Close()
+
+	release := b.Hold()
+	var wg sync.WaitGroup
+	results := map[string]*result{}
+	for _, k := range []string{"a", "b", "c", "d"} {
+		results[k] = &result{}
+	}
+	do := func(k string) { wg.Go(func() { *results[k] = b.Do(context.Background(), k) }) }
+	do("a")
+	waitQueued(b, 1)
+	do("b")
+	waitQueued(b, 2)
+	release()
+	for b.Inflight() != 1 || b.Queued() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	do("c")
+	waitQueued(b, 1)
+	do("d")
+	waitQueued(b, 2)
+	close(gate)
+	wg.Wait()
+
+	for k, r := range results {
+		if r.key != k || r.err != nil {
+			t.Errorf("write %s got %+v", k, *r)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || len(batches[1]) != 2 {
+		t.Fatalf("batches %v, want [a b] then [c d]", batches)
+	}
+	if senders[0] != senders[1] {
+		t.Errorf("batches sent by goroutines %s and %s, want the same one", senders[0], senders[1])
 	}
 }

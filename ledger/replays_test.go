@@ -11,6 +11,7 @@ import (
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest"
 )
 
 // countingStore counts the calls that reach the store and can fail them
@@ -39,31 +40,14 @@ func (s *countingStore) Read(ctx context.Context, scope string) ([]byte, error) 
 	return s.Store.Read(ctx, scope)
 }
 
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 type replayEnv struct {
-	clock *manualClock
+	clock *storetest.Clock
 	store *countingStore
 	ctx   context.Context
 }
 
 func newReplayEnv() *replayEnv {
-	clock := &manualClock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	return &replayEnv{clock: clock, store: &countingStore{Store: memory.New(clock.Now)}, ctx: context.Background()}
 }
 

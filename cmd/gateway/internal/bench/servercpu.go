@@ -59,22 +59,43 @@ const clockTick = 10 * time.Millisecond
 // its children that have exited (which it has reaped), and that of those
 // still running (backends, WAL writer, checkpointer...). It returns nil,
 // with the reason, when the server is not a local process it can read.
+//
+// The backend's process id alone could name an unrelated local process when
+// the server is elsewhere, so the postmaster must also be working in the
+// server's data directory (PostgreSQL changes into it at start).
 func localPostgresCPU(ctx context.Context, pool *pgxpool.Pool, proc string) (serverCPU, string) {
-	var backend int
-	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+	var (
+		backend int
+		dataDir string
+	)
+	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid(), current_setting('data_directory')").Scan(&backend, &dataDir); err != nil {
 		return nil, "server CPU not measured: " + err.Error()
 	}
-	st, err := readProcStat(proc, backend)
-	if err != nil || st.comm != "postgres" {
-		return nil, "server CPU not measured: the server is not a process on this host"
-	}
-	postmaster := st.ppid
-	if pm, err := readProcStat(proc, postmaster); err != nil || pm.comm != "postgres" {
-		return nil, "server CPU not measured: the server's postmaster is not readable in " + proc
+	postmaster, err := findPostmaster(proc, backend, dataDir)
+	if err != nil {
+		return nil, "server CPU not measured: " + err.Error()
 	}
 	return func(context.Context) (time.Duration, error) {
 		return postgresCPU(proc, postmaster)
 	}, fmt.Sprintf("server CPU from %s (postmaster %d and its children)", proc, postmaster)
+}
+
+// findPostmaster returns the parent of backend, if both are PostgreSQL
+// processes in this /proc and the parent works in dataDir.
+func findPostmaster(proc string, backend int, dataDir string) (int, error) {
+	st, err := readProcStat(proc, backend)
+	if err != nil || st.comm != "postgres" {
+		return 0, errors.New("the server is not a process on this host")
+	}
+	pm, err := readProcStat(proc, st.ppid)
+	if err != nil || pm.comm != "postgres" {
+		return 0, fmt.Errorf("the server's postmaster is not readable in %s", proc)
+	}
+	cwd, err := os.Readlink(filepath.Join(proc, strconv.Itoa(st.ppid), "cwd"))
+	if err != nil || filepath.Clean(cwd) != filepath.Clean(dataDir) {
+		return 0, fmt.Errorf("no postmaster on this host works in the server's data directory %s", dataDir)
+	}
+	return st.ppid, nil
 }
 
 func postgresCPU(proc string, postmaster int) (time.Duration, error) {

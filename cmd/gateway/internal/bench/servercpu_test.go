@@ -61,6 +61,31 @@ func TestPostgresCPUSumsThePostmasterAndItsChildren(t *testing.T) {
 	}
 }
 
+func TestFindPostmasterWantsTheServersDataDirectory(t *testing.T) {
+	proc := t.TempDir()
+	writeStat(t, proc, 100, "postgres", 1, 0, 0, 0, 0)
+	writeStat(t, proc, 101, "postgres", 100, 0, 0, 0, 0)
+	writeStat(t, proc, 300, "bash", 1, 0, 0, 0, 0)
+	data := t.TempDir()
+	if err := os.Symlink(data, filepath.Join(proc, "100", "cwd")); err != nil {
+		t.Fatal(err)
+	}
+
+	if pm, err := findPostmaster(proc, 101, data+"/"); err != nil || pm != 100 {
+		t.Fatalf("local server: postmaster %d, %v; want 100", pm, err)
+	}
+	// A remote server's backend id that happens to name a local process.
+	if _, err := findPostmaster(proc, 101, "/elsewhere/data"); err == nil || !strings.Contains(err.Error(), "/elsewhere/data") {
+		t.Errorf("another data directory: err = %v, want one naming it", err)
+	}
+	if _, err := findPostmaster(proc, 300, data); err == nil {
+		t.Error("a backend that is not postgres must not be taken for one")
+	}
+	if _, err := findPostmaster(proc, 999, data); err == nil {
+		t.Error("a backend that is not here must not be taken for one")
+	}
+}
+
 func TestReadProcStatTakesTheNameUpToTheLastParenthesis(t *testing.T) {
 	proc := t.TempDir()
 	writeStat(t, proc, 7, "a) b (c", 3, 11, 12, 13, 14)

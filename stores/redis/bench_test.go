@@ -144,18 +144,9 @@ func processCPU() time.Duration {
 }
 
 func serverCPU(b *testing.B, c goredis.UniversalClient) time.Duration {
-	info, err := c.Info(context.Background(), "cpu").Result()
+	d, err := ServerCPU(context.Background(), c)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(line, k); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				total += f
-			}
-		}
-	}
-	return time.Duration(total * 1e9)
+	return d
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replyonce/gateway/stores/redis"
 )
 
 // serverCPU reads the CPU time a store server has used so far. With it, a
@@ -21,33 +23,9 @@ import (
 // bench, that CPU is part of the gateway's price per request.
 type serverCPU func(ctx context.Context) (time.Duration, error)
 
-// redisServerCPU is Redis's own account of its CPU (INFO cpu: the main
-// thread and its helpers, user plus system).
+// redisServerCPU is Redis's own account of its CPU.
 func redisServerCPU(client goredis.UniversalClient) serverCPU {
-	return func(ctx context.Context) (time.Duration, error) {
-		info, err := client.Info(ctx, "cpu").Result()
-		if err != nil {
-			return 0, fmt.Errorf("redis INFO cpu: %w", err)
-		}
-		var total float64
-		found := 0
-		for line := range strings.SplitSeq(info, "\r\n") {
-			for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-				if v, ok := strings.CutPrefix(line, k); ok {
-					f, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						return 0, fmt.Errorf("redis INFO cpu: %s: %w", strings.TrimSuffix(k, ":"), err)
-					}
-					total += f
-					found++
-				}
-			}
-		}
-		if found != 2 {
-			return 0, errors.New("redis INFO cpu: no used_cpu_sys and used_cpu_user")
-		}
-		return time.Duration(total * float64(time.Second)), nil
-	}
+	return func(ctx context.Context) (time.Duration, error) { return redis.ServerCPU(ctx, client) }
 }
 
 // clockTick is the unit of the CPU times in /proc/PID/stat (USER_HZ), which

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
@@ -109,10 +110,34 @@ func (a *App) loadConfig(path string) (config.Config, error) {
 	}
 	cfg, err := config.Parse(data, a.LookupEnv)
 	if err != nil {
-		return config.Config{}, fmt.Errorf("%s: %w", path, err)
+		return config.Config{}, configError{path, err}
 	}
 	return cfg, nil
 }
+
+// configError prints every problem of a file on its own line.
+type configError struct {
+	path string
+	err  error
+}
+
+func (e configError) Error() string {
+	problems := config.Problems(e.err)
+	switch len(problems) {
+	case 0:
+		return e.path + ": " + e.err.Error()
+	case 1:
+		return e.path + ": " + problems[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problems:", e.path, len(problems))
+	for _, p := range problems {
+		b.WriteString("\n  " + p.Error())
+	}
+	return b.String()
+}
+
+func (e configError) Unwrap() error { return e.err }
 
 // configOnly runs the flag parsing of commands whose one flag is --config
 // and loads that file.
@@ -133,9 +158,13 @@ func (a *App) check(args []string) error {
 	}
 	sources, err := cfg.BuildSources()
 	if err != nil {
-		return err
+		return configError{path, err}
 	}
-	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, cfg.Admin.Listen, cfg.Store.Kind)
+	admin := cfg.Admin.Listen
+	if admin == "" {
+		admin = "disabled"
+	}
+	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, admin, cfg.Store.Kind)
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}

@@ -36,7 +36,7 @@ const usage = `usage: gateway <command> [flags]
 commands:
   serve   --config FILE       run the gateway
   check   --config FILE       validate a configuration and print its routes
-  send    --config FILE --source NAME [--event-id ID] [--body FILE] [--to URL]
+  send    --config FILE --source NAME [--event-id ID] [--body FILE [--content-type T]] [--header K:V] [--to URL]
           [--conversation ID --message TEXT]
                               sign a test event as the provider would and send it
   migrate --config FILE       create the Postgres schema

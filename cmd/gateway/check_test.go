@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func runCheck(t *testing.T, yaml string, vars map[string]string) (string, error) {
@@ -78,7 +81,8 @@ func TestExampleConfigsPassCheck(t *testing.T) {
 		"SHOPIFY_SECRET", "SHOPIFY_PREVIOUS_SECRET", "CRM_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"} {
 		vars[name] = "test-value-" + name
 	}
-	for _, name := range []string{"FORWARD_SIGNING_SECRET", "CLERK_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET"} {
+	vars["AGENT_URL"] = "http://agent:9000/events"
+	for _, name := range []string{"FORWARD_SIGNING_SECRET", "CLERK_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET", "WEBHOOK_SECRET"} {
 		vars[name] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	}
 	vars["DATABASE_URL"] = "postgres://postgres@127.0.0.1:5432/test"
@@ -135,5 +139,50 @@ func TestCheckSaysAdminDisabled(t *testing.T) {
 	}
 	if !strings.Contains(out, "admin disabled") {
 		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// The compose example's gateway passes check with exactly the environment
+// the compose file gives it (${VAR:-default} as compose expands it, with
+// nothing set in the shell).
+func TestComposeConfigPassesCheck(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			Volumes     []string          `yaml:"volumes"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatal(err)
+	}
+	gw, ok := compose.Services["gateway"]
+	if !ok {
+		t.Fatal("docker-compose.yml has no gateway service")
+	}
+	vars := map[string]string{}
+	dflt := regexp.MustCompile(`\$\{[A-Z_]+:-([^}]*)\}`)
+	for k, v := range gw.Environment {
+		vars[k] = dflt.ReplaceAllString(v, "$1")
+	}
+	config := ""
+	for _, v := range gw.Volumes {
+		if host, target, _ := strings.Cut(strings.TrimSuffix(v, ":ro"), ":"); target == "/etc/replyonce/gateway.yaml" {
+			config = filepath.Join("../../examples", host)
+		}
+	}
+	if config == "" {
+		// No mount: the image's own default config.
+		config = "../../configs/docker.yaml"
+	}
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCheck(t, string(data), vars); err != nil {
+		t.Fatalf("%s with the compose environment %v: %v", config, vars, err)
 	}
 }

@@ -153,7 +153,8 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return &Error{Status: http.StatusNotFound, Message: "unknown source", Reason: "unknown_source"}
 	}
 	d.source = src
-	getHandshake := req.Method == http.MethodGet && src.info.HandshakeByGET
+	// HEAD too: Trello and Mandrill check a new callback URL with one.
+	getHandshake := (req.Method == http.MethodGet || req.Method == http.MethodHead) && src.info.HandshakeByGET
 	if req.Method != http.MethodPost && !getHandshake {
 		return methodNotAllowed(c, src, d)
 	}

@@ -160,8 +160,11 @@ func Lookup(provider string) (Provider, error) {
 
 // Providers returns the registered provider names, sorted.
 func Providers() []string {
-	names := make([]string, 0, len(registry))
+	names := make([]string, 0, len(registry)+len(registryA))
 	for n := range registry {
+		names = append(names, n)
+	}
+	for n := range registryA {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -185,6 +188,9 @@ func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *Ha
 
 func lookup(provider string) (*def, error) {
 	d, ok := registry[provider]
+	if !ok {
+		d, ok = registryA[provider]
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, provider)
 	}

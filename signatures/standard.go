@@ -21,10 +21,30 @@ type standardScheme struct {
 }
 
 func newStandard(prefix string) func(Config) (*standardScheme, error) {
+	return newStandardKeyed(prefix, stdWhsec)
+}
+
+// stdKey is how a Standard Webhooks provider turns its secret into the HMAC key.
+type stdKey uint8
+
+const (
+	stdWhsec    stdKey = iota // base64 after an optional whsec_ prefix (the specification)
+	stdWhsecRaw               // whsec_ → base64-decoded, anything else → its UTF-8 bytes (OpenAI)
+	stdRaw                    // the secret's UTF-8 bytes, whatever it looks like (Polar)
+)
+
+func newStandardKeyed(prefix string, mode stdKey) func(Config) (*standardScheme, error) {
 	return func(cfg Config) (*standardScheme, error) {
 		s := &standardScheme{prefix: prefix, tol: tolerance(cfg, 300*time.Second)}
 		for i, sec := range cfg.Secrets {
-			wh, err := svix.NewWebhook(sec)
+			var wh *svix.Webhook
+			var err error
+			switch {
+			case mode == stdRaw, mode == stdWhsecRaw && !strings.HasPrefix(sec, "whsec_"):
+				wh, err = svix.NewWebhookRaw([]byte(sec))
+			default:
+				wh, err = svix.NewWebhook(sec)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: secrets[%d]: not a whsec_ base64 secret: %v", ErrConfig, i, err)
 			}

@@ -1,0 +1,386 @@
+package signatures
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Schemes whose signed string is built from the request around the body: the public URL, a
+// nonce, sorted form parameters, a list of signed headers.
+
+// sortedParams returns the form body's parameters as name+value pairs sorted by name (and by
+// value within a name), with no separators: the concatenation Plivo V3 and Mandrill sign.
+func sortedParams(body []byte) ([]byte, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: form body: %v", ErrMalformed, err)
+	}
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, len(body))
+	for _, k := range keys {
+		vs := vals[k]
+		slices.Sort(vs)
+		for _, v := range vs {
+			b = append(append(b, k...), v...)
+		}
+	}
+	return b, nil
+}
+
+func macOf(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
+	m := hmac.New(h, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+func keysOf(secrets []string) [][]byte {
+	out := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// requestURL is the URL the provider called: the request's, else the configured one.
+func requestURL(r *Request, configured string) (*url.URL, string, error) {
+	u := r.URL
+	if u == "" {
+		u = configured
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return nil, "", fmt.Errorf("%w: url: not an absolute URL", ErrConfig)
+	}
+	return pu, u, nil
+}
+
+// plivoScheme follows plivo/plivo-node lib/utils/v3Security.js (validateV3Signature): base64
+// HMAC-SHA256 with the auth token, several comma-separated signatures allowed. Header names follow
+// Plivo's docs as quoted in PROVIDERS-2.md; the SDK takes the values as arguments, so the names
+// are unconfirmed there. V2 (lib/utils/security.js) signs only the URL and the nonce, not the
+// payload, so a captured V2 signature would authenticate any body: it is not accepted.
+type plivoScheme struct {
+	keys [][]byte
+	url  string
+}
+
+const (
+	plivoV3      = "X-Plivo-Signature-V3"
+	plivoV3Nonce = "X-Plivo-Signature-V3-Nonce"
+	plivoV2      = "X-Plivo-Signature-V2"
+	plivoV2Nonce = "X-Plivo-Signature-V2-Nonce"
+)
+
+// plivoV3Base is the string V3 signs before ".nonce": the URL without query, "?" and the sorted
+// query string (name=value joined by &) when there is one, then for a POST with parameters a
+// "." after a non-empty query and the sorted parameters as name+value.
+func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
+	base := u.Scheme + "://" + u.Host + u.EscapedPath()
+	q, _ := url.ParseQuery(u.RawQuery)
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var qs []string
+	for _, k := range keys {
+		vs := q[k]
+		slices.Sort(vs)
+		for _, v := range vs {
+			qs = append(qs, k+"="+v)
+		}
+	}
+	query := strings.Join(qs, "&")
+	if method == "GET" {
+		if query != "" {
+			base += "?" + query
+		}
+		return base, nil
+	}
+	params, err := sortedParams(body)
+	if err != nil {
+		return "", err
+	}
+	if query != "" || len(params) > 0 {
+		base += "?" + query
+	}
+	if query != "" && len(params) > 0 {
+		base += "."
+	}
+	return base + string(params), nil
+}
+
+func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
+	pu, _, err := requestURL(r, s.url)
+	if err != nil {
+		return err
+	}
+	sigName := plivoV3
+	raw, err := requireHeader(r.Header, sigName)
+	if err != nil {
+		return err
+	}
+	nonce, err := requireHeader(r.Header, plivoV3Nonce)
+	if err != nil {
+		return err
+	}
+	method := r.Method
+	if method == "" {
+		method = "POST"
+	}
+	base, err := plivoV3Base(method, pu, r.Body)
+	if err != nil {
+		return err
+	}
+	base += "." + nonce
+	var sigs [][]byte
+	for i, item := range strings.Split(raw, ",") {
+		if i == maxCandidates {
+			break
+		}
+		var b [sha256.Size]byte
+		if l, ok := decodeSig(b[:], strings.TrimSpace(item), true); ok && l == sha256.Size {
+			sigs = append(sigs, b[:])
+		}
+	}
+	if len(sigs) == 0 {
+		return fmt.Errorf("%w: %s", ErrMalformed, sigName)
+	}
+	for _, k := range s.keys {
+		got := macOf(sha256.New, k, []byte(base))
+		for _, sig := range sigs {
+			if hmac.Equal(got, sig) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, sigName)
+}
+
+// Sign writes a V3 signature with a fresh nonce.
+func (s *plivoScheme) Sign(r *Request, _ time.Time) error {
+	pu, _, err := requestURL(r, s.url)
+	if err != nil {
+		return err
+	}
+	method := r.Method
+	if method == "" {
+		method = "POST"
+	}
+	base, err := plivoV3Base(method, pu, r.Body)
+	if err != nil {
+		return err
+	}
+	nonce := randomID()
+	setHeader(r, plivoV3Nonce, nonce)
+	setHeader(r, plivoV3, base64.StdEncoding.EncodeToString(macOf(sha256.New, s.keys[0], []byte(base+"."+nonce))))
+	return nil
+}
+
+// mandrillScheme: base64 HMAC-SHA1 with the webhook key over the webhook URL exactly as
+// registered followed by the POST parameters sorted by name, name then value. Follows
+// Mailchimp Transactional's "Authenticating webhook requests" recipe as quoted in PROVIDERS-2.md
+// (secondary source: unconfirmed in an official SDK).
+type mandrillScheme struct {
+	keys [][]byte
+	url  string
+}
+
+const mandrillHeader = "X-Mandrill-Signature"
+
+func (s *mandrillScheme) content(r *Request) ([]byte, error) {
+	u := s.url
+	if u == "" {
+		u = r.URL
+	}
+	params, err := sortedParams(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(u), params...), nil
+}
+
+func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
+	raw, err := requireHeader(r.Header, mandrillHeader)
+	if err != nil {
+		return err
+	}
+	var sig [sha1.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, mandrillHeader)
+	}
+	c, err := s.content(r)
+	if err != nil {
+		return err
+	}
+	for _, k := range s.keys {
+		if hmac.Equal(macOf(sha1.New, k, c), sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, mandrillHeader)
+}
+
+func (s *mandrillScheme) Sign(r *Request, _ time.Time) error {
+	c, err := s.content(r)
+	if err != nil {
+		return err
+	}
+	setHeader(r, mandrillHeader, base64.StdEncoding.EncodeToString(macOf(sha1.New, s.keys[0], c)))
+	return nil
+}
+
+// trelloScheme: base64 HMAC-SHA1 with the app secret over the body followed by the callback URL
+// given when the webhook was created (Config.URL). The recipe follows Hookdeck's trello-webhooks
+// skill and Trello's guide as quoted in PROVIDERS-2.md: unconfirmed in an official SDK.
+type trelloScheme struct {
+	keys [][]byte
+	url  string
+}
+
+const trelloHeader = "X-Trello-Webhook"
+
+func (s *trelloScheme) Verify(r *Request, _ time.Time) error {
+	raw, err := requireHeader(r.Header, trelloHeader)
+	if err != nil {
+		return err
+	}
+	var sig [sha1.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, trelloHeader)
+	}
+	for _, k := range s.keys {
+		if hmac.Equal(macOf(sha1.New, k, r.Body, []byte(s.url)), sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, trelloHeader)
+}
+
+func (s *trelloScheme) Sign(r *Request, _ time.Time) error {
+	setHeader(r, trelloHeader, base64.StdEncoding.EncodeToString(macOf(sha1.New, s.keys[0], r.Body, []byte(s.url))))
+	return nil
+}
+
+// contentfulScheme follows contentful/node-apps-toolkit src/requests/sign-request.ts and
+// verify-request.ts: hex HMAC-SHA256 over METHOD, path, the signed headers and the body joined by
+// "\n", the headers being exactly those listed in x-contentful-signed-headers, lower-cased,
+// sorted, written name:value and joined by ";". The list must include the timestamp and the list
+// itself. The path is the request's escaped path and raw query; the toolkit re-encodes it with
+// encodeURI, which leaves an already-escaped path unchanged. The timestamp is in ms; the toolkit
+// rejects only too-old requests (30 s by default), we reject both directions.
+type contentfulScheme struct {
+	keys [][]byte
+	url  string
+	tol  time.Duration
+}
+
+const (
+	contentfulSig     = "X-Contentful-Signature"
+	contentfulSigned  = "X-Contentful-Signed-Headers"
+	contentfulTS      = "X-Contentful-Timestamp"
+	contentfulDefault = 30 * time.Second
+	maxSignedHeaders  = 64
+)
+
+func (s *contentfulScheme) canonical(r *Request, signed string) ([]byte, error) {
+	pu, _, err := requestURL(r, s.url)
+	if err != nil {
+		return nil, err
+	}
+	path := pu.EscapedPath()
+	if pu.RawQuery != "" {
+		path += "?" + pu.RawQuery
+	}
+	names := strings.Split(signed, ",")
+	if len(names) > maxSignedHeaders {
+		return nil, fmt.Errorf("%w: %s lists more than %d headers", ErrMalformed, contentfulSigned, maxSignedHeaders)
+	}
+	for i := range names {
+		names[i] = strings.ToLower(strings.TrimSpace(names[i]))
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if !slices.Contains(names, strings.ToLower(contentfulTS)) || !slices.Contains(names, strings.ToLower(contentfulSigned)) {
+		return nil, fmt.Errorf("%w: %s must list the timestamp and itself", ErrMalformed, contentfulSigned)
+	}
+	hs := make([]string, 0, len(names))
+	for _, n := range names {
+		hs = append(hs, n+":"+strings.TrimSpace(headerValue(r.Header, n)))
+	}
+	method := strings.ToUpper(r.Method)
+	if method == "" {
+		method = "POST"
+	}
+	b := make([]byte, 0, len(r.Body)+len(path)+256)
+	b = append(b, method...)
+	b = append(b, '\n')
+	b = append(b, path...)
+	b = append(b, '\n')
+	b = append(b, strings.Join(hs, ";")...)
+	b = append(b, '\n')
+	return append(b, r.Body...), nil
+}
+
+func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
+	raw, err := requireHeader(r.Header, contentfulSig)
+	if err != nil {
+		return err
+	}
+	signed, err := requireHeader(r.Header, contentfulSigned)
+	if err != nil {
+		return err
+	}
+	ts, err := requireHeader(r.Header, contentfulTS)
+	if err != nil {
+		return err
+	}
+	var sig [sha256.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), false); !ok || l != sha256.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, contentfulSig)
+	}
+	if err := freshTimestamp(ts, tsMillis, now, s.tol, contentfulTS); err != nil {
+		return err
+	}
+	c, err := s.canonical(r, signed)
+	if err != nil {
+		return err
+	}
+	for _, k := range s.keys {
+		if hmac.Equal(macOf(sha256.New, k, c), sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, contentfulSig)
+}
+
+// Sign signs the timestamp, the signed-headers list and Content-Type when present.
+func (s *contentfulScheme) Sign(r *Request, now time.Time) error {
+	setHeader(r, contentfulTS, formatTime(now, tsMillis))
+	list := "x-contentful-signed-headers,x-contentful-timestamp"
+	if headerValue(r.Header, "Content-Type") != "" {
+		list = "content-type," + list
+	}
+	setHeader(r, contentfulSigned, list)
+	c, err := s.canonical(r, list)
+	if err != nil {
+		return err
+	}
+	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], c)))
+	return nil
+}

@@ -1,0 +1,90 @@
+package ingress_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"testing"
+
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/signatures"
+)
+
+// The PROVIDERS-2.md handshakes through the gateway: exact answers, 401 where the provider
+// probes with bad signatures, and never a ledger write or a forward.
+func TestHandshakesBatchA(t *testing.T) {
+	const secret = "batch-a-secret"
+	cfg := signatures.Config{Secrets: []string{secret}}
+	withURL := signatures.Config{Secrets: []string{secret}, URL: "https://hooks.example.com/hooks/trello"}
+	h := newHarness(t,
+		ingress.SourceConfig{Name: "xero", Provider: "xero", Signature: cfg},
+		ingress.SourceConfig{Name: "okta", Provider: "okta", Signature: cfg},
+		ingress.SourceConfig{Name: "trello", Provider: "trello", Signature: withURL},
+		ingress.SourceConfig{Name: "linkedin", Provider: "linkedin", Signature: cfg, EventID: []string{"{json:id}"}},
+		ingress.SourceConfig{Name: "worldline", Provider: "worldline", Signature: cfg},
+		ingress.SourceConfig{Name: "github", Provider: "github", Signature: cfg},
+	)
+	b64mac := func(key, msg string) string {
+		m := hmac.New(sha256.New, []byte(key))
+		m.Write([]byte(msg))
+		return base64.StdEncoding.EncodeToString(m.Sum(nil))
+	}
+
+	t.Run("xero intent to receive", func(t *testing.T) {
+		body := `{"events":[],"lastEventSequence":0,"firstEventSequence":0,"entropy":"YSXCMKAQBJOEPFJPUGHE"}`
+		good := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/xero", http.Header{"X-Xero-Signature": {b64mac(secret, body)}}, []byte(body)))
+		wantStatus(t, good, http.StatusOK)
+		if len(good.Body) != 0 || good.Header.Get("Set-Cookie") != "" {
+			t.Errorf("good ITR answered with body %q / cookie; Xero wants none", good.Body)
+		}
+		bad := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/xero", http.Header{"X-Xero-Signature": {b64mac("wrong", body)}}, []byte(body)))
+		wantStatus(t, bad, http.StatusUnauthorized)
+	})
+
+	t.Run("okta verification GET", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/okta", http.Header{"X-Okta-Verification-Challenge": {"dCbWuSnBJBr7N1pMGjCj"}, "Authorization": {secret}}, nil))
+		wantStatus(t, r, http.StatusOK)
+		if string(r.Body) != `{"verification":"dCbWuSnBJBr7N1pMGjCj"}` || r.mediaType(t) != "application/json" {
+			t.Errorf("answer %q", r.Body)
+		}
+		r = h.do(t, h.newRequest(t, http.MethodGet, "/hooks/okta", http.Header{"X-Okta-Verification-Challenge": {"x"}, "Authorization": {"guess"}}, nil))
+		wantStatus(t, r, http.StatusUnauthorized)
+	})
+
+	t.Run("trello HEAD", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodHead, "/hooks/trello", nil, nil))
+		wantStatus(t, r, http.StatusOK)
+	})
+
+	t.Run("HEAD elsewhere is still 405", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodHead, "/hooks/github", nil, nil))
+		wantStatus(t, r, http.StatusMethodNotAllowed)
+	})
+
+	t.Run("linkedin challengeCode", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/linkedin?challengeCode=890e4a4c-1d9b", nil, nil))
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte("890e4a4c-1d9b"))
+		wantStatus(t, r, http.StatusOK)
+		if want := `{"challengeCode":"890e4a4c-1d9b","challengeResponse":"` + hex.EncodeToString(m.Sum(nil)) + `"}`; string(r.Body) != want {
+			t.Errorf("answer %q, want %q", r.Body, want)
+		}
+	})
+
+	t.Run("worldline verification GET", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/worldline", http.Header{"X-GCS-Webhooks-Endpoint-Verification": {"9f2c"}}, nil))
+		wantStatus(t, r, http.StatusOK)
+		if string(r.Body) != "9f2c" || r.mediaType(t) != "text/plain" {
+			t.Errorf("answer %q", r.Body)
+		}
+	})
+
+	if n := h.store.writes.Load(); n != 0 {
+		t.Errorf("handshakes wrote %d ledger documents, want none", n)
+	}
+	if n := h.sink.totalCount(); n != 0 {
+		t.Errorf("handshakes reached the agent %d times, want never", n)
+	}
+}

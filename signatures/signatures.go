@@ -105,6 +105,9 @@ type Provider struct {
 	HandshakeByGET bool
 	// NeedsVerifyToken is true when the handshake checks Config.VerifyToken (Meta).
 	NeedsVerifyToken bool
+	// Scheme and HandshakeNote describe the verification and the handshake in one line each,
+	// for people (`gateway providers`); filled in by Lookup.
+	Scheme, HandshakeNote string
 }
 
 // HandshakeResponse is the answer to a provider's endpoint verification request.
@@ -155,6 +158,10 @@ func Lookup(provider string) (Provider, error) {
 	p.ForwardHeaders = slices.Clone(p.ForwardHeaders)
 	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
 	p.Handshake = d.handshake != nil
+	p.Scheme = describe(provider, d)
+	if p.Handshake {
+		p.HandshakeNote = handshakeNotes[provider]
+	}
 	return p, nil
 }
 

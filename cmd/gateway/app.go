@@ -44,6 +44,7 @@ commands:
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
+  providers [NAME]            list the providers (scheme, default event id, handshake), or print a source for one
   version                     print the version`
 
 // Run runs one command.
@@ -73,6 +74,8 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.demo(ctx, rest)
 	case "bench":
 		return a.bench(ctx, rest)
+	case "providers":
+		return a.providers(rest)
 	case "version", "--version", "-v":
 		fmt.Fprintln(a.Stdout, "replyonce gateway", Version)
 		return nil

@@ -34,8 +34,8 @@ commands:
   serve   --config FILE       run the gateway
   check   --config FILE       validate a configuration and print its routes
   send    --config FILE --source NAME [--event-id ID] [--body FILE] [--to URL]
-          [--conversation ID --message TEXT]
-                              sign a test event as the provider would and send it
+          [--conversation ID --message TEXT] [--sample TYPE]
+                              sign a test event (or a realistic sample) as the provider would and send it
   migrate --config FILE       create the Postgres schema
   demo    [--seed N] [--conversations N] [--store memory|bolt] [--store-path FILE]
                               simulated support conversations under injected faults, with and without the gateway

@@ -28,8 +28,13 @@ func (a *App) send(ctx context.Context, args []string) error {
 	conversation := fs.String("conversation", "", "make the default event a chat message in this conversation "+
 		`({"conversation_id", "message_id": the event id, "text"}), as the example agent reads it`)
 	message := fs.String("message", "", "the chat message's text (with --conversation)")
+	sample := fs.String("sample", "", "send a realistic sample event of this type for the source's provider "+
+		"(an unknown type lists the available ones)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *sample != "" && (*bodyFile != "" || *conversation != "") {
+		return usageError{"--sample does not mix with --body or --conversation"}
 	}
 	if *message != "" && *conversation == "" {
 		return usageError{"--message needs --conversation"}
@@ -75,6 +80,10 @@ func (a *App) send(ctx context.Context, args []string) error {
 			return fmt.Errorf("--body: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
+	} else if *sample != "" {
+		if id, err = applySample(req, src.Provider, *sample, id, *eventID != "", now); err != nil {
+			return err
+		}
 	} else if err := sampleEvent(req, templates, id, now, chatMessage{*conversation, *message}); err != nil {
 		return err
 	}

@@ -263,6 +263,14 @@ func (s *hmacScheme) match(r *Request, now time.Time) (int, error) {
 		if len(raws[i]) > maxHeaderLen {
 			return -1, fmt.Errorf("%w: %s is longer than %d bytes", ErrMalformed, name, maxHeaderLen)
 		}
+		if nraw == 1 { // the common case: parse in place
+			pn, pts, err := d.parse(raws[0], &cands)
+			if err != nil {
+				return -1, fmt.Errorf("%w: %s: %s", ErrMalformed, name, err)
+			}
+			n, ts = pn, pts
+			break
+		}
 		var part [maxCandidates]string
 		pn, pts, err := d.parse(raws[i], &part)
 		if err != nil {

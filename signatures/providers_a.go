@@ -99,7 +99,7 @@ var registryA = map[string]*def{
 	"plivo": {
 		info: Provider{EventID: []string{"{form:MessageUUID}:{form:Status}", "{form:CallUUID}:{form:CallStatus}", "{form:MessageUUID}", "{form:CallUUID}"},
 			SignatureHeaders: []string{plivoV3, plivoV3Nonce, plivoV2, plivoV2Nonce}, NeedsURL: true, BodySigned: true},
-		build: func(c Config) (any, error) { return &plivoScheme{keys: keysOf(c.Secrets), url: c.URL}, nil },
+		build: wrap(newPlivo),
 	},
 	// razorpay/razorpay-node lib/utils/razorpay-utils.js validateWebhookSignature and its test
 	// vector: hex HMAC-SHA256 of the body. Event id header (?).
@@ -170,8 +170,11 @@ var registryA = map[string]*def{
 	"clerk": stdAlias("svix", stdWhsec, "{header:svix-id}"),
 	// Brex: webhook-* headers and a base64 secret without whsec_ (?).
 	"brex": stdAlias("webhook", stdWhsec, "{header:webhook-id}"),
-	// Polar: the key is the raw UTF-8 of the polar_whs_ secret (?).
-	"polar": stdAlias("webhook", stdRaw, "{header:webhook-id}"),
+	// polarsource/polar-js src/webhooks.ts validateEvent: the secret is base64-encoded before the
+	// Standard Webhooks library decodes it, so the key is the secret's UTF-8 bytes. A whsec_
+	// secret is read the standard way (newer secrets have that form, per third-party verifiers;
+	// unconfirmed in the SDK version we read).
+	"polar": stdAlias("webhook", stdWhsecRaw, "{header:webhook-id}"),
 	// docs.connect.worldline-solutions.com webhooks: HMAC-SHA256 of the body; base64 (?); the
 	// key chosen by X-GCS-KeyId: configure every active key, any may match.
 	"worldline": {
@@ -367,7 +370,9 @@ var registryA = map[string]*def{
 			fwd("X-Atlassian-Webhook-Identifier", "X-Atlassian-Webhook-Retry"),
 		hmac: bodyMAC(sha256.New, hubSig, encHex, "sha256="),
 	},
-	// Gitea / Forgejo: bare hex HMAC-SHA256 of the body (?).
+	// go-gitea/gitea services/webhook/deliver.go: X-Gitea-Signature is the bare hex HMAC-SHA256
+	// of the payload, X-Gitea-Delivery the hook task's UUID. Forgejo, a fork, sends the same
+	// under X-Forgejo-* (not read in its source).
 	"gitea": {
 		info: sigHeaders("X-Gitea-Signature", "X-Forgejo-Signature", "X-Hub-Signature-256", hubSig).
 			with("", "{header:X-Gitea-Delivery}", "{header:X-Forgejo-Delivery}").

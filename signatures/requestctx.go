@@ -18,26 +18,54 @@ import (
 // nonce, sorted form parameters, a list of signed headers.
 
 // sortedParams returns the form body's parameters as name+value pairs sorted by name (and by
-// value within a name), with no separators: the concatenation Plivo V3 and Mandrill sign.
+// value within a name), with no separators: the concatenation Twilio, Plivo V3 and Mandrill sign.
+// It decodes like url.ParseQuery, but leaves parts without escapes as they are, found with a
+// vectorised byte search, so a large plain value is not scanned byte by byte.
 func sortedParams(body []byte) ([]byte, error) {
-	vals, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: form body: %v", ErrMalformed, err)
-	}
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b := make([]byte, 0, len(body))
-	for _, k := range keys {
-		vs := vals[k]
-		slices.Sort(vs)
-		for _, v := range vs {
-			b = append(append(b, k...), v...)
+	type pair struct{ k, v string }
+	var pairs []pair
+	rest := string(body)
+	for rest != "" {
+		var item string
+		item, rest, _ = strings.Cut(rest, "&")
+		if item == "" {
+			continue
 		}
+		if strings.IndexByte(item, ';') >= 0 {
+			return nil, fmt.Errorf("%w: form body: invalid semicolon separator in query", ErrMalformed)
+		}
+		k, v, _ := strings.Cut(item, "=")
+		var err error
+		if k, err = formUnescape(k); err != nil {
+			return nil, err
+		}
+		if v, err = formUnescape(v); err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, pair{k, v})
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		if c := strings.Compare(a.k, b.k); c != 0 {
+			return c
+		}
+		return strings.Compare(a.v, b.v)
+	})
+	b := make([]byte, 0, len(body))
+	for _, p := range pairs {
+		b = append(append(b, p.k...), p.v...)
 	}
 	return b, nil
+}
+
+func formUnescape(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s, nil
+	}
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: form body: %v", ErrMalformed, err)
+	}
+	return u, nil
 }
 
 func macOf(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
@@ -77,6 +105,15 @@ func requestURL(r *Request, configured string) (*url.URL, string, error) {
 type plivoScheme struct {
 	keys [][]byte
 	url  string
+	pu   *url.URL // url parsed once; nil when it does not parse (requestURL then reports it)
+}
+
+func newPlivo(c Config) (*plivoScheme, error) {
+	s := &plivoScheme{keys: keysOf(c.Secrets), url: c.URL}
+	if u, err := url.Parse(c.URL); err == nil && u.Host != "" {
+		s.pu = u
+	}
+	return s, nil
 }
 
 const (
@@ -90,6 +127,13 @@ const (
 // query string (name=value joined by &) when there is one, then for a POST with parameters a
 // "." after a non-empty query and the sorted parameters as name+value.
 func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
+	prefix, params, err := plivoV3Parts(method, u, body)
+	return prefix + string(params), err
+}
+
+// plivoV3Parts is plivoV3Base as the URL part and the parameters, so the MAC can read both
+// without joining them.
+func plivoV3Parts(method string, u *url.URL, body []byte) (string, []byte, error) {
 	base := u.Scheme + "://" + u.Host + u.EscapedPath()
 	q, _ := url.ParseQuery(u.RawQuery)
 	keys := make([]string, 0, len(q))
@@ -110,11 +154,11 @@ func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
 		if query != "" {
 			base += "?" + query
 		}
-		return base, nil
+		return base, nil, nil
 	}
 	params, err := sortedParams(body)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if query != "" || len(params) > 0 {
 		base += "?" + query
@@ -122,13 +166,16 @@ func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
 	if query != "" && len(params) > 0 {
 		base += "."
 	}
-	return base + string(params), nil
+	return base, params, nil
 }
 
 func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
-	pu, _, err := requestURL(r, s.url)
-	if err != nil {
-		return err
+	pu := s.pu
+	if pu == nil || (r.URL != "" && r.URL != s.url) {
+		var err error
+		if pu, _, err = requestURL(r, s.url); err != nil {
+			return err
+		}
 	}
 	sigName := plivoV3
 	raw, err := requireHeader(r.Header, sigName)
@@ -143,28 +190,27 @@ func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
 	if method == "" {
 		method = "POST"
 	}
-	base, err := plivoV3Base(method, pu, r.Body)
+	prefix, params, err := plivoV3Parts(method, pu, r.Body)
 	if err != nil {
 		return err
 	}
-	base += "." + nonce
-	var sigs [][]byte
-	for i, item := range strings.Split(raw, ",") {
-		if i == maxCandidates {
-			break
-		}
-		var b [sha256.Size]byte
-		if l, ok := decodeSig(b[:], strings.TrimSpace(item), true); ok && l == sha256.Size {
-			sigs = append(sigs, b[:])
+	tail := []byte("." + nonce)
+	var sigs [maxCandidates][sha256.Size]byte
+	n := 0
+	for rest := raw; rest != "" && n < maxCandidates; {
+		var item string
+		item, rest, _ = strings.Cut(rest, ",")
+		if l, ok := decodeSig(sigs[n][:], strings.TrimSpace(item), true); ok && l == sha256.Size {
+			n++
 		}
 	}
-	if len(sigs) == 0 {
+	if n == 0 {
 		return fmt.Errorf("%w: %s", ErrMalformed, sigName)
 	}
 	for _, k := range s.keys {
-		got := macOf(sha256.New, k, []byte(base))
-		for _, sig := range sigs {
-			if hmac.Equal(got, sig) {
+		got := macOf(sha256.New, k, []byte(prefix), params, tail)
+		for i := range n {
+			if hmac.Equal(got, sigs[i][:]) {
 				return nil
 			}
 		}
@@ -203,16 +249,17 @@ type mandrillScheme struct {
 
 const mandrillHeader = "X-Mandrill-Signature"
 
-func (s *mandrillScheme) content(r *Request) ([]byte, error) {
+// content returns the two parts Mandrill signs: the URL and the sorted parameters.
+func (s *mandrillScheme) content(r *Request) ([]byte, []byte, error) {
 	u := s.url
 	if u == "" {
 		u = r.URL
 	}
 	params, err := sortedParams(r.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append([]byte(u), params...), nil
+	return []byte(u), params, nil
 }
 
 func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
@@ -224,12 +271,12 @@ func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
 	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
 		return fmt.Errorf("%w: %s", ErrMalformed, mandrillHeader)
 	}
-	c, err := s.content(r)
+	u, params, err := s.content(r)
 	if err != nil {
 		return err
 	}
 	for _, k := range s.keys {
-		if hmac.Equal(macOf(sha1.New, k, c), sig[:]) {
+		if hmac.Equal(macOf(sha1.New, k, u, params), sig[:]) {
 			return nil
 		}
 	}
@@ -237,11 +284,11 @@ func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
 }
 
 func (s *mandrillScheme) Sign(r *Request, _ time.Time) error {
-	c, err := s.content(r)
+	u, params, err := s.content(r)
 	if err != nil {
 		return err
 	}
-	setHeader(r, mandrillHeader, base64.StdEncoding.EncodeToString(macOf(sha1.New, s.keys[0], c)))
+	setHeader(r, mandrillHeader, base64.StdEncoding.EncodeToString(macOf(sha1.New, s.keys[0], u, params)))
 	return nil
 }
 
@@ -298,6 +345,7 @@ const (
 	maxSignedHeaders  = 64
 )
 
+// canonical returns the canonical request up to the body, which the MAC reads in place.
 func (s *contentfulScheme) canonical(r *Request, signed string) ([]byte, error) {
 	pu, _, err := requestURL(r, s.url)
 	if err != nil {
@@ -327,14 +375,13 @@ func (s *contentfulScheme) canonical(r *Request, signed string) ([]byte, error) 
 	if method == "" {
 		method = "POST"
 	}
-	b := make([]byte, 0, len(r.Body)+len(path)+256)
+	b := make([]byte, 0, len(path)+256)
 	b = append(b, method...)
 	b = append(b, '\n')
 	b = append(b, path...)
 	b = append(b, '\n')
 	b = append(b, strings.Join(hs, ";")...)
-	b = append(b, '\n')
-	return append(b, r.Body...), nil
+	return append(b, '\n'), nil
 }
 
 func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
@@ -362,7 +409,7 @@ func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
 		return err
 	}
 	for _, k := range s.keys {
-		if hmac.Equal(macOf(sha256.New, k, c), sig[:]) {
+		if hmac.Equal(macOf(sha256.New, k, c, r.Body), sig[:]) {
 			return nil
 		}
 	}
@@ -381,6 +428,6 @@ func (s *contentfulScheme) Sign(r *Request, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], c)))
+	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], c, r.Body)))
 	return nil
 }

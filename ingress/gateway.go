@@ -105,6 +105,8 @@ type delivery struct {
 	status           int
 	decision, reason string
 	start            time.Time
+	// collect, when set, receives the 2xx answer instead of the response (batch elements).
+	collect *answer
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -178,6 +180,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if err := src.scheme.Verify(sreq, now); err != nil {
 		d.decision = "unauthorized"
 		return g.unauthorized(src, d, err)
+	}
+	if src.split != "" {
+		return g.serveBatch(c, d, src, body, now)
 	}
 	in := &extract.Input{Header: req.Header, Query: req.URL.Query(), Body: body, ContentType: req.Header.Get("Content-Type")}
 	eventID, ok := src.eventID.Resolve(in)
@@ -408,6 +413,10 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {
 	d.status = http.StatusOK
+	if d.collect != nil {
+		*d.collect = a
+		return nil
+	}
 	return c.JSON(http.StatusOK, a)
 }
 

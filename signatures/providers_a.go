@@ -406,3 +406,18 @@ func stdAlias(prefix string, mode stdKey, eventID ...string) *def {
 		build: wrap(newStandardKeyed(prefix, mode)),
 	}
 }
+
+// splitDefaults: where batching providers put their events, and each event's id. Terraform's
+// notifications share the run id of the enclosing body, which an element cannot see, so it has
+// no default: configure split and event_id for it.
+var splitDefaults = map[string]struct {
+	path    string
+	eventID []string
+}{
+	"hubspot":    {"@this", []string{"{json:eventId}"}},
+	"sendgrid":   {"@this", []string{"{json:sg_event_id}"}},
+	"gocardless": {"events", []string{"{json:id}"}},
+	"xero":       {"events", []string{"{json:resourceId}:{json:eventType}:{json:eventDateUtc}"}},
+	"meta": {"entry", []string{"{json:changes.0.value.messages.0.id}", "{json:changes.0.value.statuses.0.id}",
+		"{json:messaging.0.message.mid}"}},
+}

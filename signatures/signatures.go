@@ -105,6 +105,11 @@ type Provider struct {
 	HandshakeByGET bool
 	// NeedsVerifyToken is true when the handshake checks Config.VerifyToken (Meta).
 	NeedsVerifyToken bool
+	// Split is the gjson path ("@this" for the root) of the array that a batched delivery
+	// carries, used when a source sets split: default; SplitEventID is the event id rule applied
+	// to each element. Empty when the provider does not batch.
+	Split        string
+	SplitEventID []string
 	// Scheme and HandshakeNote describe the verification and the handshake in one line each,
 	// for people (`gateway providers`); filled in by Lookup.
 	Scheme, HandshakeNote string
@@ -159,6 +164,9 @@ func Lookup(provider string) (Provider, error) {
 	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
 	p.Handshake = d.handshake != nil
 	p.Scheme = describe(provider, d)
+	if sd, ok := splitDefaults[provider]; ok {
+		p.Split, p.SplitEventID = sd.path, slices.Clone(sd.eventID)
+	}
 	if p.Handshake {
 		p.HandshakeNote = handshakeNotes[provider]
 	}

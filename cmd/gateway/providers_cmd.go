@@ -71,6 +71,9 @@ func providerSnippet(w io.Writer, name string) error {
 	} else {
 		fmt.Fprintf(w, "# Default event id: %s\n", strings.Join(p.EventID, ", then "))
 	}
+	if p.Split != "" {
+		fmt.Fprintf(w, "# Batched deliveries: add split: default for one event per element (id %s).\n", strings.Join(p.SplitEventID, ", then "))
+	}
 	fmt.Fprintf(w, "sources:\n  %s:\n    provider: %s\n    secrets: [${%s}]\n", name, name, env)
 	if p.NeedsURL {
 		fmt.Fprintf(w, "    url: https://your-host/hooks/%s   # the URL registered with the provider, exactly\n", name)

@@ -83,6 +83,7 @@ type Source struct {
 	MaxBody     ByteSize      `yaml:"max_body"`
 	RetryAfter  time.Duration `yaml:"retry_after"`
 	Forward     Forward       `yaml:"forward"`
+	Split       string        `yaml:"split"`
 }
 
 // HMAC configures the generic HMAC provider.
@@ -470,6 +471,7 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken},
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
 			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret},
+			Split:   s.Split,
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
 			sc.ContextAt = s.ContextAt

@@ -64,9 +64,11 @@ const (
 type keyForm uint8
 
 const (
-	keyRaw    keyForm = iota // the secret's UTF-8 bytes
-	keyHex                   // hex-decoded (Onfleet)
-	keyBase64                // standard base64-decoded (Airtable, Microsoft Teams)
+	keyRaw        keyForm = iota // the secret's UTF-8 bytes
+	keyHex                       // hex-decoded (Onfleet)
+	keyBase64                    // standard base64-decoded (Airtable, Microsoft Teams)
+	keyWhsec                     // base64 after an optional whsec_ prefix (Standard Webhooks)
+	keyWhsecOrRaw                // whsec_ → base64-decoded, anything else → its UTF-8 bytes (OpenAI, Polar)
 )
 
 // sigEnc is how the signature is written in the header.
@@ -152,6 +154,16 @@ func deriveKey(f keyForm, sec string) ([]byte, error) {
 		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(sec))
 		if err != nil || len(b) == 0 {
 			return nil, fmt.Errorf("want a base64-encoded key")
+		}
+		return b, nil
+	case keyWhsec, keyWhsecOrRaw:
+		rest, prefixed := strings.CutPrefix(sec, "whsec_")
+		if f == keyWhsecOrRaw && !prefixed {
+			return []byte(sec), nil
+		}
+		b, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("not a whsec_ base64 secret")
 		}
 		return b, nil
 	}

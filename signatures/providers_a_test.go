@@ -347,3 +347,17 @@ func TestBatchAHandshakes(t *testing.T) {
 		})
 	}
 }
+
+// Mandrill signs the webhook URL, then each POST field name and value sorted by name, decoded.
+func TestMandrillAlgorithm(t *testing.T) {
+	const key, u = "mandrill-webhook-key", "https://hooks.example.com/hooks/mandrill"
+	body := "mandrill_events=%5B%7B%22_id%22%3A%22m1%22%7D%5D&a_field=x+y"
+	want := b64(sha1.New, key, u, "a_field", "x y", "mandrill_events", `[{"_id":"m1"}]`)
+	r := &Request{Method: "POST", Header: http.Header{"X-Mandrill-Signature": {want}}, Body: []byte(body)}
+	if err := verify(t, "mandrill", Config{Secrets: []string{key}, URL: u}, r, t0); err != nil {
+		t.Fatalf("independently signed request rejected: %v", err)
+	}
+	if err := verify(t, "mandrill", Config{Secrets: []string{key}, URL: u + "/"}, r, t0); !errors.Is(err, ErrNoMatch) {
+		t.Fatalf("another URL: %v", err)
+	}
+}

@@ -25,6 +25,13 @@ func TestHandshakesBatchA(t *testing.T) {
 		ingress.SourceConfig{Name: "linkedin", Provider: "linkedin", Signature: cfg, EventID: []string{"{json:id}"}},
 		ingress.SourceConfig{Name: "worldline", Provider: "worldline", Signature: cfg},
 		ingress.SourceConfig{Name: "github", Provider: "github", Signature: cfg},
+		ingress.SourceConfig{Name: "notion", Provider: "notion", Signature: cfg},
+		ingress.SourceConfig{Name: "onfleet", Provider: "onfleet", Signature: signatures.Config{Secrets: []string{hex.EncodeToString([]byte(secret))}},
+			EventID: []string{"{json:taskId}"}},
+		ingress.SourceConfig{Name: "woo", Provider: "woocommerce", Signature: cfg},
+		ingress.SourceConfig{Name: "bk", Provider: "buildkite", Signature: cfg},
+		ingress.SourceConfig{Name: "mandrill", Provider: "mandrill", Signature: signatures.Config{Secrets: []string{secret}, URL: "https://hooks.example.com/hooks/mandrill"},
+			EventID: []string{"{form:id}"}},
 	)
 	b64mac := func(key, msg string) string {
 		m := hmac.New(sha256.New, []byte(key))
@@ -79,6 +86,40 @@ func TestHandshakesBatchA(t *testing.T) {
 		if string(r.Body) != "9f2c" || r.mediaType(t) != "text/plain" {
 			t.Errorf("answer %q", r.Body)
 		}
+	})
+
+	t.Run("notion verification_token", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/notion", http.Header{"Content-Type": {"application/json"}}, []byte(`{"verification_token":"secret_tok_1"}`)))
+		wantStatus(t, r, http.StatusOK)
+		if r.Header.Get("X-Notion-Verification-Token") != "secret_tok_1" {
+			t.Errorf("token not returned: %v", r.Header)
+		}
+	})
+
+	t.Run("onfleet check", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/onfleet?check=c0ffee", nil, nil))
+		wantStatus(t, r, http.StatusOK)
+		if string(r.Body) != "c0ffee" {
+			t.Errorf("answer %q", r.Body)
+		}
+	})
+
+	t.Run("woocommerce ping", func(t *testing.T) {
+		r := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/woo", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, []byte("webhook_id=31")))
+		wantStatus(t, r, http.StatusOK)
+	})
+
+	t.Run("buildkite ping", func(t *testing.T) {
+		body := []byte(`{"event":"ping","service":{"id":"s1"}}`)
+		hdr := http.Header{"Content-Type": {"application/json"}, "X-Buildkite-Event": {"ping"}}
+		sign(t, "buildkite", cfg, h.clock.Now(), http.MethodPost, "", hdr, body)
+		wantStatus(t, h.do(t, h.newRequest(t, http.MethodPost, "/hooks/bk", hdr, body)), http.StatusOK)
+		unsigned := http.Header{"Content-Type": {"application/json"}, "X-Buildkite-Event": {"ping"}}
+		wantStatus(t, h.do(t, h.newRequest(t, http.MethodPost, "/hooks/bk", unsigned, body)), http.StatusUnauthorized)
+	})
+
+	t.Run("mandrill HEAD", func(t *testing.T) {
+		wantStatus(t, h.do(t, h.newRequest(t, http.MethodHead, "/hooks/mandrill", nil, nil)), http.StatusOK)
 	})
 
 	if n := h.store.writes.Load(); n != 0 {

@@ -107,6 +107,7 @@ type delivery struct {
 	start            time.Time
 	// collect, when set, receives the 2xx answer instead of the response (batch elements).
 	collect *answer
+	note    string // a handshake's note for the operator
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -139,6 +140,9 @@ func (g *Gateway) handle(c echo.Context) error {
 	}
 	if d.reason != "" {
 		fields = append(fields, zap.String("reason", d.reason))
+	}
+	if d.note != "" {
+		fields = append(fields, zap.String("note", d.note))
 	}
 	if err != nil && (ie == nil || ie.Cause != nil) {
 		fields = append(fields, zap.Error(err))
@@ -241,7 +245,7 @@ func writeHandshake(c echo.Context, d *delivery, resp *signatures.HandshakeRespo
 	if status == 0 {
 		status = http.StatusOK
 	}
-	d.status = status
+	d.status, d.note = status, resp.Note
 	ctype := resp.ContentType
 	if ctype == "" {
 		ctype = "text/plain; charset=utf-8"

@@ -6,10 +6,19 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
+	"github.com/replyonce/gateway/stores/memory"
 )
 
 // The PROVIDERS-2.md handshakes through the gateway: exact answers, 401 where the provider
@@ -127,5 +136,37 @@ func TestHandshakesBatchA(t *testing.T) {
 	}
 	if n := h.sink.totalCount(); n != 0 {
 		t.Errorf("handshakes reached the agent %d times, want never", n)
+	}
+}
+
+// Notion's verification token reaches the operator through the log, since Notion wants it pasted
+// back and it must not become a secret on its own.
+func TestNotionTokenLogged(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	src, err := ingress.NewSource(ingress.SourceConfig{Name: "notion", Provider: "notion",
+		Signature: signatures.Config{Secrets: []string{"configured"}}, Forward: ingress.ForwardConfig{URL: "http://127.0.0.1:1/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := forward.NewClient(forward.ClientOptions{})
+	t.Cleanup(client.CloseIdleConnections)
+	gw, err := ingress.New(ingress.Options{Sources: []*ingress.Source{src}, Ledger: ledger.New(memory.New(time.Now), ledger.Options{}),
+		Forwarder: forward.New(client, time.Now), Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	gw.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/hooks/notion", strings.NewReader(`{"verification_token":"secret_tok_9"}`)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	found := 0
+	for _, e := range logs.All() {
+		if note, ok := e.ContextMap()["note"].(string); ok && strings.Contains(note, "secret_tok_9") {
+			found++
+		}
+	}
+	if found != 1 {
+		t.Fatalf("token logged %d times: %v", found, logs.All())
 	}
 }

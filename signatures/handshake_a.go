@@ -70,8 +70,9 @@ func headCheck(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, b
 
 // notionHandshake: Notion's first POST to a new subscription carries {"verification_token": …}
 // and no signature; the token becomes the signing secret once the operator pastes it into
-// Notion. It is unauthenticated, so it is never stored as a secret: the answer is 200 with the
-// token in X-Notion-Verification-Token for the operator's logs. Follows PROVIDERS-2.md (?).
+// Notion. It is unauthenticated, so it is never stored as a secret: the answer is 200, and the
+// token goes to the operator in the response's Note (the gateway logs it) and in
+// X-Notion-Verification-Token. Follows PROVIDERS-2.md (?).
 func notionHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
 	tok := jsonString(r.Body, "verification_token")
 	if tok == "" || headerValue(r.Header, "X-Notion-Signature") != "" {
@@ -82,6 +83,7 @@ func notionHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeRespo
 	}
 	h := reply(http.StatusOK, "", nil)
 	h.Header.Set("X-Notion-Verification-Token", tok)
+	h.Note = "notion verification_token (paste it into Notion, then into secrets): " + tok
 	return h, true, nil
 }
 

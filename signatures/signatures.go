@@ -121,6 +121,9 @@ type HandshakeResponse struct {
 	ContentType string
 	Header      http.Header
 	Body        []byte
+	// Note is for the operator's log, never sent: what the operator must copy from this
+	// handshake (Notion's verification token).
+	Note string
 }
 
 // New builds the verifier for a provider. Unknown names wrap ErrUnknownProvider; missing or bad

@@ -216,7 +216,8 @@ var registryA = map[string]*def{
 		info: sigHeaders("X-Spark-Signature").with("{json:created}", "{json:id}:{json:data.id}:{json:event}"),
 		hmac: bodyMAC(sha1.New, "X-Spark-Signature", encHex, ""),
 	},
-	// devcenter.heroku.com app webhooks: base64 HMAC-SHA256 of the body (?).
+	// devcenter.heroku.com/articles/addon-webhooks: Heroku-Webhook-Hmac-SHA256 is the HMAC-SHA256
+	// of the body with the subscription's secret; base64 as the app-webhooks article is cited (?).
 	"heroku": {
 		info: sigHeaders("Heroku-Webhook-Hmac-Sha256").with("{json:created_at}", "{json:id}").fwd("Heroku-Webhook-Id"),
 		hmac: bodyMAC(sha256.New, "Heroku-Webhook-Hmac-Sha256", encBase64, ""),
@@ -232,7 +233,8 @@ var registryA = map[string]*def{
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Frameio-Signature"}, prefix: "v0=",
 			tsHeader: "X-Frameio-Request-Timestamp", content: []seg{lit("v0:"), sTS, lit(":"), sBody}, tolerance: tol5m},
 	},
-	// CircleCI: v1=<hex> in a comma-separated versioned list, over the body (?).
+	// circleci.com/docs/webhooks: Circleci-Signature, deliveries may repeat and are deduplicated by
+	// the payload's id; the v1=<hex> comma-separated list format follows secondary sources (?).
 	"circleci": {
 		info: sigHeaders("Circleci-Signature").with("{json:happened_at}", "{json:id}").fwd("Circleci-Event-Type"),
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"Circleci-Signature"}, prefix: "v1=", format: fmtList, sep: ',', content: bodyOnlySeg()},

@@ -54,6 +54,9 @@ func BenchmarkBareHMAC(b *testing.B) {
 // BenchmarkVerify measures a successful Verify per provider and body size.
 func BenchmarkVerify(b *testing.B) {
 	for _, p := range Providers() {
+		if familyOwnHarness[p] {
+			continue // BenchmarkFamilyWarm
+		}
 		keys := testKeys(b, p)
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("%s/%dKiB", p, n>>10), func(b *testing.B) {
@@ -93,7 +96,7 @@ func BenchmarkVerifyVsBare(b *testing.B) {
 	skip := map[string]bool{"discord": true, "sendgrid": true, "gitlab": true, "telegram": true, "postmark": true,
 		"msgraph": true, "mailgun": true, "hmac": true}
 	for _, p := range Providers() {
-		if skip[p] {
+		if skip[p] || familyNotHMAC[p] {
 			continue
 		}
 		h := hashes[p]

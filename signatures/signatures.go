@@ -42,6 +42,10 @@ type Config struct {
 	VerifyToken string
 	// HMAC configures the generic "hmac" provider and is required for it.
 	HMAC *HMACConfig
+	// Fetcher fetches and caches the certificates and keys of the schemes that look them up at
+	// run time (sns, paypal, plaid). Share one across sources so the cache is shared; nil gives
+	// each verifier its own with default settings (system roots, a 10 s timeout).
+	Fetcher *Fetcher
 }
 
 // HMACConfig describes a generic HMAC scheme for providers not listed by name.
@@ -160,8 +164,11 @@ func Lookup(provider string) (Provider, error) {
 
 // Providers returns the registered provider names, sorted.
 func Providers() []string {
-	names := make([]string, 0, len(registry))
+	names := make([]string, 0, len(registry)+len(familyRegistry))
 	for n := range registry {
+		names = append(names, n)
+	}
+	for n := range familyRegistry {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -185,6 +192,9 @@ func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *Ha
 
 func lookup(provider string) (*def, error) {
 	d, ok := registry[provider]
+	if !ok {
+		d, ok = familyRegistry[provider]
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, provider)
 	}

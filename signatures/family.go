@@ -1,0 +1,34 @@
+package signatures
+
+// familyRegistry holds the providers of the scheme families added with PROVIDERS-2.md that need
+// code of their own: fetched certificates (sns, paypal), JWTs (plaid, vonage, monday), Ed25519 with
+// base64 keys (telnyx) and signatures inside the body (adyen, braintree). It is kept apart from
+// registry so the two lists can grow independently; lookup and Providers read both, and a name
+// may appear in only one (TestRegistryDisjoint).
+var familyRegistry = map[string]*def{
+	"telnyx": {
+		// Follows team-telnyx/telnyx-node src/lib/webhooks.ts: Ed25519 over "{timestamp}|{body}",
+		// base64 public key (32 raw bytes) and signature, 300 s either way.
+		info: Provider{EventID: []string{"{json:data.id}"}, ContextAt: "{json:data.occurred_at}",
+			SignatureHeaders: []string{telnyxSig, telnyxTS}, Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},
+		build: wrap(newTelnyxVerifier),
+		sign:  wrap(newTelnyxSigner),
+	},
+	"adyen": {
+		// Standard notifications sign eight fields of each item, not the body, so BodySigned is
+		// false; banking webhooks (HmacSignature header) sign the whole body. The event id is the
+		// first item's; a batch of several items stands as one event unless the source splits it.
+		info: Provider{EventID: []string{"{json:notificationItems.0.NotificationRequestItem.pspReference}:" +
+			"{json:notificationItems.0.NotificationRequestItem.eventCode}:{json:notificationItems.0.NotificationRequestItem.success}"},
+			ContextAt: "{json:notificationItems.0.NotificationRequestItem.eventDate}"},
+		build: wrap(newAdyen),
+	},
+	"braintree": {
+		// Follows braintree/braintree_node lib/braintree/webhook_notification_gateway.js and
+		// digest.js. The payload is base64 XML that event id templates cannot read, so the default
+		// id is the payload's signature itself: a retry of the same notification repeats it (?).
+		info: Provider{EventID: []string{"{form:bt_signature}"}, BodySigned: true, HandshakeByGET: true},
+		build:     wrap(newBraintree),
+		handshake: braintreeHandshake,
+	},
+}

@@ -27,7 +27,7 @@ var familyRegistry = map[string]*def{
 		// Follows braintree/braintree_node lib/braintree/webhook_notification_gateway.js and
 		// digest.js. The payload is base64 XML that event id templates cannot read, so the default
 		// id is the payload's signature itself: a retry of the same notification repeats it (?).
-		info: Provider{EventID: []string{"{form:bt_signature}"}, BodySigned: true, HandshakeByGET: true},
+		info:      Provider{EventID: []string{"{form:bt_signature}"}, BodySigned: true, HandshakeByGET: true},
 		build:     wrap(newBraintree),
 		handshake: braintreeHandshake,
 	},

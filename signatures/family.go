@@ -31,4 +31,22 @@ var familyRegistry = map[string]*def{
 		build:     wrap(newBraintree),
 		handshake: braintreeHandshake,
 	},
+	"vonage": {
+		// PROVIDERS-2 marks the row (?): follows Vonage's "Signed webhooks" page: an HS256 JWT
+		// under the account's signature secret in "Authorization: Bearer", with payload_hash the
+		// hex SHA-256 of the body. The iat window of 300 s is ours, Vonage documents none.
+		info: Provider{EventID: []string{"{json:message_uuid}:{json:status}", "{json:message_uuid}", "{json:uuid}:{json:status}", "{json:uuid}"},
+			ContextAt: "{json:timestamp}", SignatureHeaders: []string{"Authorization"},
+			Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},
+		build: wrap(newHS("vonage", "payload_hash", tol5m, true, "Vonage")),
+	},
+	"monday": {
+		// (?) from monday.com's app docs: integration apps get an HS256 JWT signed with the app's
+		// signing secret in Authorization (sent without "Bearer"; both accepted). It does not
+		// cover the body, so BodySigned is false; exp is honoured when present.
+		info: Provider{EventID: []string{"{json:event.triggerUuid}"}, ContextAt: "{json:event.triggerTime}",
+			SignatureHeaders: []string{"Authorization"}},
+		build:     wrap(newHS("monday", "", 0, false, "")),
+		handshake: mondayHandshake,
+	},
 }

@@ -42,6 +42,12 @@
 // SubjectPublicKeyInfo, PEM also accepted), and a signer takes a P-256 private key as base64 DER
 // PKCS#8 (PEM also accepted).
 //
+// Fetched keys (sns, paypal, plaid): the certificate or key is fetched at run time through a
+// Fetcher, only from the provider's own hosts, which are compiled in (see Fetcher); it is cached
+// with a bound and a TTL. A fetch that fails for network reasons wraps ErrUnavailable, which the
+// gateway answers with 503 so the provider retries; a URL off the pinned hosts is ErrNoMatch and
+// is never requested. The JWT schemes (plaid, vonage, monday) pin their one algorithm.
+//
 // Where PROVIDERS.md marks a fact as unconfirmed, the code comment at that provider's entry in
 // providers.go says what the verifier follows.
 package signatures

@@ -1,5 +1,7 @@
 package signatures
 
+import "fmt"
+
 // familyRegistry holds the providers of the scheme families added with PROVIDERS-2.md that need
 // code of their own: fetched certificates (sns, paypal), JWTs (plaid, vonage, monday), Ed25519 with
 // base64 keys (telnyx) and signatures inside the body (adyen, braintree). It is kept apart from
@@ -49,4 +51,21 @@ var familyRegistry = map[string]*def{
 		build:     wrap(newHS("monday", "", 0, false, "")),
 		handshake: mondayHandshake,
 	},
+	"sns": {
+		// See snsScheme. The signature covers Message and its envelope (id, subject, time,
+		// topic, type), not MessageAttributes or UnsubscribeURL, so BodySigned is false.
+		info: Provider{EventID: []string{"{json:MessageId}"}, ContextAt: "{json:Timestamp}",
+			ForwardHeaders: []string{"X-Amz-Sns-Message-Type", "X-Amz-Sns-Message-Id", "X-Amz-Sns-Topic-Arn",
+				"X-Amz-Sns-Subscription-Arn"}},
+		build:     wrap(newSNS),
+		sign:      noSigner("sns"),
+		handshake: snsHandshake,
+	},
+}
+
+// noSigner: the provider signs with a private key only it holds.
+func noSigner(name string) func(Config) (any, error) {
+	return func(Config) (any, error) {
+		return nil, fmt.Errorf("%w: %s signs with its own private key; there is no signer", ErrConfig, name)
+	}
 }

@@ -297,3 +297,5 @@ func (f *Fetcher) verifyChain(b []byte, state *tls.ConnectionState, now time.Tim
 	}
 	return certs[0], nil
 }
+
+func isUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }

@@ -178,7 +178,8 @@ func Providers() []string {
 // Handshake answers a provider's endpoint verification request, if r is one. handled=false means
 // "not a handshake, go on to Verify". Where the provider signs its handshake (Slack, Zoom, Twitch,
 // Discord, GitHub and Intercom pings, Front), the signature is verified here and its error returned;
-// the gateway answers 401. Pure function: no I/O, the clock is now.
+// the gateway answers 401. No I/O and the clock is now, with one exception: Amazon SNS's
+// SubscriptionConfirmation is confirmed by a GET of its SubscribeURL through Config.Fetcher.
 func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *HandshakeResponse, handled bool, err error) {
 	d, err := lookup(provider)
 	if err != nil {

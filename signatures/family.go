@@ -61,6 +61,14 @@ var familyRegistry = map[string]*def{
 		sign:      noSigner("sns"),
 		handshake: snsHandshake,
 	},
+	"paypal": {
+		// See paypalScheme. Secrets are webhook ids.
+		info: Provider{EventID: []string{"{json:id}"}, ContextAt: "{json:create_time}",
+			ForwardHeaders:   []string{paypalID},
+			SignatureHeaders: []string{paypalSig, paypalCertURL, paypalAlgo, paypalTime}},
+		build: wrap(newPaypal),
+		sign:  noSigner("paypal"),
+	},
 }
 
 // noSigner: the provider signs with a private key only it holds.

@@ -161,6 +161,10 @@ func (f *Fetcher) do(req *http.Request, p pin) ([]byte, *tls.ConnectionState, er
 	switch {
 	case err != nil:
 		return nil, nil, fmt.Errorf("%w: %s: reading: %v", ErrUnavailable, p.name, err)
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout &&
+		resp.StatusCode != http.StatusTooManyRequests:
+		// The provider says there is no such certificate or key: the request is not authentic.
+		return nil, nil, fmt.Errorf("%w: %s answered %d", ErrNoMatch, p.name, resp.StatusCode)
 	case resp.StatusCode != http.StatusOK:
 		return nil, nil, fmt.Errorf("%w: %s answered %d", ErrUnavailable, p.name, resp.StatusCode)
 	case int64(len(b)) > f.maxBytes:
@@ -213,7 +217,9 @@ func (f *Fetcher) store(key string, val any, expires time.Time) {
 }
 
 // load returns the cached value for key or computes it once (concurrent callers share one fetch).
-func (f *Fetcher) load(key string, now time.Time, fetch func() (any, time.Time, error)) (any, error) {
+// A refusal (ErrNoMatch) is remembered for negTTL when that is positive, so that made-up key ids
+// cannot make every request cost an outbound call.
+func (f *Fetcher) load(key string, now time.Time, negTTL time.Duration, fetch func() (any, time.Time, error)) (any, error) {
 	if v, ok := f.cached(key, now); ok {
 		if err, isErr := v.(error); isErr {
 			return nil, err
@@ -223,6 +229,9 @@ func (f *Fetcher) load(key string, now time.Time, fetch func() (any, time.Time, 
 	v, err, _ := f.group.Do(key, func() (any, error) {
 		v, exp, err := fetch()
 		if err != nil {
+			if negTTL > 0 && errors.Is(err, ErrNoMatch) {
+				f.store(key, err, now.Add(negTTL))
+			}
 			return nil, err
 		}
 		f.store(key, v, exp)
@@ -237,7 +246,7 @@ func (f *Fetcher) certificate(raw string, p pin, now time.Time) (*x509.Certifica
 	if _, err := p.check(raw); err != nil {
 		return nil, err
 	}
-	v, err := f.load("cert "+raw, now, func() (any, time.Time, error) {
+	v, err := f.load("cert "+raw, now, 0, func() (any, time.Time, error) {
 		b, state, err := f.get(raw, p)
 		if err != nil {
 			return nil, time.Time{}, err

@@ -31,7 +31,8 @@ func parseJWT(raw, alg string, now time.Time, keyFn jwt.Keyfunc, name string) (j
 	switch {
 	case err == nil:
 		return claims, nil
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConfig):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrConfig), errors.Is(err, ErrMalformed), errors.Is(err, ErrNoMatch):
+		// From our key lookup: already says what failed.
 		return nil, err
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformed, name, err)

@@ -73,7 +73,7 @@ var familyRegistry = map[string]*def{
 		// See plaidScheme. Plaid sends no event id, and PROVIDERS-2's composite (?) of type, code
 		// and item would merge later updates of one item into the first, so there is no default:
 		// configure one that suits the webhooks you receive.
-		info: Provider{SignatureHeaders: []string{plaidHeader}, Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},
+		info:  Provider{SignatureHeaders: []string{plaidHeader}, Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},
 		build: wrap(newPlaid),
 		sign:  noSigner("plaid"),
 	},

@@ -17,6 +17,9 @@ var benchSizes = []int{1 << 10, 64 << 10}
 
 // benchBody is a body of about n bytes in the provider's format.
 func benchBody(provider string, n int) []byte {
+	if b := familyBenchBody(provider, n); b != nil {
+		return b
+	}
 	pad := strings.Repeat("a", n)
 	switch provider {
 	case "twilio":

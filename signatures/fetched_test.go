@@ -131,7 +131,7 @@ var pinnedTestHosts = []string{"sns.us-east-1.amazonaws.com", "sns.cn-north-1.am
 	"api.paypal.com", "api-m.sandbox.paypal.com", "production.plaid.com", "sandbox.plaid.com",
 	"evil.example.com", "sns.us-east-1.amazonaws.com.evil.com"}
 
-func newPKIEnv(t *testing.T) *pkiEnv {
+func newPKIEnv(t testing.TB) *pkiEnv {
 	t.Helper()
 	e := &pkiEnv{ca: newTestCA(t, "Test Root CA", testRSAKey(t, 0)), routes: map[string]func(http.ResponseWriter, *http.Request){}}
 	srvCert := e.ca.issue(t, &testRSAKey(t, 1).PublicKey, "test server", append([]string{"localhost"}, pinnedTestHosts...),
@@ -184,7 +184,7 @@ func (e *pkiEnv) fetcher(o FetcherOptions) *Fetcher {
 }
 
 // signingCert issues a signing certificate for key and serves it at https://hostPath.
-func (e *pkiEnv) signingCert(t *testing.T, hostPath string, key *rsa.PrivateKey) string {
+func (e *pkiEnv) signingCert(t testing.TB, hostPath string, key *rsa.PrivateKey) string {
 	t.Helper()
 	c := e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(-time.Hour), t0.Add(30*24*time.Hour))
 	e.serve(hostPath, pemOf(c))
@@ -192,7 +192,7 @@ func (e *pkiEnv) signingCert(t *testing.T, hostPath string, key *rsa.PrivateKey)
 }
 
 // snsMessage is a test-side SNS message, signed independently of the verifier's code.
-func snsSign(t *testing.T, key *rsa.PrivateKey, version string, fields map[string]string) []byte {
+func snsSign(t testing.TB, key *rsa.PrivateKey, version string, fields map[string]string) []byte {
 	t.Helper()
 	var order []string
 	switch fields["Type"] {
@@ -236,7 +236,7 @@ func snsNotification(certURL string) map[string]string {
 		"UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe&SubscriptionArn=" + snsTopic + ":x"}
 }
 
-func snsVerifier(t *testing.T, f *Fetcher, topics ...string) Scheme {
+func snsVerifier(t testing.TB, f *Fetcher, topics ...string) Scheme {
 	t.Helper()
 	if len(topics) == 0 {
 		topics = []string{snsTopic}

@@ -19,7 +19,7 @@ import (
 
 const paypalWebhookID = "1JE4291016473214C"
 
-func paypalSigned(t *testing.T, key *rsa.PrivateKey, certURL, webhookID string, body []byte, at time.Time) *Request {
+func paypalSigned(t testing.TB, key *rsa.PrivateKey, certURL, webhookID string, body []byte, at time.Time) *Request {
 	t.Helper()
 	id, ts := "69cd13f0-d67a-11e5-baa3-778b53f4ae55", at.UTC().Format(time.RFC3339)
 	msg := fmt.Sprintf("%s|%s|%s|%d", id, ts, webhookID, crc32.ChecksumIEEE(body))

@@ -25,7 +25,7 @@ type plaidKeys struct {
 	asked   []map[string]string
 }
 
-func plaidServer(t *testing.T, e *pkiEnv, host string) *plaidKeys {
+func plaidServer(t testing.TB, e *pkiEnv, host string) *plaidKeys {
 	t.Helper()
 	pk := &plaidKeys{keys: map[string]*ecdsa.PrivateKey{}, expired: map[string]int64{}}
 	e.route(host+"/webhook_verification_key/get", func(w http.ResponseWriter, r *http.Request) {
@@ -67,7 +67,7 @@ func (pk *plaidKeys) requests() int {
 	return len(pk.asked)
 }
 
-func plaidToken(t *testing.T, key *ecdsa.PrivateKey, kid string, body []byte, iat time.Time) string {
+func plaidToken(t testing.TB, key *ecdsa.PrivateKey, kid string, body []byte, iat time.Time) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iat": iat.Unix(), "request_body_sha256": bodyHash(body)})
 	tok.Header["kid"] = kid

@@ -90,9 +90,21 @@ func parseSNS(h http.Header, body []byte) (*snsMessage, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, fmt.Errorf("%w: body is not JSON", ErrMalformed)
 	}
+	// One pass over the top-level object; the first occurrence of a key counts, as gjson's Get
+	// would have it.
+	top := map[string]gjson.Result{}
 	doc := gjson.ParseBytes(body)
+	if !doc.IsObject() {
+		return nil, fmt.Errorf("%w: body is not a JSON object", ErrMalformed)
+	}
+	doc.ForEach(func(k, v gjson.Result) bool {
+		if _, seen := top[k.Str]; !seen && len(top) < 64 {
+			top[k.Str] = v
+		}
+		return true
+	})
 	str := func(k string) (string, bool) {
-		v := doc.Get(gjson.Escape(k))
+		v := top[k]
 		return v.Str, v.Type == gjson.String
 	}
 	m := &snsMessage{}
@@ -131,7 +143,7 @@ func parseSNS(h http.Header, body []byte) (*snsMessage, error) {
 		name, optional := strings.CutSuffix(f, "?")
 		v, ok := str(name)
 		if !ok {
-			if optional && !doc.Get(name).Exists() {
+			if _, present := top[name]; optional && !present {
 				continue
 			}
 			return nil, fmt.Errorf("%w: body field %s", ErrMissingHeader, name)

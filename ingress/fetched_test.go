@@ -50,3 +50,21 @@ func TestFetchedCertificateAnswers(t *testing.T) {
 	}
 	h.assertNothingRecorded(t, "sns:m-1")
 }
+
+// Braintree's bt_challenge arrives as a GET and is answered at the edge with the SDKs' published
+// answer; it writes nothing.
+func TestBraintreeChallengeAtTheEdge(t *testing.T) {
+	h := newHarness(t, ingress.SourceConfig{Name: "bt", Provider: "braintree",
+		Signature: signatures.Config{Secrets: []string{"integration_public_key:integration_private_key"}},
+		EventID:   []string{"{form:bt_signature}"}})
+	r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/bt?bt_challenge=20f9f8ed05f77439fe955c977e4c8a53", nil, nil))
+	wantStatus(t, r, http.StatusOK)
+	if string(r.Body) != "integration_public_key|d9b899556c966b3f06945ec21311865d35df3ce4" {
+		t.Fatalf("body %q", r.Body)
+	}
+	r = h.do(t, h.newRequest(t, http.MethodGet, "/hooks/bt?bt_challenge=not-hex", nil, nil))
+	wantStatus(t, r, http.StatusUnauthorized)
+	if h.sink.totalCount() != 0 {
+		t.Errorf("the agent received %d requests", h.sink.totalCount())
+	}
+}

@@ -20,6 +20,8 @@ var familyRegistry = map[string]*def{
 		// Standard notifications sign eight fields of each item, not the body, so BodySigned is
 		// false; banking webhooks (HmacSignature header) sign the whole body. The event id is the
 		// first item's; a batch of several items stands as one event unless the source splits it.
+		// No "[accepted]" body is needed: since 2024 Adyen accepts any 2xx (Adyen knowledge hub,
+		// "webhooks-accept-2xx"), and every 2xx the gateway sends means recorded.
 		info: Provider{EventID: []string{"{json:notificationItems.0.NotificationRequestItem.pspReference}:" +
 			"{json:notificationItems.0.NotificationRequestItem.eventCode}:{json:notificationItems.0.NotificationRequestItem.success}"},
 			ContextAt: "{json:notificationItems.0.NotificationRequestItem.eventDate}"},

@@ -304,6 +304,10 @@ func (f *Fetcher) verifyChain(b []byte, state *tls.ConnectionState, now time.Tim
 	if err != nil {
 		return nil, err
 	}
+	// As aws-sdk-java-v2's SNS validator does: a certificate restricted to other uses does not sign.
+	if ku := certs[0].KeyUsage; ku != 0 && ku&x509.KeyUsageDigitalSignature == 0 {
+		return nil, errors.New("certificate key usage excludes digital signatures")
+	}
 	return certs[0], nil
 }
 

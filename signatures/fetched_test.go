@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -420,6 +421,14 @@ func TestSNSCertificateChain(t *testing.T) {
 		"not yet":     e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(time.Hour), t0.Add(48*time.Hour)),
 		"self-signed": newTestCA(t, "sns.amazonaws.com", key).cert,
 	}
+	encOnly := e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(-time.Hour), t0.Add(time.Hour))
+	tmpl := *encOnly
+	tmpl.KeyUsage = x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, e.ca.cert, &key.PublicKey, e.ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases["not for signatures"], _ = x509.ParseCertificate(der)
 	v := snsVerifier(t, e.fetcher(FetcherOptions{}))
 	for name, c := range cases {
 		path := "sns.us-east-1.amazonaws.com/SimpleNotificationService-" + strings.ReplaceAll(name, " ", "") + ".pem"
@@ -626,5 +635,46 @@ func TestSNSSubscriptionHandshake(t *testing.T) {
 	}
 	if _, err := NewSigner("sns", cfg); !errors.Is(err, ErrConfig) {
 		t.Fatalf("NewSigner(sns): %v", err)
+	}
+}
+
+// TestSNSPublishedVector: a notification signed by SNS itself, from aws-sdk-java-v2's tests.
+func TestSNSPublishedVector(t *testing.T) {
+	body, err := os.ReadFile("testdata/sns/aws-sdk-java-v2-sample-message.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := os.ReadFile("testdata/sns/aws-sdk-java-v2-unit-test-public-cert.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newPKIEnv(t)
+	e.serve("sns.us-east-1.amazonaws.com/SimpleNotificationService-bb750dd426d95ee9390147a5624348ee.pem", pemBytes)
+	blk, _ := pem.Decode(pemBytes)
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf) // its 2015 Symantec issuer is no longer trusted; trust the leaf itself
+	at := time.Date(2015, 9, 20, 1, 22, 14, 0, time.UTC)
+	v := snsVerifier(t, e.fetcher(FetcherOptions{Roots: roots}), "arn:aws:sns:us-east-1:810605503585:just_testing")
+	if err := v.Verify(&Request{Body: body}, at); err != nil {
+		t.Fatalf("SNS-signed message rejected: %v", err)
+	}
+	for _, c := range [][2]string{{`"boo"`, `"bop"`}, {"this is raw", "this is ram"}, {"01:22:14.001Z", "01:22:14.002Z"}} {
+		changed := strings.Replace(string(body), c[0], c[1], 1)
+		if err := v.Verify(&Request{Body: []byte(changed)}, at); !errors.Is(err, ErrNoMatch) {
+			t.Errorf("%s → %s: %v", c[0], c[1], err)
+		}
+	}
+	// Unsigned parts (MessageAttributes, UnsubscribeURL) are not covered, as AWS documents.
+	if err := v.Verify(&Request{Body: []byte(strings.Replace(string(body), "realtime", "delayed", 1))}, at); err != nil {
+		t.Errorf("MessageAttributes are not signed, yet: %v", err)
+	}
+	// After the certificate's NotAfter the chain no longer verifies.
+	late := snsVerifier(t, e.fetcher(FetcherOptions{Roots: roots}), "*")
+	if err := late.Verify(&Request{Body: body}, time.Date(2017, 1, 1, 0, 0, 0, 0, time.UTC)); !errors.Is(err, ErrNoMatch) {
+		t.Errorf("expired certificate: %v", err)
 	}
 }

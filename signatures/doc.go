@@ -42,6 +42,11 @@
 // SubjectPublicKeyInfo, PEM also accepted), and a signer takes a P-256 private key as base64 DER
 // PKCS#8 (PEM also accepted).
 //
+// Secrets of the newer families: Telnyx, the base64 Ed25519 public key (a signer takes the base64
+// seed); Adyen, the hex HMAC key; Braintree, "public_key:private_key"; Vonage and monday.com, the
+// signing secret; SNS, the allowed TopicArns or account ids; PayPal, webhook ids; Plaid,
+// "client_id:secret" with an optional "sandbox:" in front.
+//
 // Fetched keys (sns, paypal, plaid): the certificate or key is fetched at run time through a
 // Fetcher, only from the provider's own hosts, which are compiled in (see Fetcher); it is cached
 // with a bound and a TTL. A fetch that fails for network reasons wraps ErrUnavailable, which the

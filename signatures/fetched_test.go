@@ -284,6 +284,14 @@ func TestSNSSignVerify(t *testing.T) {
 	if n := len(e.tr.seen()); n != 1 {
 		t.Fatalf("%d fetches, want 1: %v", n, e.tr.seen())
 	}
+	// A null Subject is not signed, like an absent one.
+	nullSubject := snsNotification(certURL)
+	delete(nullSubject, "Subject")
+	nb := snsSign(t, key, "2", nullSubject)
+	nb = []byte(strings.Replace(string(nb), `{`, `{"Subject":null,`, 1))
+	if err := v.Verify(&Request{Body: nb}, t0); err != nil {
+		t.Fatalf("null Subject: %v", err)
+	}
 	// A v1 signature presented as v2 does not verify.
 	body := snsSign(t, key, "1", snsNotification(certURL))
 	body = []byte(strings.Replace(string(body), `"SignatureVersion":"1"`, `"SignatureVersion":"2"`, 1))

@@ -143,7 +143,8 @@ func parseSNS(h http.Header, body []byte) (*snsMessage, error) {
 		name, optional := strings.CutSuffix(f, "?")
 		v, ok := str(name)
 		if !ok {
-			if _, present := top[name]; optional && !present {
+			// An absent or null Subject is not signed (the PHP validator's isset).
+			if v, present := top[name]; optional && (!present || v.Type == gjson.Null) {
 				continue
 			}
 			return nil, fmt.Errorf("%w: body field %s", ErrMissingHeader, name)

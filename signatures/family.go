@@ -42,15 +42,19 @@ var familyRegistry = map[string]*def{
 		info: Provider{EventID: []string{"{json:message_uuid}:{json:status}", "{json:message_uuid}", "{json:uuid}:{json:status}", "{json:uuid}"},
 			ContextAt: "{json:timestamp}", SignatureHeaders: []string{"Authorization"},
 			Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},
-		build: wrap(newHS("vonage", "payload_hash", tol5m, true, "Vonage")),
+		build: wrap(newHS("vonage", "payload_hash", tol5m, true, "Vonage", false)),
 	},
 	"monday": {
-		// (?) from monday.com's app docs: integration apps get an HS256 JWT signed with the app's
-		// signing secret in Authorization (sent without "Bearer"; both accepted). It does not
-		// cover the body, so BodySigned is false; exp is honoured when present.
+		// Follows monday.com's developer docs ("Authorization header", "Integration
+		// authorization"): a JWT in Authorization (without "Bearer"; both accepted) signed with
+		// the app's signing secret, or its client secret for webhooks of the authed lifecycle;
+		// exp must be present and unexpired, and aud must be the endpoint (checked against url
+		// when the source sets it). HS256 is what monday's examples (jsonwebtoken with the secret)
+		// produce (?). It does not cover the body, so BodySigned is false. Webhooks created with a
+		// personal API key are not signed at all and cannot use this provider.
 		info: Provider{EventID: []string{"{json:event.triggerUuid}"}, ContextAt: "{json:event.triggerTime}",
 			SignatureHeaders: []string{"Authorization"}},
-		build:     wrap(newHS("monday", "", 0, false, "")),
+		build:     wrap(newHS("monday", "", 0, false, "", true)),
 		handshake: mondayHandshake,
 	},
 	"sns": {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,11 +90,16 @@ type hsScheme struct {
 	iatTol   time.Duration // 0 = iat not required
 	bearer   bool          // the signer writes "Bearer <jwt>"
 	issuer   string        // iss the signer writes
+	audience bool          // aud must equal Config.URL when that is set; exp is required
+	aud      string
 }
 
-func newHS(name, bodyHash string, defTol time.Duration, bearerPrefix bool, iss string) func(Config) (*hsScheme, error) {
+func newHS(name, bodyHash string, defTol time.Duration, bearerPrefix bool, iss string, audience bool) func(Config) (*hsScheme, error) {
 	return func(cfg Config) (*hsScheme, error) {
-		s := &hsScheme{name: name, bodyHash: bodyHash, bearer: bearerPrefix, issuer: iss}
+		s := &hsScheme{name: name, bodyHash: bodyHash, bearer: bearerPrefix, issuer: iss, audience: audience}
+		if audience {
+			s.aud = cfg.URL
+		}
 		if defTol > 0 {
 			s.iatTol = tolerance(cfg, defTol)
 		}
@@ -120,6 +126,14 @@ func (s *hsScheme) Verify(r *Request, now time.Time) error {
 			last = err
 			continue
 		}
+		if s.audience {
+			if _, ok := c["exp"]; !ok {
+				return fmt.Errorf("%w: Authorization claim exp", ErrMissingHeader)
+			}
+			if aud, _ := c.GetAudience(); s.aud != "" && !slices.Contains(aud, s.aud) {
+				return fmt.Errorf("%w: Authorization claim aud %q is not this endpoint's url", ErrNoMatch, aud)
+			}
+		}
 		if s.iatTol > 0 {
 			if err := claimTime(c, "iat", now, s.iatTol, "Authorization"); err != nil {
 				return err
@@ -138,6 +152,9 @@ func (s *hsScheme) Sign(r *Request, now time.Time) error {
 	if s.issuer != "" {
 		c["iss"] = s.issuer
 	}
+	if s.aud != "" {
+		c["aud"] = s.aud
+	}
 	if s.bodyHash != "" {
 		sum := sha256.Sum256(r.Body)
 		c[s.bodyHash] = hex.EncodeToString(sum[:])
@@ -155,9 +172,9 @@ func (s *hsScheme) Sign(r *Request, now time.Time) error {
 	return nil
 }
 
-// mondayHandshake echoes the challenge monday.com posts when a webhook is created: the same
-// JSON back. The challenge is not checked against a signature (monday.com's webhook docs show
-// none on it (?)); echoing it reveals nothing and writes nothing.
+// mondayHandshake echoes the challenge monday.com posts when a webhook is created: HTTP 200 and
+// the same JSON back. It is not checked against a signature (webhooks created with a personal API
+// key carry none); echoing it reveals nothing and writes nothing.
 func mondayHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
 	if r.Method != http.MethodPost || jsonString(r.Body, "challenge") == "" || jsonString(r.Body, "event") != "" {
 		return nil, false, nil

@@ -85,15 +85,40 @@ func TestMonday(t *testing.T) {
 	const key = "monday-signing-secret"
 	cfg := Config{Secrets: []string{key}}
 	body := familyBody("monday", t0)
-	claims := jwt.MapClaims{"accountId": 1, "userId": 2, "aud": "https://example.com/monday", "iat": t0.Unix()}
-	for _, auth := range []string{hsToken(t, key, claims), "Bearer " + hsToken(t, key, claims)} {
-		if err := verify(t, "monday", cfg, &Request{Header: http.Header{"Authorization": {auth}}, Body: body}, t0); err != nil {
-			t.Errorf("%.10s…: %v", auth, err)
+	claims := jwt.MapClaims{"accountId": 1, "userId": 2, "aud": "https://example.com/monday", "iat": t0.Unix(),
+		"exp": t0.Add(5 * time.Minute).Unix(), "shortLivedToken": "slt"}
+	with := func(k string, v any) string {
+		c := jwt.MapClaims{}
+		for kk, vv := range claims {
+			c[kk] = vv
 		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return hsToken(t, key, c)
 	}
-	claims["exp"] = t0.Add(-time.Minute).Unix()
-	if err := verify(t, "monday", cfg, &Request{Header: http.Header{"Authorization": {hsToken(t, key, claims)}}, Body: body}, t0); !errors.Is(err, ErrStale) {
-		t.Errorf("expired token: %v", err)
+	withURL := Config{Secrets: []string{key}, URL: "https://example.com/monday"}
+	cases := []struct {
+		name string
+		cfg  Config
+		auth string
+		want error
+	}{
+		{"raw token", cfg, with("x", nil), nil},
+		{"Bearer token", cfg, "Bearer " + with("x", nil), nil},
+		{"aud is our url", withURL, with("x", nil), nil},
+		{"aud is another endpoint", withURL, with("aud", "https://other.example/hook"), ErrNoMatch},
+		{"expired", cfg, with("exp", t0.Add(-time.Minute).Unix()), ErrStale},
+		{"no exp", cfg, with("exp", nil), ErrMissingHeader},
+		{"wrong secret", cfg, hsToken(t, "other", claims), ErrNoMatch},
+	}
+	for _, c := range cases {
+		err := verify(t, "monday", c.cfg, &Request{Header: http.Header{"Authorization": {c.auth}}, Body: body}, t0)
+		if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
 	}
 
 	// The challenge: echoed as the same JSON, no signature needed, nothing else claimed.

@@ -39,6 +39,9 @@ var familyRegistry = map[string]*def{
 		// PROVIDERS-2 marks the row (?): follows Vonage's "Signed webhooks" page: an HS256 JWT
 		// under the account's signature secret in "Authorization: Bearer", with payload_hash the
 		// hex SHA-256 of the body. The iat window of 300 s is ours, Vonage documents none.
+		// Vonage's page also says an internal error may send a callback unsigned, to be answered
+		// with a 5xx so that it is retried signed: a request without Authorization is therefore
+		// ErrUnavailable (503), never accepted.
 		info: Provider{EventID: []string{"{json:message_uuid}:{json:status}", "{json:message_uuid}", "{json:uuid}:{json:status}", "{json:uuid}"},
 			ContextAt: "{json:timestamp}", SignatureHeaders: []string{"Authorization"},
 			Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},

@@ -32,6 +32,9 @@ var familyOwnHarness = map[string]bool{"sns": true, "paypal": true, "plaid": tru
 var familyNotHMAC = map[string]bool{"sns": true, "paypal": true, "plaid": true, "telnyx": true,
 	"vonage": true, "monday": true, "adyen": true, "braintree": true}
 
+// familyUnsignedRetry: providers whose documentation asks for a 5xx on an unsigned request.
+var familyUnsignedRetry = map[string]bool{"vonage": true}
+
 var familyHandshakes = map[string]bool{"braintree": true, "sns": true, "monday": true}
 
 func familyNames() []string { return slices.Sorted(maps.Keys(familyRegistry)) }

@@ -18,10 +18,11 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// ErrUnavailable: a certificate or key needed to verify could not be fetched (network, timeout,
-// the provider's endpoint answering an error). The request may well be authentic, so the gateway
-// answers 503 and the provider retries, rather than 401.
-var ErrUnavailable = errors.New("signatures: verification key or certificate unavailable")
+// ErrUnavailable: the request cannot be verified now but may well be authentic, so the gateway
+// answers 503 and the provider retries, rather than 401. Either a certificate or key could not be
+// fetched (network, timeout, the provider's endpoint failing), or the provider documents that it
+// sometimes sends a request unsigned and retries it signed after a 5xx (Vonage).
+var ErrUnavailable = errors.New("signatures: cannot be verified now, retry")
 
 // FetcherOptions configures a Fetcher. Zero values take the defaults given.
 type FetcherOptions struct {

@@ -89,14 +89,17 @@ type hsScheme struct {
 	bodyHash string        // claim holding the hex SHA-256 of the body; "" = not body-bound
 	iatTol   time.Duration // 0 = iat not required
 	bearer   bool          // the signer writes "Bearer <jwt>"
-	issuer   string        // iss the signer writes
-	audience bool          // aud must equal Config.URL when that is set; exp is required
-	aud      string
+	// unsignedRetry: a request without Authorization wraps ErrUnavailable (answered 503).
+	unsignedRetry bool
+	issuer        string // iss the signer writes
+	audience      bool   // aud must equal Config.URL when that is set; exp is required
+	aud           string
 }
 
 func newHS(name, bodyHash string, defTol time.Duration, bearerPrefix bool, iss string, audience bool) func(Config) (*hsScheme, error) {
 	return func(cfg Config) (*hsScheme, error) {
-		s := &hsScheme{name: name, bodyHash: bodyHash, bearer: bearerPrefix, issuer: iss, audience: audience}
+		s := &hsScheme{name: name, bodyHash: bodyHash, bearer: bearerPrefix, issuer: iss, audience: audience,
+			unsignedRetry: name == "vonage"}
 		if audience {
 			s.aud = cfg.URL
 		}
@@ -111,6 +114,10 @@ func newHS(name, bodyHash string, defTol time.Duration, bearerPrefix bool, iss s
 }
 
 func (s *hsScheme) Verify(r *Request, now time.Time) error {
+	if s.unsignedRetry && headerValue(r.Header, "Authorization") == "" {
+		return fmt.Errorf("%w: no Authorization: %s sends unsigned callbacks after an internal error and retries them on a 5xx",
+			ErrUnavailable, s.name)
+	}
 	h, err := requireHeader(r.Header, "Authorization")
 	if err != nil {
 		return err

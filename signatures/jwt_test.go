@@ -71,6 +71,7 @@ func TestVonageClaims(t *testing.T) {
 		{"ES256 token", "Bearer " + esTok, ErrNoMatch},
 		{"HS512 token", "Bearer " + hs512, ErrNoMatch},
 		{"not a JWT", "Bearer abc.def", ErrMalformed},
+		{"unsigned callback", "", ErrUnavailable},
 	}
 	for _, c := range cases {
 		r := &Request{Header: http.Header{"Authorization": {c.auth}}, Body: body}

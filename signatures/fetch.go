@@ -242,12 +242,13 @@ func (f *Fetcher) load(key string, now time.Time, negTTL time.Duration, fetch fu
 }
 
 // certificate fetches the signing certificate at raw (pinned by p), verifies its chain against
-// the roots at time now, and caches it by URL.
+// the roots at time now, and caches it by URL. A refusal (no such certificate, a chain that does
+// not verify) is remembered for a minute, so repeating a bad URL does not repeat the fetch.
 func (f *Fetcher) certificate(raw string, p pin, now time.Time) (*x509.Certificate, error) {
 	if _, err := p.check(raw); err != nil {
 		return nil, err
 	}
-	v, err := f.load("cert "+raw, now, 0, func() (any, time.Time, error) {
+	v, err := f.load("cert "+raw, now, time.Minute, func() (any, time.Time, error) {
 		b, state, err := f.get(raw, p)
 		if err != nil {
 			return nil, time.Time{}, err

@@ -566,8 +566,19 @@ func TestFetcherBounds(t *testing.T) {
 			}
 		}
 		// A 404 means there is no such certificate: not authentic, not worth a retry.
-		if err := snsVerifier(t, f).Verify(msg("missing.pem"), t0); !errors.Is(err, ErrNoMatch) {
-			t.Errorf("missing.pem: %v", err)
+		before := len(e.tr.seen())
+		for range 3 {
+			if err := snsVerifier(t, f).Verify(msg("missing.pem"), t0); !errors.Is(err, ErrNoMatch) {
+				t.Errorf("missing.pem: %v", err)
+			}
+		}
+		// ... and remembered for a minute: one fetch for three requests, another after it.
+		if n := len(e.tr.seen()) - before; n != 1 {
+			t.Errorf("missing.pem fetched %d times", n)
+		}
+		_ = snsVerifier(t, f).Verify(msg("missing.pem"), t0.Add(61*time.Second))
+		if n := len(e.tr.seen()) - before; n != 2 {
+			t.Errorf("refusal remembered past a minute: %d fetches", n)
 		}
 		// Failures are not cached: the next request tries again.
 		start := len(e.tr.seen())

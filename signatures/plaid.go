@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -34,8 +35,10 @@ type plaidScheme struct {
 const (
 	plaidHeader  = "Plaid-Verification"
 	plaidKeyPath = "/webhook_verification_key/get"
-	maxKid       = 256
 )
+
+// plaidKid: Plaid's key ids are UUIDs; anything outside this shape is refused before a lookup.
+var plaidKid = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 var plaidHosts = []string{"production.plaid.com", "sandbox.plaid.com", "development.plaid.com"}
 
@@ -65,7 +68,7 @@ func (s *plaidScheme) Verify(r *Request, now time.Time) error {
 	}
 	c, err := parseJWT(strings.TrimSpace(tok), "ES256", now, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
-		if kid == "" || len(kid) > maxKid {
+		if !plaidKid.MatchString(kid) {
 			return nil, fmt.Errorf("%w: %s has no usable kid", ErrMalformed, plaidHeader)
 		}
 		return s.f.plaidKey(s.host, s.id, s.secret, kid, now)

@@ -30,10 +30,10 @@ import (
 // account), or "*" for any topic. SNS documents no freshness window and retries a message with
 // its original Timestamp, so the timestamp is checked only when the source sets a tolerance.
 type snsScheme struct {
-	f      *Fetcher
-	topics []string
-	any    bool
-	tol    time.Duration
+	f        *Fetcher
+	topics   []string
+	anyTopic bool
+	tol      time.Duration
 }
 
 var snsHost = regexp.MustCompile(`^sns\.[a-z0-9-]{3,}\.amazonaws\.com(\.cn)?$`)
@@ -59,7 +59,7 @@ func newSNS(cfg Config) (*snsScheme, error) {
 	for i, t := range cfg.Secrets {
 		switch {
 		case t == "*":
-			s.any = true
+			s.anyTopic = true
 		case accountID.MatchString(t), strings.HasPrefix(t, "arn:") && strings.Count(t, ":") == 5:
 			s.topics = append(s.topics, t)
 		default:
@@ -70,7 +70,7 @@ func newSNS(cfg Config) (*snsScheme, error) {
 }
 
 func (s *snsScheme) topicAllowed(arn string) bool {
-	if s.any || slices.Contains(s.topics, arn) {
+	if s.anyTopic || slices.Contains(s.topics, arn) {
 		return true
 	}
 	parts := strings.Split(arn, ":")

@@ -87,6 +87,7 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 			if l, ok := decodeSig(sig[:], strings.ToLower(hexsig), false); !ok || l != sha1.Size {
 				return fmt.Errorf("%w: bt_signature for public key %s", ErrMalformed, pub)
 			}
+			// The variant with a newline is hashed only when the payload as sent did not match.
 			if hmac.Equal(k.digest([]byte(payload)), sig[:]) || hmac.Equal(k.digest([]byte(payload+"\n")), sig[:]) {
 				return nil
 			}

@@ -36,9 +36,12 @@ var familyRegistry = map[string]*def{
 		handshake: braintreeHandshake,
 	},
 	"vonage": {
-		// PROVIDERS-2 marks the row (?): follows Vonage's "Signed webhooks" page: an HS256 JWT
-		// under the account's signature secret in "Authorization: Bearer", with payload_hash the
-		// hex SHA-256 of the body. The iat window of 300 s is ours, Vonage documents none.
+		// PROVIDERS-2 marks the row (?); confirmed on Vonage's Messages API "Signed webhooks"
+		// page: a JWT in the Authorization header signed with the signature secret (always
+		// SHA-256, i.e. HS256; "Bearer " as Vonage's examples send it), and payload_hash the
+		// SHA-256 of the payload (hex, as Vonage's SDK helpers compare it (?)). Several secrets may
+		// be configured (the JWT's api_key says which one Vonage used). The iat window of 300 s is
+		// ours, Vonage documents none. The event ids are (?).
 		// Vonage's page also says an internal error may send a callback unsigned, to be answered
 		// with a 5xx so that it is retried signed: a request without Authorization is therefore
 		// ErrUnavailable (503), never accepted.
@@ -55,6 +58,7 @@ var familyRegistry = map[string]*def{
 		// when the source sets it). HS256 is what monday's examples (jsonwebtoken with the secret)
 		// produce (?). It does not cover the body, so BodySigned is false. Webhooks created with a
 		// personal API key are not signed at all and cannot use this provider.
+		// The event id and time fields are PROVIDERS-2's (?).
 		info: Provider{EventID: []string{"{json:event.triggerUuid}"}, ContextAt: "{json:event.triggerTime}",
 			SignatureHeaders: []string{"Authorization"}},
 		build:     wrap(newHS("monday", "", 0, false, "", true)),

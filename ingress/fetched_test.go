@@ -162,3 +162,23 @@ func TestSNSSubscriptionAtTheEdge(t *testing.T) {
 		t.Fatalf("a forged confirmation was followed: %v", aws.gets)
 	}
 }
+
+// monday.com's challenge POST is echoed as the same JSON at the edge and writes nothing.
+func TestMondayChallengeAtTheEdge(t *testing.T) {
+	h := newHarness(t, ingress.SourceConfig{Name: "monday", Provider: "monday",
+		Signature: signatures.Config{Secrets: []string{"monday-signing-secret"}}})
+	const body = `{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}`
+	r := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/monday", http.Header{"Content-Type": {"application/json"}}, []byte(body)))
+	wantStatus(t, r, http.StatusOK)
+	if string(r.Body) != body || r.mediaType(t) != "application/json" {
+		t.Fatalf("answer %q (%s)", r.Body, r.Header.Get("Content-Type"))
+	}
+	// An event without a valid JWT is refused.
+	ev := `{"event":{"type":"create_pulse","triggerUuid":"t-1"}}`
+	r = h.do(t, h.newRequest(t, http.MethodPost, "/hooks/monday", http.Header{"Content-Type": {"application/json"}}, []byte(ev)))
+	wantStatus(t, r, http.StatusUnauthorized)
+	if h.sink.totalCount() != 0 {
+		t.Errorf("the agent received %d requests", h.sink.totalCount())
+	}
+	h.assertNothingRecorded(t, "monday:t-1")
+}

@@ -218,6 +218,13 @@ func methodNotAllowed(c echo.Context, src *Source, d *delivery) error {
 }
 
 func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
+	if errors.Is(err, signatures.ErrUnavailable) {
+		// The provider's certificate or key could not be fetched: the request may be authentic,
+		// so the provider must retry rather than be told it is forged.
+		d.reason = "signature_key_unavailable"
+		return &Error{Status: http.StatusServiceUnavailable, Message: "signature cannot be checked now", Reason: "key_unavailable",
+			RetryAfter: src.retryAfter, Cause: err}
+	}
 	reason := "invalid"
 	switch {
 	case errors.Is(err, signatures.ErrMissingHeader):

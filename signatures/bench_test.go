@@ -17,6 +17,9 @@ var benchSizes = []int{1 << 10, 64 << 10}
 
 // benchBody is a body of about n bytes in the provider's format.
 func benchBody(provider string, n int) []byte {
+	if b := familyBenchBody(provider, n); b != nil {
+		return b
+	}
 	pad := strings.Repeat("a", n)
 	switch provider {
 	case "twilio", "plivo", "mandrill":
@@ -54,6 +57,9 @@ func BenchmarkBareHMAC(b *testing.B) {
 // BenchmarkVerify measures a successful Verify per provider and body size.
 func BenchmarkVerify(b *testing.B) {
 	for _, p := range Providers() {
+		if familyOwnHarness[p] {
+			continue // BenchmarkFamilyWarm
+		}
 		keys := testKeys(b, p)
 		for _, n := range benchSizes {
 			b.Run(fmt.Sprintf("%s/%dKiB", p, n>>10), func(b *testing.B) {
@@ -95,7 +101,7 @@ func BenchmarkVerifyVsBare(b *testing.B) {
 	skip := map[string]bool{"discord": true, "sendgrid": true, "gitlab": true, "telegram": true, "postmark": true,
 		"msgraph": true, "mailgun": true, "hmac": true, "okta": true, "chargebee": true, "pipedrive": true}
 	for _, p := range Providers() {
-		if skip[p] {
+		if skip[p] || familyNotHMAC[p] {
 			continue
 		}
 		h := hashes[p]

@@ -50,6 +50,17 @@
 // other secrets as raw bytes). Request-context schemes (Twilio, Plivo V3, Mandrill, Trello,
 // Contentful, HubSpot, Square) sign the public URL, so Config.URL is required for them.
 //
+// Secrets of the newer families: Telnyx, the base64 Ed25519 public key (a signer takes the base64
+// seed); Adyen, the hex HMAC key; Braintree, "public_key:private_key"; Vonage and monday.com, the
+// signing secret; SNS, the allowed TopicArns or account ids; PayPal, webhook ids; Plaid,
+// "client_id:secret" with an optional "sandbox:" in front.
+//
+// Fetched keys (sns, paypal, plaid): the certificate or key is fetched at run time through a
+// Fetcher, only from the provider's own hosts, which are compiled in (see Fetcher); it is cached
+// with a bound and a TTL. A fetch that fails for network reasons wraps ErrUnavailable, which the
+// gateway answers with 503 so the provider retries; a URL off the pinned hosts is ErrNoMatch and
+// is never requested. The JWT schemes (plaid, vonage, monday) pin their one algorithm.
+//
 // Where PROVIDERS.md or PROVIDERS-2.md marks a fact as unconfirmed, the code comment at that
 // provider's entry in providers.go or providers_a.go says what the verifier follows.
 package signatures

@@ -42,6 +42,10 @@ type Config struct {
 	VerifyToken string
 	// HMAC configures the generic "hmac" provider and is required for it.
 	HMAC *HMACConfig
+	// Fetcher fetches and caches the certificates and keys of the schemes that look them up at
+	// run time (sns, paypal, plaid). Share one across sources so the cache is shared; nil gives
+	// each verifier its own with default settings (system roots, a 10 s timeout).
+	Fetcher *Fetcher
 }
 
 // HMACConfig describes a generic HMAC scheme for providers not listed by name.
@@ -178,11 +182,14 @@ func Lookup(provider string) (Provider, error) {
 
 // Providers returns the registered provider names, sorted.
 func Providers() []string {
-	names := make([]string, 0, len(registry)+len(registryA))
+	names := make([]string, 0, len(registry)+len(registryA)+len(familyRegistry))
 	for n := range registry {
 		names = append(names, n)
 	}
 	for n := range registryA {
+		names = append(names, n)
+	}
+	for n := range familyRegistry {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -192,7 +199,8 @@ func Providers() []string {
 // Handshake answers a provider's endpoint verification request, if r is one. handled=false means
 // "not a handshake, go on to Verify". Where the provider signs its handshake (Slack, Zoom, Twitch,
 // Discord, GitHub and Intercom pings, Front), the signature is verified here and its error returned;
-// the gateway answers 401. Pure function: no I/O, the clock is now.
+// the gateway answers 401. No I/O and the clock is now, with one exception: Amazon SNS's
+// SubscriptionConfirmation is confirmed by a GET of its SubscribeURL through Config.Fetcher.
 func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *HandshakeResponse, handled bool, err error) {
 	d, err := lookup(provider)
 	if err != nil {
@@ -208,6 +216,9 @@ func lookup(provider string) (*def, error) {
 	d, ok := registry[provider]
 	if !ok {
 		d, ok = registryA[provider]
+	}
+	if !ok {
+		d, ok = familyRegistry[provider]
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, provider)

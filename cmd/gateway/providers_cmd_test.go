@@ -119,6 +119,17 @@ func snippetSecret(t *testing.T, p string) string {
 		return hex.EncodeToString([]byte("onfleet-secret"))
 	case "airtable", "msteams":
 		return base64.StdEncoding.EncodeToString([]byte("base64-secret"))
+	case "adyen":
+		return hex.EncodeToString([]byte("adyen-hmac-key"))
+	case "telnyx":
+		pub, _, _ := ed25519.GenerateKey(rand.Reader)
+		return base64.StdEncoding.EncodeToString(pub)
+	case "braintree":
+		return "public_key:private_key"
+	case "plaid":
+		return "client_id:secret"
+	case "sns":
+		return "*"
 	}
 	return "placeholder-secret"
 }

@@ -129,8 +129,11 @@ func startsWithDigits(s string) bool {
 // checkTime rejects a timestamp more than tol before or after now.
 func checkTime(ts, now time.Time, tol time.Duration, name string) error {
 	d := now.Sub(ts)
-	if d > tol || d < -tol {
-		return fmt.Errorf("%w: %s is %s from now, tolerance %s", ErrStale, name, d.Round(time.Second), tol)
+	switch {
+	case d > tol:
+		return fmt.Errorf("%w: %s is %s ago, tolerance %s", ErrStale, name, d.Round(time.Second), tol)
+	case d < -tol:
+		return fmt.Errorf("%w: %s is %s ahead of this clock, tolerance %s", ErrStale, name, (-d).Round(time.Second), tol)
 	}
 	return nil
 }

@@ -262,7 +262,9 @@ func encodeValue(v any) ([]byte, error) {
 		if !json.Valid(t) {
 			return nil, fmt.Errorf("%w: value is not valid JSON", ErrInvalid)
 		}
-		return t, nil
+		// Marshal copies the caller's buffer, which it may reuse, and
+		// compacts it as the stored document does, so that a replay from
+		// memory and one from the store say the same bytes.
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

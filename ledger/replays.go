@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"sync"
 	"time"
 )
@@ -58,8 +59,8 @@ func (c *replayCache) usable(e *Entry, now time.Time) bool {
 }
 
 // get returns a copy of the committed entry, if remembered and still
-// usable at now. The copy shares Payload and Value, which nothing in the
-// ledger modifies.
+// usable at now. The copy has its own Payload and Value: a caller may
+// change what it was handed without changing later replays.
 func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 	if c == nil {
 		return nil, false
@@ -79,6 +80,7 @@ func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 		delete(c.cur, k)
 		return nil, false
 	}
+	e.Payload, e.Value = bytes.Clone(e.Payload), bytes.Clone(e.Value)
 	return &e, true
 }
 
@@ -92,8 +94,11 @@ func (c *replayCache) remember(scope string, e *Entry, now time.Time) {
 	k := replayKey{scope, e.ID}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	cp := *e
+	// A copy of the bytes too: the entry's may still be a caller's.
+	cp.Payload, cp.Value = bytes.Clone(e.Payload), bytes.Clone(e.Value)
 	delete(c.old, k)
-	c.add(k, *e)
+	c.add(k, cp)
 }
 
 // add puts e in the current generation, turning it over when full. c.mu

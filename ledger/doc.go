@@ -41,9 +41,22 @@
 //     if nobody ended them: a run nobody touched for a week is dead.
 //   - Supersession is judged among supersede-mode runs only; exclusive and
 //     independent runs are fenced by their own deliveries and leases.
-//   - Canonical payloads are encoding/json output of the payload decoded
-//     into generic values (sorted keys, numbers as written, no HTML
-//     escaping).
+//   - An effect's id (and idempotency key) hashes its scope, intent and
+//     payload, each written after its length, so no two different triples
+//     share one. The payload is hashed in its RFC 8785 (JSON
+//     Canonicalization Scheme) form: keys sorted by UTF-16 code units and
+//     every number as the shortest ECMAScript rendering of its IEEE 754
+//     double, so 2500, 2500.0 and 2.5e3 are one effect whichever language
+//     wrote them. The limit that comes with it: integers beyond 2^53 round
+//     to the nearest double, so two that differ only past that precision
+//     are one effect; send such ids as strings. Invalid UTF-8 in a payload
+//     string becomes U+FFFD first.
+//   - Entries stored before that rule (format 1 ids: fields joined with NUL,
+//     numbers hashed as written) keep their ids, which are the idempotency
+//     keys their effects already sent. A claim, check or resolve by key
+//     looks for its format 1 id when the document has no entry under the
+//     new one, so a redelivery after the upgrade finds what it found
+//     before: the same payload, spelled as it was then.
 //   - Because committed is final, a Ledger remembers the committed entries
 //     it settled or was told of (Options.ReplayCache, bounded) and answers
 //     a later claim for one of them "replayed" without the store, until

@@ -35,10 +35,12 @@ func (l *Ledger) replayed(in claimInput) (Claim, bool) {
 	return claimFrom(in.key.scope, decision{result: Result{Status: StatusReplayed, Value: e.Value, Entry: e}}), true
 }
 
-// rememberReplay keeps the entry of a claim the store answered "replayed".
-func (l *Ledger) rememberReplay(scope string, dec decision) {
+// rememberReplay keeps the entry of a claim the store answered "replayed",
+// under the key's id: an entry stored under its format 1 id is then found
+// by the next claim's lookup too.
+func (l *Ledger) rememberReplay(k resolvedKey, dec decision) {
 	if dec.result.Status == StatusReplayed {
-		l.replays.remember(scope, dec.result.Entry, l.now())
+		l.replays.remember(k.scope, k.id, dec.result.Entry, l.now())
 	}
 }
 
@@ -172,6 +174,8 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	}
 	var dec decision
 	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+		in := in
+		in.key.id = in.key.idIn(d)
 		var derr error
 		dec, derr = decideClaim(d, in, now, l.opts)
 		return dec.changed, derr
@@ -179,7 +183,7 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	l.rememberReplay(in.key.scope, dec)
+	l.rememberReplay(in.key, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID, Reason: c.Reason})
 	return c, nil
@@ -241,7 +245,7 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	}
 	// The write landed (or the document already said so): a committed
 	// entry may answer this process's later claims for it from memory.
-	l.replays.remember(ref.Scope, res.Entry, l.now())
+	l.replays.remember(ref.Scope, ref.EntryID, res.Entry, l.now())
 	res.Err = effectErr
 	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
 	if res.Entry != nil {
@@ -398,7 +402,7 @@ func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
 	if err != nil {
 		return CheckResult{}, err
 	}
-	e := d.Entries[k.id]
+	e := d.Entries[k.idIn(d)]
 	if e == nil {
 		return CheckResult{}, nil
 	}
@@ -432,7 +436,7 @@ func (l *Ledger) Resolve(ctx context.Context, key Key, outcome Outcome) (Entry, 
 	if err != nil {
 		return Entry{}, err
 	}
-	return l.ResolveEntry(ctx, k.scope, k.id, outcome)
+	return l.resolveEntry(ctx, k.scope, k.idIn, outcome)
 }
 
 // ResolveEntry is Resolve by scope and entry id, as listed by Ambiguous.
@@ -440,12 +444,17 @@ func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcom
 	if scope == "" || entryID == "" {
 		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}
+	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome)
+}
+
+// resolveEntry resolves the entry that idIn names in the scope's document.
+func (l *Ledger) resolveEntry(ctx context.Context, scope string, idIn func(*document) string, outcome Outcome) (Entry, error) {
 	if outcome != OutcomeCommitted && outcome != OutcomeNotApplied {
 		return Entry{}, fmt.Errorf("%w: outcome must be %q or %q, got %q", ErrInvalid, OutcomeCommitted, OutcomeNotApplied, outcome)
 	}
 	var out Entry
 	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
-		e, derr := decideResolve(d, entryID, 0, outcome, "operator", now)
+		e, derr := decideResolve(d, idIn(d), 0, outcome, "operator", now)
 		if derr != nil {
 			return false, derr
 		}
@@ -455,7 +464,7 @@ func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcom
 	if err != nil {
 		return Entry{}, err
 	}
-	l.observe(Event{Type: "resolved", Scope: scope, EntryID: entryID, Intent: out.Intent})
+	l.observe(Event{Type: "resolved", Scope: scope, EntryID: out.ID, Intent: out.Intent})
 	return out, nil
 }
 

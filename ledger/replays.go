@@ -84,14 +84,15 @@ func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 	return &e, true
 }
 
-// remember keeps e if it is committed and still usable at now. Call it only
+// remember keeps e, under the id claims look it up by, if it is committed
+// and still usable at now. Call it only
 // with an entry read from, or written to, the store: never with one from a
 // decision whose write may not have landed.
-func (c *replayCache) remember(scope string, e *Entry, now time.Time) {
+func (c *replayCache) remember(scope, id string, e *Entry, now time.Time) {
 	if c == nil || e == nil || e.State != StateCommitted || e.SettledAt.IsZero() || !c.usable(e, now) {
 		return
 	}
-	k := replayKey{scope, e.ID}
+	k := replayKey{scope, id}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp := *e

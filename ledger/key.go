@@ -182,11 +182,64 @@ func appendFloat64(dst []byte, f float64) ([]byte, bool) {
 }
 
 // appendCanonicalString writes s as the general path does: encoding/json's
-// escapes without the HTML ones, and each invalid UTF-8 byte as the
-// replacement character itself (the general path decodes the \ufffd that
-// json.Marshal writes for it, then writes the character unescaped).
-func appendCanonicalString(dst []byte, s string) []byte {
-	return appendQuoted(dst, s, &jsonSafe, true)
+// escapes without the HTML ones (U+2028 and U+2029 included), and each
+// invalid UTF-8 byte as the replacement character itself (the general path
+// decodes the \ufffd that json.Marshal writes for it, then writes the
+// character unescaped).
+func appendCanonicalString(dst []byte, src string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(src); {
+		if c := src[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, src[start:i]...)
+			dst = appendEscapedASCII(dst, c)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(src[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, src[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, src[start:]...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscapedASCII writes the escape encoding/json uses for an ASCII
+// character it does not write as is.
+func appendEscapedASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '\\', '"':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 }
 
 // canonicalJSON renders v in the JSON Canonicalization Scheme (RFC 8785):

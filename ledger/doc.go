@@ -57,6 +57,10 @@
 //     looks for its format 1 id when the document has no entry under the
 //     new one, so a redelivery after the upgrade finds what it found
 //     before: the same payload, spelled as it was then.
+//   - Once, Run.Once and the ledger API client's Once are one loop
+//     (RunEffect over the Attempts interface): claim, run the effect until
+//     the claim's deadline, settle; put an ambiguous entry to the
+//     reconciler; wait for an in-flight one by the injected clock.
 //   - Because committed is final, a Ledger remembers the committed entries
 //     it settled or was told of (Options.ReplayCache, bounded) and answers
 //     a later claim for one of them "replayed" without the store, until

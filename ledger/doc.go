@@ -67,5 +67,6 @@
 //     ten minutes before its retention ends. That is the one piece of state
 //     outside the store: it makes a provider's redelivery of an event this
 //     process delivered cost no round trip, and it can only say what the
-//     store would say.
+//     store would say: it keeps its own copy of the entry, with the value
+//     in the compact form the document stores, never the caller's buffer.
 package ledger

@@ -372,3 +372,12 @@ func TestCanonicalJSONMatchesRFC8785Vectors(t *testing.T) {
 		}
 	}
 }
+
+// A payload that contains itself is refused, not followed forever.
+func TestCyclicPayloadIsRefused(t *testing.T) {
+	m := map[string]any{"a": 1}
+	m["self"] = m
+	if _, err := IdempotencyKey(Key{Scope: "s", Intent: "x", Payload: m}); err == nil {
+		t.Error("a payload containing itself was hashed")
+	}
+}

@@ -37,8 +37,8 @@ commands:
   serve   --config FILE       run the gateway
   check   --config FILE       validate a configuration and print its routes
   send    --config FILE --source NAME [--event-id ID] [--body FILE [--content-type T]] [--header K:V] [--to URL]
-          [--conversation ID --message TEXT]
-                              sign a test event as the provider would and send it
+          [--conversation ID --message TEXT] [--sample TYPE]
+                              sign a test event (or a realistic sample) as the provider would and send it
   migrate --config FILE       create the Postgres schema
   health  [--url URL | --config FILE]
                               exit 0 when the gateway's /readyz answers 200
@@ -49,6 +49,7 @@ commands:
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
+  providers [NAME]            list the providers (scheme, default event id, handshake), or print a source for one
   version                     print the version
 
 gateway COMMAND --help describes a command, its flags and an example.`
@@ -89,6 +90,8 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.demo(ctx, rest)
 	case "bench":
 		return a.bench(ctx, rest)
+	case "providers":
+		return a.providers(rest)
 	case "health":
 		return a.health(ctx, rest)
 	case "version", "--version", "-v":

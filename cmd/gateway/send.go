@@ -32,11 +32,16 @@ func (a *App) send(ctx context.Context, args []string) error {
 	conversation := fs.String("conversation", "", "make the default event a chat message in this conversation "+
 		`({"conversation_id", "message_id": the event id, "text"}), as the example agent reads it`)
 	message := fs.String("message", "", "the chat message's text (with --conversation)")
+	sample := fs.String("sample", "", "send a realistic sample event of this type for the source's provider "+
+		"(an unknown type lists the available ones)")
 	var headers headerFlags
 	fs.Var(&headers, "header", "extra request header K:V, before signing (repeatable)")
 	contentType := fs.String("content-type", "", "Content-Type of --body (default application/json)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *sample != "" && (*bodyFile != "" || *conversation != "") {
+		return usageError{"--sample does not mix with --body or --conversation"}
 	}
 	if *message != "" && *conversation == "" {
 		return usageError{"--message needs --conversation"}
@@ -102,6 +107,10 @@ func (a *App) send(ctx context.Context, args []string) error {
 			// no rule to follow: the provider has none and the source sets none
 		} else if kind, hname, ok := singlePlaceholder(templates[0]); ok && kind == "header" {
 			req.Header.Set(hname, id)
+		}
+	} else if *sample != "" {
+		if id, err = applySample(req, src.Provider, *sample, id, *eventID != "", now); err != nil {
+			return err
 		}
 	} else if err := sampleEvent(req, templates, id, now, chatMessage{*conversation, *message}); err != nil {
 		return err

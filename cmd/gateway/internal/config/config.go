@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -84,6 +85,7 @@ type Source struct {
 	MaxBody     ByteSize      `yaml:"max_body"`
 	RetryAfter  time.Duration `yaml:"retry_after"`
 	Forward     Forward       `yaml:"forward"`
+	Split       string        `yaml:"split"`
 }
 
 // HMAC configures the generic HMAC provider.
@@ -629,6 +631,8 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 	}
 	slices.Sort(names)
 	out := make([]*ingress.Source, 0, len(names))
+	// One certificate and key cache for every source (sns, paypal, plaid), pinned to their hosts.
+	fetcher := signatures.NewFetcher(signatures.FetcherOptions{Client: &http.Client{Transport: http.DefaultTransport}})
 	var errs []error
 	for _, name := range names {
 		s := c.Sources[name]
@@ -638,9 +642,10 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 		}
 		sc := ingress.SourceConfig{
 			Name: name, Provider: s.Provider,
-			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken},
+			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken, Fetcher: fetcher},
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
 			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret},
+			Split:   s.Split,
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
 			sc.ContextAt = s.ContextAt

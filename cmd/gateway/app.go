@@ -25,6 +25,8 @@ type App struct {
 	// Ready, when set, receives the public and admin addresses once serve
 	// is listening (tests use it to find ports chosen by the kernel).
 	Ready func(public, admin string)
+	// Reload receives a value on SIGHUP: serve reloads its TLS certificate.
+	Reload <-chan struct{}
 }
 
 type usageError struct{ msg string }

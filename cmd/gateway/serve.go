@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -76,6 +77,14 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	var certs *certReloader
+	if cfg.TLS.Cert != "" {
+		if certs, err = newCertReloader(cfg.TLS); err != nil {
+			_ = public.Close()
+			return err
+		}
+		public = tls.NewListener(public, certs.config())
+	}
 	publicSrv := &http.Server{
 		Handler:           gw,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
@@ -109,6 +118,16 @@ func (a *App) serve(ctx context.Context, args []string) error {
 
 	errs := make(chan error, len(servers))
 	var wg sync.WaitGroup
+	stopWatch := func() {}
+	if certs != nil && a.Reload != nil {
+		var watchCtx context.Context
+		watchCtx, stopWatch = context.WithCancel(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			certs.watch(watchCtx, a.Reload, log)
+		}()
+	}
 	for i, srv := range servers {
 		wg.Add(1)
 		go func() {
@@ -133,6 +152,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			_ = srv.Close()
 		}
 	}
+	stopWatch()
 	wg.Wait()
 	// Handlers whose connections were cut still finish their forward and
 	// settle it before the store closes, so no claim is left pending.

@@ -23,12 +23,20 @@ import (
 // Config is the whole file.
 type Config struct {
 	Listen  string            `yaml:"listen"`
+	TLS     TLS               `yaml:"tls"`
 	Admin   Admin             `yaml:"admin"`
 	Store   Store             `yaml:"store"`
 	Ledger  Ledger            `yaml:"ledger"`
 	Log     Log               `yaml:"log"`
 	Server  Server            `yaml:"server"`
 	Sources map[string]Source `yaml:"sources"`
+}
+
+// TLS, when set, makes the public listener serve HTTPS itself; SIGHUP
+// reloads both files.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
 }
 
 // Admin is the private listener for the ledger API, metrics and health.
@@ -560,6 +568,9 @@ func (c Config) Validate() error {
 	bad := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port", c.Listen)
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		bad("tls", "set both cert and key, or neither")
 	}
 	if c.Admin.Listen != "" {
 		host, _, err := net.SplitHostPort(c.Admin.Listen)

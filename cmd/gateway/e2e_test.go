@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/bolt"
@@ -26,11 +30,44 @@ func storeConfigs(t *testing.T) map[string]string {
 		"memory": "{kind: memory}",
 		"bolt":   "{kind: bolt, path: " + filepath.Join(t.TempDir(), "ledger.db") + "}",
 	}
+	// The servers are shared: a table and a key prefix of this test's own,
+	// removed afterwards.
+	suffix := fmt.Sprintf("%016x", rand.Uint64())
 	if dsn := os.Getenv("REPLYONCE_TEST_POSTGRES"); dsn != "" {
-		stores["postgres"] = "{kind: postgres, url: '" + dsn + "'}"
+		table := "e2e_" + suffix
+		stores["postgres"] = "{kind: postgres, url: '" + dsn + "', table: " + table + "}"
+		t.Cleanup(func() {
+			pool, err := pgxpool.New(context.Background(), dsn)
+			if err != nil {
+				t.Errorf("cleanup: %v", err)
+				return
+			}
+			defer pool.Close()
+			if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+" CASCADE"); err != nil {
+				t.Errorf("cleanup: drop %s: %v", table, err)
+			}
+		})
 	}
 	if url := os.Getenv("REPLYONCE_TEST_REDIS"); url != "" {
-		stores["redis"] = "{kind: redis, url: '" + url + "'}"
+		prefix := "replyonce-e2e:" + suffix + ":"
+		stores["redis"] = "{kind: redis, url: '" + url + "', prefix: '" + prefix + "'}"
+		t.Cleanup(func() {
+			opts, err := goredis.ParseURL(url)
+			if err != nil {
+				t.Errorf("cleanup: %v", err)
+				return
+			}
+			c := goredis.NewClient(opts)
+			defer c.Close()
+			ctx := context.Background()
+			iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				c.Del(ctx, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
+				t.Errorf("cleanup: scan %s: %v", prefix, err)
+			}
+		})
 	}
 	return stores
 }

@@ -48,14 +48,14 @@ func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store
 		if err != nil {
 			return nil, nil, fmt.Errorf("store.url: %w", err)
 		}
-		s := postgres.New(pool, postgres.Options{})
+		s := postgres.New(pool, postgres.Options{Table: c.Table})
 		if err := s.Migrate(ctx); err != nil {
 			pool.Close()
 			return nil, nil, err
 		}
 		return s, func() { s.Close(); pool.Close() }, nil
 	case "redis":
-		s, err := redis.Open(ctx, c.URL, redis.Options{})
+		s, err := redis.Open(ctx, c.URL, redis.Options{KeyPrefix: c.Prefix})
 		if err != nil {
 			return nil, nil, fmt.Errorf("store.url: %w", err)
 		}
@@ -78,12 +78,16 @@ func (a *App) migrate(ctx context.Context, args []string) error {
 		return fmt.Errorf("store.url: %w", err)
 	}
 	defer pool.Close()
-	objects := postgres.SchemaObjects(postgres.DefaultTable)
+	table := cfg.Store.Table
+	if table == "" {
+		table = postgres.DefaultTable
+	}
+	objects := postgres.SchemaObjects(table)
 	before, err := existing(ctx, pool, objects)
 	if err != nil {
 		return err
 	}
-	if err := postgres.New(pool, postgres.Options{}).Migrate(ctx); err != nil {
+	if err := postgres.New(pool, postgres.Options{Table: table}).Migrate(ctx); err != nil {
 		return err
 	}
 	var created []string
@@ -93,7 +97,7 @@ func (a *App) migrate(ctx context.Context, args []string) error {
 		}
 	}
 	if len(created) == 0 {
-		fmt.Fprintf(a.Stdout, "postgres: schema already up to date (table %s)\n", postgres.DefaultTable)
+		fmt.Fprintf(a.Stdout, "postgres: schema already up to date (table %s)\n", table)
 		return nil
 	}
 	fmt.Fprintf(a.Stdout, "postgres: created %s\n", strings.Join(created, ", "))

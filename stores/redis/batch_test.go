@@ -86,7 +86,7 @@ func TestMaxBatchOneSendsAlone(t *testing.T) {
 // to every script of a pipeline without running it; each is sent again and
 // lands once.
 func TestPipelineAfterScriptFlush(t *testing.T) {
-	s, c := newTestStore(t, Options{})
+	s, c := newPrivateTestStore(t, Options{})
 	ctx := ctxT(t)
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)

@@ -95,10 +95,52 @@ func deletePrefix(t testing.TB, c goredis.UniversalClient, prefix string) {
 	}
 }
 
+// envPrivateURL names a Redis server that this test run has to itself
+// (.ci/run starts one on its own port), for the tests that need a
+// server-wide command such as SCRIPT FLUSH: on the shared server named by
+// envURL those would disturb everyone else's tests.
+const envPrivateURL = "REPLYONCE_TEST_REDIS_PRIVATE"
+
+// privateClient connects to the private server. In CI (CI set) a missing
+// variable fails the test: a skipped test there would hide the case.
+func privateClient(t testing.TB) *goredis.Client {
+	t.Helper()
+	url := os.Getenv(envPrivateURL)
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: .ci/run starts a private Redis for this test", envPrivateURL)
+		}
+		t.Skipf("%s is not set: point it at a Redis of your own (never a shared one) to run this test", envPrivateURL)
+	}
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("%s: %v", envPrivateURL, err)
+	}
+	o.ContextTimeoutEnabled = true
+	c := goredis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("%s is set but Redis does not answer: %v", envPrivateURL, err)
+	}
+	return c
+}
+
+// newPrivateTestStore is newTestStore on the private server.
+func newPrivateTestStore(t testing.TB, opts Options) (*Store, *goredis.Client) {
+	t.Helper()
+	return newTestStoreOn(t, privateClient(t), opts)
+}
+
 // newTestStore returns a store on its own fresh prefix.
 func newTestStore(t testing.TB, opts Options) (*Store, *goredis.Client) {
 	t.Helper()
-	c := testClient(t)
+	return newTestStoreOn(t, testClient(t), opts)
+}
+
+func newTestStoreOn(t testing.TB, c *goredis.Client, opts Options) (*Store, *goredis.Client) {
+	t.Helper()
 	if opts.KeyPrefix == "" {
 		opts.KeyPrefix = testPrefix(t, c)
 	}

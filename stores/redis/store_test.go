@@ -415,7 +415,7 @@ func TestTwoStoresNoLostUpdates(t *testing.T) {
 }
 
 func TestNoScriptFallback(t *testing.T) {
-	s, c := newTestStore(t, Options{})
+	s, c := newPrivateTestStore(t, Options{})
 	ctx := ctxT(t)
 	if err := increment(ctx, s, "f"); err != nil {
 		t.Fatal(err)

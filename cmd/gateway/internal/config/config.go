@@ -50,6 +50,11 @@ type Store struct {
 	Kind string `yaml:"kind"` // memory | bolt | postgres | redis
 	Path string `yaml:"path"` // bolt
 	URL  string `yaml:"url"`  // postgres, redis
+	// Table is the Postgres table ("schema.table" allowed; default
+	// replyonce_scopes), Prefix the Redis key prefix (default the store's),
+	// so that several gateways, or test runs, can share one server.
+	Table  string `yaml:"table"`
+	Prefix string `yaml:"prefix"`
 }
 
 // Ledger tunes the ledger.

@@ -27,7 +27,7 @@ var (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRace(t *testing.T) {
-	tooltest.Race(t, func() (*tooltest.Refund, tooltest.Call) {
+	tooltest.Race(t, func(*testing.T, tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
 		r := tooltest.NewRefund()
 		return r, func(ctx context.Context, _ string, args json.RawMessage) (tool.Status, error) {
 			out, err := r.Tool.Call(ctx, args)

@@ -24,6 +24,21 @@ type Backend struct {
 	// Resume begins runID again as a new delivery, which fences the
 	// earlier one.
 	Resume func(t *testing.T, scope, runID string) tool.Run
+	// Ref is a handle on a run begun elsewhere, as an agent builds one
+	// from the gateway's Replyonce-* headers.
+	Ref func(scope, runID string, token uint64) tool.Run
+}
+
+// RefOf returns the scope, id and fencing token of a run the Backends
+// began, which is what the gateway forwards to an agent.
+func RefOf(run tool.Run) (scope, runID string, token uint64) {
+	switch r := run.(type) {
+	case *ledger.Run:
+		return r.Scope, r.ID, r.Token
+	case *ledgerapi.Run:
+		return r.Scope, r.ID, r.Token
+	}
+	panic(fmt.Sprintf("tooltest: RefOf(%T): not a run of the Backends", run))
 }
 
 // Backends are the in-process ledger over the memory store, and the same
@@ -53,10 +68,12 @@ func Backends(t *testing.T) []Backend {
 	return []Backend{
 		{Name: "in-process",
 			Begin:  func(t *testing.T, scope string) tool.Run { return begin(t, scope, "", in) },
-			Resume: func(t *testing.T, scope, id string) tool.Run { return begin(t, scope, id, in) }},
+			Resume: func(t *testing.T, scope, id string) tool.Run { return begin(t, scope, id, in) },
+			Ref:    func(scope, id string, token uint64) tool.Run { return inproc.RunRef(scope, id, token) }},
 		{Name: "ledger-api",
 			Begin:  func(t *testing.T, scope string) tool.Run { return begin(t, scope, "", re) },
-			Resume: func(t *testing.T, scope, id string) tool.Run { return begin(t, scope, id, re) }},
+			Resume: func(t *testing.T, scope, id string) tool.Run { return begin(t, scope, id, re) },
+			Ref:    func(scope, id string, token uint64) tool.Run { return client.RunRef(scope, id, token) }},
 	}
 }
 
@@ -152,11 +169,14 @@ const hangGuard = 20 * time.Second
 // the other two have answered, then a late retry. The model must be told
 // executed once, in_flight twice, then replayed, and the refund must run
 // once.
-func Race(t *testing.T, newRefund func() (*Refund, Call)) {
+//
+// setup builds the adapter's side for one backend; an adapter that names
+// the run by the gateway's headers resolves them with b.Ref.
+func Race(t *testing.T, setup func(t *testing.T, b Backend) (*Refund, Call)) {
 	t.Helper()
 	for _, b := range Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			refund, call := newRefund()
+			refund, call := setup(t, b)
 			ctx := tool.WithRun(context.Background(), b.Begin(t, "order-A-1001"))
 			started, release := refund.Hold()
 			defer release()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -158,6 +159,7 @@ func TestRescuedJobResumesItsRun(t *testing.T) {
 		RetryPolicy:          retryNow{},
 		FetchPollInterval:    100 * time.Millisecond,
 		TestOnly:             true,
+		Logger:               slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,9 +45,11 @@ type Gateway struct {
 	ledger  *ledger.Ledger
 	fwd     *forward.Forwarder
 	log     *zap.Logger
-	metrics *Metrics
-	now     func() time.Time
-	echo    *echo.Echo
+	// refusals rate-limits the log lines of 401s and 413s per source.
+	refusals *logLimiter
+	metrics  *Metrics
+	now      func() time.Time
+	echo     *echo.Echo
 	// active counts handlers still running, so shutdown can wait for
 	// forwards whose connections were already cut.
 	active sync.WaitGroup
@@ -70,7 +72,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock}
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock}
 	for _, s := range o.Sources {
 		if _, dup := g.sources[s.Name]; dup {
 			return nil, fmt.Errorf("ingress: source %q configured twice", s.Name)
@@ -147,7 +149,23 @@ func (g *Gateway) handle(c echo.Context) error {
 	if err != nil && (ie == nil || ie.Cause != nil) {
 		fields = append(fields, zap.Error(err))
 	}
-	g.log.Info("webhook", fields...)
+	switch {
+	case d.decision == "store_error" || d.reason == "store":
+		g.log.Error("webhook", fields...)
+	case status >= 500:
+		g.log.Warn("webhook", fields...)
+	case status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge:
+		ok, suppressed := g.refusals.allow(name+" "+strconv.Itoa(status), g.now())
+		if !ok {
+			break
+		}
+		if suppressed > 0 {
+			fields = append(fields, zap.Int("suppressed", suppressed))
+		}
+		g.log.Info("webhook", fields...)
+	default:
+		g.log.Info("webhook", fields...)
+	}
 	return err
 }
 
@@ -348,6 +366,7 @@ func parseTimestamp(s string) (time.Time, bool) {
 type deliverValue struct {
 	Outcome     string `json:"outcome"` // delivered | rejected
 	AgentStatus int    `json:"agentStatus"`
+	Delivery    int    `json:"delivery,omitempty"` // the run's delivery number that reached the agent
 }
 
 func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body []byte, contextAt time.Time) error {
@@ -369,6 +388,11 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		d.decision = "duplicate"
 		var v deliverValue
 		_ = json.Unmarshal(claim.Value, &v)
+		// The log line names the delivery that reached the agent.
+		d.deliveryN = v.Delivery
+		if d.deliveryN == 0 && claim.Entry != nil {
+			d.deliveryN = claim.Entry.Delivery
+		}
 		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: v.Outcome})
 	case ledger.StatusInFlight:
 		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
@@ -399,7 +423,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	var settleErr error
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}, nil)
+		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery}, nil)
 	default:
 		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}

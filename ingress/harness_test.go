@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.uber.org/zap"
 	"io"
 	"mime"
 	"net/http"
@@ -174,6 +175,12 @@ type harness struct {
 // forwards to the harness's sink.
 func newHarness(t *testing.T, cfgs ...ingress.SourceConfig) *harness {
 	t.Helper()
+	return newLoggedHarness(t, nil, cfgs...)
+}
+
+// newLoggedHarness is newHarness with the gateway logging to log.
+func newLoggedHarness(t *testing.T, log *zap.Logger, cfgs ...ingress.SourceConfig) *harness {
+	t.Helper()
 	h := &harness{clock: &testClock{}}
 	h.sink = newSink(t) // closed last: the gateway's forwards end first
 	h.store = &switchStore{Store: memory.New(h.clock.Now)}
@@ -192,7 +199,7 @@ func newHarness(t *testing.T, cfgs ...ingress.SourceConfig) *harness {
 	fclient := forward.NewClient(forward.ClientOptions{})
 	t.Cleanup(fclient.CloseIdleConnections)
 	gw, err := ingress.New(ingress.Options{
-		Sources: sources, Ledger: h.ledger, Forwarder: forward.New(fclient, time.Now), Clock: h.clock.Now,
+		Sources: sources, Ledger: h.ledger, Forwarder: forward.New(fclient, time.Now), Clock: h.clock.Now, Logger: log,
 	})
 	if err != nil {
 		t.Fatalf("ingress.New: %v", err)

@@ -18,6 +18,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/replyonce/gateway/signatures"
+
+	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 )
 
 func TestMain(m *testing.M) {
@@ -244,5 +246,21 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if err := app.Run(context.Background(), []string{"frobnicate"}); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+// go-redis's own messages come out as the gateway's JSON log lines.
+func TestRedisLogsThroughZap(t *testing.T) {
+	var buf syncBuffer
+	app := &App{Stderr: &buf}
+	log, err := app.logger(config.Log{Level: "info", Format: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisLogger{log.Named("go-redis")}.Printf(context.Background(), "redis: %s failed", "dial")
+	_ = log.Sync()
+	var line map[string]any
+	if err := json.Unmarshal([]byte(buf.String()), &line); err != nil || line["logger"] != "go-redis" || line["msg"] != "redis: dial failed" || line["level"] != "warn" {
+		t.Fatalf("line %q: %v", buf.String(), err)
 	}
 }

@@ -30,6 +30,8 @@ func (a *App) logger(c config.Log) (*zap.Logger, error) {
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	// "12.3ms", not a bare 0.0123: a duration in a log line carries its unit.
+	enc.EncodeDuration = zapcore.StringDurationEncoder
 	var encoder zapcore.Encoder = zapcore.NewJSONEncoder(enc)
 	if c.Format == "console" {
 		encoder = zapcore.NewConsoleEncoder(enc)
@@ -47,6 +49,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	routeLibraryLogs(log)
 	if cfg.Store.Kind == "memory" {
 		log.Warn("store.kind is memory: deduplication is lost when the gateway restarts; use bolt, postgres or redis in production")
 	}

@@ -86,6 +86,17 @@ func (d *document) appendJSON(b []byte) (_ []byte, ok bool) {
 		}
 		b = append(b, '}')
 	}
+	if len(d.Queue) > 0 {
+		// Queued deliveries are few per scope and change rarely: the
+		// standard encoder writes them, byte for byte as it would inside
+		// the whole document.
+		q, err := json.Marshal(d.Queue)
+		if err != nil {
+			return b, false
+		}
+		b = append(b, `,"queue":`...)
+		b = append(b, q...)
+	}
 	return append(b, '}'), true
 }
 

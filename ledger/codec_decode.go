@@ -625,7 +625,7 @@ func (p *parser) unknown(key []byte, fields []string) bool {
 }
 
 var (
-	documentFields = []string{"format", "scope", "seq", "token", "expiresAt", "holder", "runs", "entries"}
+	documentFields = []string{"format", "scope", "seq", "token", "expiresAt", "holder", "runs", "entries", "queue"}
 	runFields      = []string{"id", "mode", "token", "delivery", "contextAt", "seenSeq", "acks", "leaseUntil",
 		"lastActive", "wrote", "ended", "cancelled", "endedAt", "endReason", "lostLease"}
 	entryFields = []string{"id", "scope", "intent", "payload", "summary", "state", "attempt", "failures",
@@ -656,6 +656,12 @@ func (p *parser) document(d *document) bool {
 			return pointerMap(p, &d.Runs, func(r *runState, _ string) bool { return p.run(r) })
 		case "entries":
 			return pointerMap(p, &d.Entries, p.entry)
+		case "queue":
+			var raw json.RawMessage
+			if !p.rawField(&raw) {
+				return false
+			}
+			return json.Unmarshal(raw, &d.Queue) == nil
 		}
 		return p.unknown(key, documentFields)
 	})

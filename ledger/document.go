@@ -21,6 +21,13 @@ type document struct {
 	Holder    string               `json:"holder,omitempty"` // exclusive-mode lease holder
 	Runs      map[string]*runState `json:"runs,omitempty"`
 	Entries   map[string]*Entry    `json:"entries,omitempty"`
+	// Queue holds the scope's queued deliveries, keyed by their deliver
+	// entry's id (see queue.go). Their bodies live in blobs.
+	Queue map[string]*QueueItem `json:"queue,omitempty"`
+
+	// blobs are the side records the decision wants written with this
+	// document (nil: delete). Never encoded.
+	blobs map[string][]byte
 }
 
 type runState struct {
@@ -48,6 +55,7 @@ func newDocument(scope string, now time.Time) *document {
 		Token:   uint64(now.UnixMilli()),
 		Runs:    map[string]*runState{},
 		Entries: map[string]*Entry{},
+		Queue:   map[string]*QueueItem{},
 	}
 }
 
@@ -69,6 +77,11 @@ func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) 
 		if d.Token >= fresh.Token {
 			fresh.Token = d.Token
 		}
+		// A store may still hold the expired document's blobs (its clock
+		// is not the ledger's): the next write deletes them.
+		for _, q := range d.Queue {
+			fresh.dropBlobs(q)
+		}
 		return fresh, nil
 	}
 	if d.Runs == nil {
@@ -76,6 +89,9 @@ func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) 
 	}
 	if d.Entries == nil {
 		d.Entries = map[string]*Entry{}
+	}
+	if d.Queue == nil {
+		d.Queue = map[string]*QueueItem{}
 	}
 	return &d, nil
 }
@@ -107,6 +123,7 @@ func (d *document) prune(now time.Time, retention time.Duration) {
 			delete(d.Entries, id)
 		}
 	}
+	d.pruneQueue(now, retention)
 	for id, r := range d.Runs {
 		finished := (r.Ended || r.Cancelled) && r.EndedAt.Before(cutoff)
 		idle := r.LastActive.Before(cutoff) && r.LeaseUntil.Before(cutoff)
@@ -159,7 +176,8 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 		// news: keep it for one retention period.
 		expires = now.Add(retention)
 	}
-	w := &Write{ReviewAt: review}
+	due := d.queueTimes(retention, later)
+	w := &Write{ReviewAt: review, DueAt: due, Blobs: d.blobs}
 	if keep {
 		d.ExpiresAt = time.Time{}
 	} else {

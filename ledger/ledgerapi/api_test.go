@@ -558,6 +558,10 @@ func (failingStore) Read(context.Context, string) ([]byte, error) { return nil, 
 func (failingStore) ScopesToReview(context.Context, time.Time, int) ([]string, error) {
 	return nil, errDown
 }
+func (failingStore) ScopesDue(context.Context, time.Time, int) ([]string, error) {
+	return nil, errDown
+}
+func (failingStore) ReadBlob(context.Context, string, string) ([]byte, error) { return nil, errDown }
 
 func TestStoreFailureIs503(t *testing.T) {
 	e := newEnv(t, failingStore{})

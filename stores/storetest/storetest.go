@@ -69,6 +69,12 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Retention", testRetention},
 		{"BeginClaim", testBeginClaim},
 		{"BadInputChangesNothing", testBadInput},
+		{"Blobs", testBlobs},
+		{"DueIndex", testDueIndex},
+		{"EnqueueStored", testEnqueueStored},
+		{"DueDeliveries", testDueDeliveries},
+		{"DeliveryLease", testDeliveryLease},
+		{"ReplayAndDead", testReplayAndDead},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

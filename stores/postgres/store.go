@@ -95,7 +95,7 @@ type statements struct {
 	insertBlobs, updateBlobs string
 	review, due              string
 	readBlob                 string
-	deleteExpired       string
+	deleteExpired            string
 }
 
 // New returns a Store using pool. It does not touch the database; call

@@ -2,8 +2,8 @@ package redis
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"

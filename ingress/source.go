@@ -34,6 +34,7 @@ type Source struct {
 	forwardHeaders map[string]string
 	signingSecret  string
 	passHeaders    []string // canonical names of informative provider headers to forward
+	queue          QueueConfig
 }
 
 // SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
@@ -57,6 +58,7 @@ type ForwardConfig struct {
 	Timeout       time.Duration
 	Headers       map[string]string
 	SigningSecret string
+	Queue         QueueConfig
 }
 
 // Defaults for a source.
@@ -169,6 +171,9 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
 	}
+	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -188,6 +193,6 @@ func (s *Source) Describe() string {
 	if s.contextAt != nil {
 		ctxAt = s.contextAt.String()
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s)",
-		s.Name, s.Provider, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout)
+	return fmt.Sprintf("POST /hooks/%s  provider=%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s)",
+		s.Name, s.Provider, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode)
 }

@@ -369,6 +369,9 @@ type Finish struct {
 	NextAt time.Time
 	Value  any
 	Record AttemptRecord
+	// Interrupted says the attempt was cut short by a shutdown, not
+	// failed by the agent: it does not move the item along its schedule.
+	Interrupted bool
 }
 
 // FinishDelivery records how a taken delivery ended, with its attempt
@@ -432,7 +435,9 @@ func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 		q.Status = f.Status
 		switch f.Status {
 		case DeliveryQueued:
-			q.Failures++
+			if !f.Interrupted {
+				q.Failures++
+			}
 			q.NextAt = f.NextAt
 		case DeliveryDead:
 			q.Failures++

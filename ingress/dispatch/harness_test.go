@@ -254,4 +254,3 @@ func wantHeader(t *testing.T, g got, name, want string) {
 		t.Errorf("%s = %q, want %q", name, v, want)
 	}
 }
-

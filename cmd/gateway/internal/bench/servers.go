@@ -130,11 +130,11 @@ type env struct {
 	dispatcher   *dispatch.Dispatcher
 	stopDispatch context.CancelFunc
 	dispatchDone chan struct{}
-	proxySrv   *server
-	transports []*http.Transport
-	logFile    *os.File
-	provider   string
-	signer     signatures.Signer
+	proxySrv     *server
+	transports   []*http.Transport
+	logFile      *os.File
+	provider     string
+	signer       signatures.Signer
 }
 
 // benchSecret is the provider secret of the bench source: a Standard

@@ -177,6 +177,13 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 		expires = now.Add(retention)
 	}
 	due := d.queueTimes(retention, later)
+	for _, q := range d.Queue {
+		// Dead and rejected deliveries wait for an operator: the review
+		// index lists them (ListDeliveries) until replayed or dropped.
+		if q.Status == DeliveryDead || q.Status == DeliveryRejected {
+			earlier(q.FinishedAt)
+		}
+	}
 	w := &Write{ReviewAt: review, DueAt: due, Blobs: d.blobs}
 	if keep {
 		d.ExpiresAt = time.Time{}

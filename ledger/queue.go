@@ -580,3 +580,142 @@ func newNonce() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
 }
+
+// DeliveryFilter selects queued deliveries for operators.
+type DeliveryFilter struct {
+	Source string
+	// Status is one of the DeliveryStatus values, or "" for every status
+	// an index can find (queued, delivering, rejected, dead). Delivered
+	// events are found only by Scope.
+	Status DeliveryStatus
+	// Scope lists one scope's deliveries, whatever their status, without
+	// an index.
+	Scope string
+	Since time.Time // received at or after
+	Limit int       // scopes read; default 100
+}
+
+// farFuture lists every entry of a time index.
+var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // within UnixNano's range, which bolt keys on
+
+// ListDeliveries lists queued deliveries by filter, oldest received first.
+// Waiting and delivering ones are found through the due index, rejected
+// and dead ones through the review index (they wait for an operator);
+// delivered ones only within a given scope.
+func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var scopes []string
+	switch {
+	case f.Scope != "":
+		scopes = []string{f.Scope}
+	case f.Status == DeliveryDelivered:
+		return nil, fmt.Errorf("%w: delivered events are listed by scope only", ErrInvalid)
+	default:
+		seen := map[string]bool{}
+		add := func(ss []string) {
+			for _, s := range ss {
+				if !seen[s] {
+					seen[s] = true
+					scopes = append(scopes, s)
+				}
+			}
+		}
+		if f.Status == "" || f.Status == DeliveryQueued || f.Status == DeliveryDelivering {
+			ss, err := l.store.ScopesDue(ctx, farFuture, f.Limit)
+			if err != nil {
+				return nil, err
+			}
+			add(ss)
+		}
+		if f.Status == "" || f.Status == DeliveryDead || f.Status == DeliveryRejected {
+			ss, err := l.store.ScopesToReview(ctx, l.now(), f.Limit)
+			if err != nil {
+				return nil, err
+			}
+			add(ss)
+		}
+	}
+	var out []QueueItem
+	for _, s := range scopes {
+		items, err := l.QueueItems(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range items {
+			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) {
+				out = append(out, q)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		}
+		return out[i].EntryID < out[j].EntryID
+	})
+	return out, nil
+}
+
+// FindDelivery returns the queued delivery of one event on scope.
+func (l *Ledger) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
+	items, err := l.QueueItems(ctx, scope)
+	if err != nil {
+		return QueueItem{}, err
+	}
+	for _, q := range items {
+		if q.Source == source && q.EventID == eventID {
+			return q, nil
+		}
+	}
+	return QueueItem{}, fmt.Errorf("%w: no queued delivery of %s %s on scope %q", ErrUnknownEntry, source, eventID, scope)
+}
+
+// pausedScope holds the paused sources: a small JSON object of its own
+// (not a scope document), shared by every process on the store.
+const pausedScope = "replyonce:control:paused-sources"
+
+// SetSourcePaused pauses or resumes dispatching a source's queued events,
+// for every process sharing the store. A paused source keeps accepting.
+func (l *Ledger) SetSourcePaused(ctx context.Context, source string, paused bool) error {
+	if source == "" {
+		return fmt.Errorf("%w: source is empty", ErrInvalid)
+	}
+	return l.store.Transact(ctx, pausedScope, func(cur []byte) (*Write, error) {
+		set := map[string]bool{}
+		if cur != nil {
+			if err := json.Unmarshal(cur, &set); err != nil {
+				return nil, fmt.Errorf("ledger: paused sources record is corrupt: %w", err)
+			}
+		}
+		if set[source] == paused {
+			return nil, nil
+		}
+		if paused {
+			set[source] = true
+		} else {
+			delete(set, source)
+		}
+		b, err := json.Marshal(set)
+		if err != nil {
+			return nil, err
+		}
+		return &Write{Doc: b}, nil
+	})
+}
+
+// PausedSources returns the sources whose dispatch is paused.
+func (l *Ledger) PausedSources(ctx context.Context) (map[string]bool, error) {
+	raw, err := l.store.Read(ctx, pausedScope)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &set); err != nil {
+			return nil, fmt.Errorf("ledger: paused sources record is corrupt: %w", err)
+		}
+	}
+	return set, nil
+}

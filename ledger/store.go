@@ -70,7 +70,8 @@ type Write struct {
 	// ReviewAt is the earliest time (on the ledger's clock) at which this
 	// document may hold an entry that needs an operator or a reconciler:
 	// an ambiguous entry now, or a pending one that turns ambiguous when its
-	// TTL runs out. Zero means nothing to review. Stores index it for
+	// TTL runs out, or a queued delivery that is dead or rejected. Zero
+	// means nothing to review. Stores index it for
 	// ScopesToReview.
 	ReviewAt time.Time
 

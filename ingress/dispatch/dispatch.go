@@ -226,6 +226,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // sweep takes due deliveries while slots are free. full says it filled a
 // whole page, so there may be more right away.
 func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
+	paused, err := d.l.PausedSources(ctx)
+	if err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	for name, s := range d.sources {
+		s.paused = paused[name]
+	}
+	d.mu.Unlock()
 	items, err := d.l.DueDeliveries(ctx, d.batch)
 	if err != nil {
 		return false, err

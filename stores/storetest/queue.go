@@ -366,3 +366,71 @@ func testReplayAndDead(t *testing.T, newStore NewStore) {
 		t.Fatal("a pruned delivery's body is still stored")
 	}
 }
+
+// testListDeliveries: operators find waiting deliveries through the due
+// index, dead and rejected ones through the review index, and any by
+// scope; the paused-sources record is shared through the store.
+func testListDeliveries(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	enqueue(t, e, "list-a", "waiting", false)
+	e.clock.Advance(time.Second)
+	enqueue(t, e, "list-b", "dead", false)
+	e.clock.Advance(time.Second)
+	enqueue(t, e, "list-c", "delivered", false)
+	finish := func(scope string, status ledger.DeliveryStatus) {
+		t.Helper()
+		q := must(e.l.QueueItems(e.ctx, scope))[0]
+		tk := must(e.l.TakeDelivery(e.ctx, scope, q.EntryID, testLease))
+		must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: status}))
+	}
+	finish("list-b", ledger.DeliveryDead)
+	finish("list-c", ledger.DeliveryDelivered)
+	ids := func(f ledger.DeliveryFilter) string {
+		t.Helper()
+		var out []string
+		for _, q := range must(e.l.ListDeliveries(e.ctx, f)) {
+			out = append(out, q.EventID+"="+string(q.Status))
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(ledger.DeliveryFilter{}); got != "[waiting=queued dead=dead]" {
+		t.Fatalf("all listable: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryDead}); got != "[dead=dead]" {
+		t.Fatalf("dead: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryQueued, Source: "other"}); got != "[]" {
+		t.Fatalf("another source: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Since: start.Add(time.Second)}); got != "[dead=dead]" {
+		t.Fatalf("since: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Scope: "list-c"}); got != "[delivered=delivered]" {
+		t.Fatalf("by scope: %s", got)
+	}
+	if _, err := e.l.ListDeliveries(e.ctx, ledger.DeliveryFilter{Status: ledger.DeliveryDelivered}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("delivered without a scope: %v", err)
+	}
+	if q := must(e.l.FindDelivery(e.ctx, "list-b", "src", "dead")); q.Status != ledger.DeliveryDead {
+		t.Fatalf("find: %+v", q)
+	}
+	// Dead letters need an operator, not a reconciler: none is ambiguous.
+	if amb := must(e.l.Ambiguous(e.ctx, 10)); len(amb) != 0 {
+		t.Fatalf("dead letters listed as ambiguous: %+v", amb)
+	}
+	must(e.l.ReplayDelivery(e.ctx, "list-b", must(e.l.FindDelivery(e.ctx, "list-b", "src", "dead")).EntryID))
+	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryDead}); got != "[]" {
+		t.Fatalf("dead after replay: %s", got)
+	}
+
+	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	noErr(t, e.l.SetSourcePaused(e.ctx, "src", true))
+	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", true))
+	if p := must(other.PausedSources(e.ctx)); !p["src"] || !p["gh"] || len(p) != 2 {
+		t.Fatalf("paused, as another process sees it: %v", p)
+	}
+	noErr(t, other.SetSourcePaused(e.ctx, "src", false))
+	if p := must(e.l.PausedSources(e.ctx)); p["src"] || !p["gh"] {
+		t.Fatalf("after resume: %v", p)
+	}
+}

@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DueDeliveries", testDueDeliveries},
 		{"DeliveryLease", testDeliveryLease},
 		{"ReplayAndDead", testReplayAndDead},
+		{"ListDeliveries", testListDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

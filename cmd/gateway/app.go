@@ -44,6 +44,9 @@ commands:
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
+  events  list [--source S] [--status S] [--scope X] [--since T] | show SOURCE EVENT_ID | replay ...
+                              queued events: list, show with every attempt, deliver again
+  sources pause|resume NAME   stop or restart dispatching a queued source (it keeps accepting)
   version                     print the version`
 
 // Run runs one command.
@@ -69,6 +72,10 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.migrate(ctx, rest)
 	case "ledger":
 		return a.ledgerCmd(ctx, rest)
+	case "events":
+		return a.eventsCmd(ctx, rest)
+	case "sources":
+		return a.sourcesCmd(ctx, rest)
 	case "demo":
 		return a.demo(ctx, rest)
 	case "bench":

@@ -402,3 +402,36 @@ func TestShutdownCutsAfterGrace(t *testing.T) {
 		t.Fatalf("cut delivery: %+v, want queued, due now, no failure counted", q)
 	}
 }
+
+// A paused source keeps accepting and storing, and dispatches nothing
+// until it is resumed (by any process sharing the store).
+func TestPauseKeepsEventsAndResumeDelivers(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	ctx := context.Background()
+	if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep(t) // this process learns of the pause
+	for i := range 3 {
+		if st, _ := h.post(t, "p-"+strconv.Itoa(i)); st != http.StatusAccepted {
+			t.Fatalf("paused source answered %d, want 202", st)
+		}
+	}
+	h.sweep(t)
+	for i := range 3 {
+		id := "p-" + strconv.Itoa(i)
+		if n := len(h.agent.requests(id)); n != 0 || h.item(t, id).Status != ledger.DeliveryQueued {
+			t.Fatalf("%s dispatched while paused: %d requests, %s", id, n, h.item(t, id).Status)
+		}
+	}
+	if err := h.ledger.SetSourcePaused(ctx, "github", false); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep(t)
+	for i := range 3 {
+		id := "p-" + strconv.Itoa(i)
+		if n := len(h.agent.requests(id)); n != 1 || h.item(t, id).Status != ledger.DeliveryDelivered {
+			t.Fatalf("%s after resume: %d requests, %s", id, n, h.item(t, id).Status)
+		}
+	}
+}

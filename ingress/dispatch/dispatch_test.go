@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -432,6 +433,109 @@ func TestPauseKeepsEventsAndResumeDelivers(t *testing.T) {
 		id := "p-" + strconv.Itoa(i)
 		if n := len(h.agent.requests(id)); n != 1 || h.item(t, id).Status != ledger.DeliveryDelivered {
 			t.Fatalf("%s after resume: %d requests, %s", id, n, h.item(t, id).Status)
+		}
+	}
+}
+
+// A provider that never retries (GitHub) posts 500 events once each while
+// the agent is down. Each is stored at once; the retries follow the
+// schedule on the injected clock; all are delivered when the agent is back.
+func TestNeverRetryingProviderAgentDown(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	var up atomic.Bool
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	const events = 500
+	for i := range events {
+		if st, _ := h.post(t, "gh-"+strconv.Itoa(i)); st != http.StatusAccepted {
+			t.Fatalf("event %d: %d, want 202", i, st)
+		}
+	}
+	drain := func() {
+		for {
+			settle(h.d) // deliveries handed over at accept finish first
+			due, err := h.ledger.DueDeliveries(context.Background(), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(due) == 0 {
+				return
+			}
+			h.sweep(t)
+		}
+	}
+	drain() // first attempts, all failing
+	elapsed := time.Duration(0)
+	for k := 1; k <= 3; k++ { // 5 s, 5 min, 30 min: still down
+		step := ingress.DefaultSchedule[k]
+		h.clock.Advance(step - time.Millisecond)
+		drain()
+		for i := range events {
+			if n := len(h.agent.requests("gh-" + strconv.Itoa(i))); n != k {
+				t.Fatalf("after %s: event %d had %d attempts, want %d (the schedule, not sooner)", elapsed+step-time.Millisecond, i, n, k)
+			}
+		}
+		h.clock.Advance(time.Millisecond)
+		elapsed += step
+		drain()
+	}
+	up.Store(true)
+	h.clock.Advance(ingress.DefaultSchedule[4]) // the 2 h retry
+	drain()
+	for i := range events {
+		id := "gh-" + strconv.Itoa(i)
+		reqs := h.agent.requests(id)
+		if len(reqs) != 5 || h.item(t, id).Status != ledger.DeliveryDelivered {
+			t.Fatalf("%s: %d requests, %s; want delivered on attempt 5", id, len(reqs), h.item(t, id).Status)
+		}
+		wantHeader(t, reqs[4], forward.HeaderDelivery, "5")
+	}
+}
+
+// A slow agent behind a Slack-style budget: every provider answer comes
+// while the agent is still working on earlier events, and the provider's
+// retries of an event are duplicates that never reach the agent again.
+func TestSlowAgentBehindShortBudget(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Timeout = time.Minute }))
+	release := make(chan struct{})
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		<-release // the agent takes as long as the test says
+		w.WriteHeader(http.StatusOK)
+	})
+	const events = 40
+	for i := range events {
+		for copy := range 3 { // the first delivery and two provider retries
+			st, a := h.post(t, "slack-"+strconv.Itoa(i))
+			want := http.StatusAccepted
+			if copy > 0 {
+				want = http.StatusOK
+			}
+			if st != want {
+				t.Fatalf("event %d copy %d: %d %v, want %d while the agent is busy", i, copy, st, a, want)
+			}
+		}
+	}
+	close(release)
+	for {
+		due, err := h.ledger.DueDeliveries(context.Background(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) == 0 {
+			break
+		}
+		h.sweep(t)
+	}
+	settle(h.d)
+	for i := range events {
+		id := "slack-" + strconv.Itoa(i)
+		if n := len(h.agent.requests(id)); n != 1 {
+			t.Errorf("%s reached the agent %d times, want once", id, n)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/bolt"
 	"github.com/replyonce/gateway/stores/postgres"
 	"github.com/replyonce/gateway/stores/redis"
 
@@ -303,4 +305,56 @@ func TestQueuedInstancesShareTheQueue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// SIGTERM under load on a queued source: deliveries in flight finish
+// within the grace period, nothing is left half-done (no delivery is left
+// held), and a restarted gateway delivers whatever was still waiting.
+func TestQueuedShutdownUnderLoad(t *testing.T) {
+	agent := newSink(t)
+	agent.setAnswer(func(n int, r *http.Request) (int, time.Duration) { return 200, 300 * time.Millisecond })
+	dbPath := filepath.Join(t.TempDir(), "ledger.db")
+	cfg := writeConfig(t, "{kind: bolt, path: "+dbPath+"}", "      mode: queued\n      concurrency: 4\n", agent.srv.URL)
+	g := startGateway(t, cfg)
+	client := newClient(t)
+	const n = 30
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("evt_term_%d", i)
+		body, header := stripeEvent(t, id, nil)
+		if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusAccepted {
+			t.Fatalf("%s: %d %v", id, r.status, r.body)
+		}
+		ids = append(ids, id)
+	}
+	g.stop(t) // what SIGTERM does
+	s, err := bolt.Open(dbPath, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ledger.New(s, ledger.Options{})
+	waiting := 0
+	for _, id := range ids {
+		items, err := l.QueueItems(context.Background(), "stripe:"+id)
+		if err != nil || len(items) != 1 {
+			t.Fatalf("%s: %+v %v", id, items, err)
+		}
+		switch items[0].Status {
+		case ledger.DeliveryDelivered:
+		case ledger.DeliveryQueued:
+			waiting++
+		default:
+			t.Errorf("%s left %s after shutdown", id, items[0].Status)
+		}
+	}
+	_ = s.Close()
+	startGateway(t, cfg)
+	waitFor(t, "every event delivered after the restart", func() bool {
+		seen := map[string]bool{}
+		for i := range agent.count() {
+			seen[agent.request(i).Header.Get("Replyonce-Event-Id")] = true
+		}
+		return len(seen) == n
+	})
+	t.Logf("%d of %d events were still waiting at shutdown", waiting, n)
 }

@@ -84,6 +84,14 @@
 // The schedule, what counts as a failure and pausing are the caller's
 // (the gateway's dispatcher): the ledger only records and fences.
 //
+// Operators find items through the same two indexes: waiting and
+// delivering ones through the due index, dead and rejected ones through
+// the review index (a dead letter waits for an operator, so its document
+// asks for review; Ambiguous reads such scopes and skips them), delivered
+// ones by scope only (ListDeliveries). Pausing a source is one small JSON
+// record in the reserved scope "replyonce:control:paused-sources", which
+// every dispatcher reads on each sweep.
+//
 // Retention: a delivered or rejected item and its blobs are dropped one
 // retention after it finished; any other item once it is older than its
 // MaxAge plus one retention. Dropping happens on the scope's next write,

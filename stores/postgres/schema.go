@@ -64,8 +64,10 @@ func parseTable(table string) names {
 // Queued delivery adds due_at (with a partial index, like review_at) and a
 // second table of blobs, rows keyed by (scope, name) that go with their
 // scope's row: ON DELETE CASCADE, and written only by the statement that
-// wins the scope's compare-and-set. The ALTER keeps tables made by older
-// versions working.
+// wins the scope's compare-and-set. A table made by an older version gets
+// the column once; the ALTER runs only then, and before the index
+// statements, because its exclusive lock taken after their share lock
+// would deadlock with writers of the live table.
 //
 // Versions come from one sequence rather than a per-row counter: a row that
 // expires, is deleted and is created again must never reuse a version that
@@ -80,12 +82,17 @@ CREATE TABLE IF NOT EXISTS %[1]s (
     version    bigint      NOT NULL,
     expires_at timestamptz,
     review_at  timestamptz,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    due_at     timestamptz
 );
+DO $migrate$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '%[7]s'::regclass AND attname = 'due_at' AND NOT attisdropped) THEN
+        ALTER TABLE %[1]s ADD COLUMN due_at timestamptz;
+    END IF;
+END $migrate$;
 ALTER SEQUENCE %[2]s OWNED BY %[1]s.version;
 CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (review_at, scope) WHERE review_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (expires_at) WHERE expires_at IS NOT NULL;
-ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS due_at timestamptz;
 CREATE INDEX IF NOT EXISTS %[5]s ON %[1]s (due_at, scope) WHERE due_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS %[6]s (
     scope text  NOT NULL REFERENCES %[1]s (scope) ON DELETE CASCADE,
@@ -93,7 +100,7 @@ CREATE TABLE IF NOT EXISTS %[6]s (
     data  bytea NOT NULL,
     PRIMARY KEY (scope, name)
 );
-`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs)
+`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table))
 }
 
 // Migrate creates the store's table, sequence and indexes if they are

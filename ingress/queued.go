@@ -26,7 +26,10 @@ const (
 	ModeQueued DeliveryMode = "queued"
 )
 
-// DefaultMode is the mode of a source that names none.
+// DefaultMode is the mode of a SourceConfig that names none, for callers of
+// this package. The gateway's YAML configuration defaults to ModeQueued
+// instead (cmd/gateway/internal/config): there the new default is queued,
+// while programs built on this package keep the behaviour they had.
 const DefaultMode = ModeInline
 
 // Queue defaults.

@@ -33,7 +33,7 @@ sources:
   stripe:
     provider: stripe
     secrets: [${STRIPE_SECRET}]
-    forward: {url: %s/events, timeout: 2s}
+    forward: {url: %s/events, timeout: 2s, mode: inline}
 `, adminListen, sinkURL)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

@@ -481,7 +481,7 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken},
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
 			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
-				Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
+				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
 					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject}},
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
@@ -504,4 +504,12 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 func (c Config) LedgerOptions() ledger.Options {
 	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL,
 		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache}
+}
+
+// modeOrDefault is a source's forward.mode: queued unless it says inline.
+func modeOrDefault(m string) ingress.DeliveryMode {
+	if m == "" {
+		return ingress.ModeQueued
+	}
+	return ingress.DeliveryMode(m)
 }

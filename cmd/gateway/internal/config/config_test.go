@@ -103,6 +103,18 @@ func TestQueueSettings(t *testing.T) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.yaml, err, tc.want)
 		}
 	}
+	// queued is the default, with the Standard Webhooks schedule.
+	def, err := Parse([]byte(base), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defSrcs, err := def.BuildSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || len(q.Schedule) != 10 || q.Schedule[9] != 24*time.Hour {
+		t.Fatalf("default queue settings: %+v", q)
+	}
 	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/storetest"
 )
 
 // Documents about the size of a scope with one delivery claimed.
@@ -149,4 +150,10 @@ func serverCPU(b *testing.B, c goredis.UniversalClient) time.Duration {
 		b.Fatal(err)
 	}
 	return d
+}
+
+// BenchmarkEnqueueBacklog is the suite's accept-with-a-backlog benchmark.
+func BenchmarkEnqueueBacklog(b *testing.B) {
+	s, _ := newTestStore(b, Options{})
+	storetest.BenchmarkEnqueueBacklog(b, s)
 }

@@ -204,12 +204,12 @@ func (a *App) sourcesCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (a *App) printDeliveries(items []ledger.QueueItem) {
+func (a *App) printDeliveries(items []ledgerapi.DeliveryItemJSON) {
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SOURCE\tEVENT ID\tSTATUS\tATTEMPTS\tRECEIVED\tNEXT\tSCOPE\tLAST")
 	for _, q := range items {
 		next := "-"
-		switch q.Status {
+		switch ledger.DeliveryStatus(q.Status) {
 		case ledger.DeliveryQueued:
 			next = q.NextAt.UTC().Format(time.RFC3339)
 		case ledger.DeliveryDelivering:
@@ -230,20 +230,20 @@ func (a *App) printDelivery(d ledgerapi.DeliveryJSON) {
 	fmt.Fprintf(a.Stdout, "%s %s: %s after %d attempt(s)\n", printable(q.Source), printable(q.EventID), q.Status, q.Attempts)
 	fmt.Fprintf(a.Stdout, "  scope %s  run %s  received %s  context %s\n", printable(q.Scope), printable(q.RunID),
 		q.ReceivedAt.UTC().Format(time.RFC3339Nano), q.ContextAt.UTC().Format(time.RFC3339Nano))
-	fmt.Fprintf(a.Stdout, "  %s, %d bytes\n", printable(ev.ContentType), q.BodySize)
+	fmt.Fprintf(a.Stdout, "  %s, %d bytes\n", printable(ev.ContentType), q.BodyBytes)
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tAT\tDELIVERY\tOUTCOME\tAGENT\tLATENCY\tERROR\tANSWER")
 	for _, r := range d.Attempts {
-		answer := string(r.Answer)
+		answer := r.Answer
 		if len(answer) > 60 {
-			answer = answer[:60] + "…"
+			answer = strings.ToValidUTF8(answer[:60], "") + "…"
 		}
 		late := ""
 		if r.Late {
 			late = " (late)"
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s%s\t%d\t%s\t%s\t%s\n", r.N, r.At.UTC().Format(time.RFC3339), r.Delivery, r.Outcome, late,
-			r.AgentStatus, r.Latency.Round(time.Millisecond), printable(r.Error), printable(answer))
+			r.AgentStatus, time.Duration(r.LatencyMs*float64(time.Millisecond)).Round(time.Millisecond), printable(r.Error), printable(answer))
 	}
 	_ = tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -18,25 +19,78 @@ import (
 // events, and pause or resume a source's dispatch. Same token, same error
 // format as the rest of the API.
 
+// DeliveryItemJSON is a queued delivery on the wire.
+type DeliveryItemJSON struct {
+	Source     string    `json:"source"`
+	EventID    string    `json:"event_id"`
+	Scope      string    `json:"scope"`
+	RunID      string    `json:"run_id"`
+	EntryID    string    `json:"entry_id"`
+	Status     string    `json:"status"`
+	ReceivedAt time.Time `json:"received_at"`
+	ContextAt  time.Time `json:"context_at"`
+	NextAt     time.Time `json:"next_at,omitzero"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	Attempts   int       `json:"attempts"`
+	Failures   int       `json:"failures"`
+	Replays    int       `json:"replays,omitempty"`
+	LastStatus int       `json:"last_status,omitempty"`
+	LastError  string    `json:"last_error,omitempty"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	BodyBytes  int       `json:"body_bytes"`
+}
+
+func itemJSON(q ledger.QueueItem) DeliveryItemJSON {
+	return DeliveryItemJSON{Source: q.Source, EventID: q.EventID, Scope: q.Scope, RunID: q.RunID, EntryID: q.EntryID,
+		Status: string(q.Status), ReceivedAt: q.ReceivedAt, ContextAt: q.ContextAt, NextAt: q.NextAt, LeaseUntil: q.LeaseUntil,
+		Attempts: q.Attempts, Failures: q.Failures, Replays: q.Replays, LastStatus: q.LastStatus, LastError: q.LastError,
+		FinishedAt: q.FinishedAt, BodyBytes: q.BodySize}
+}
+
+func itemsJSON(items []ledger.QueueItem) DeliveriesJSON {
+	out := DeliveriesJSON{Deliveries: make([]DeliveryItemJSON, 0, len(items))}
+	for _, q := range items {
+		out.Deliveries = append(out.Deliveries, itemJSON(q))
+	}
+	return out
+}
+
 // DeliveriesJSON answers GET /v1/deliveries and POST /v1/deliveries/replay.
 type DeliveriesJSON struct {
-	Deliveries []ledger.QueueItem `json:"deliveries"`
+	Deliveries []DeliveryItemJSON `json:"deliveries"`
 }
 
 // EventJSON is a queued event's record. Body is the raw body as text when
 // it is UTF-8, else base64 with BodyBase64 set.
 type EventJSON struct {
-	ledger.QueuedEvent
-	Body       string `json:"body"`
-	BodyBase64 bool   `json:"bodyBase64,omitempty"`
+	ContentType string              `json:"content_type,omitempty"`
+	Header      map[string][]string `json:"header,omitempty"`
+	ReceivedAt  time.Time           `json:"received_at"`
+	ContextAt   time.Time           `json:"context_at"`
+	Body        string              `json:"body"`
+	BodyBase64  bool                `json:"body_base64,omitempty"`
+}
+
+// AttemptJSON is one delivery attempt.
+type AttemptJSON struct {
+	N           int       `json:"n"`
+	At          time.Time `json:"at"`
+	Delivery    int       `json:"delivery"`
+	Token       uint64    `json:"token"`
+	Outcome     string    `json:"outcome"`
+	AgentStatus int       `json:"agent_status,omitempty"`
+	LatencyMs   float64   `json:"latency_ms"`
+	Error       string    `json:"error,omitempty"`
+	Answer      string    `json:"answer,omitempty"` // the first bytes of the agent's answer
+	Late        bool      `json:"late,omitempty"`
 }
 
 // DeliveryJSON answers GET /v1/deliveries/show: the delivery, its event
 // and every attempt recorded so far.
 type DeliveryJSON struct {
-	Delivery ledger.QueueItem       `json:"delivery"`
-	Event    EventJSON              `json:"event"`
-	Attempts []ledger.AttemptRecord `json:"attempts"`
+	Delivery DeliveryItemJSON `json:"delivery"`
+	Event    EventJSON        `json:"event"`
+	Attempts []AttemptJSON    `json:"attempts"`
 }
 
 // ReplayRequest names one event (Scope, Source, EventID) or, with Filter,
@@ -44,7 +98,7 @@ type DeliveryJSON struct {
 type ReplayRequest struct {
 	Scope   string          `json:"scope,omitempty"`
 	Source  string          `json:"source,omitempty"`
-	EventID string          `json:"eventId,omitempty"`
+	EventID string          `json:"event_id,omitempty"`
 	Filter  *DeliveryFilter `json:"filter,omitempty"`
 }
 
@@ -117,14 +171,7 @@ func (s *server) listDeliveries(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return DeliveriesJSON{Deliveries: nonNil(items)}, nil
-}
-
-func nonNil(items []ledger.QueueItem) []ledger.QueueItem {
-	if items == nil {
-		return []ledger.QueueItem{}
-	}
-	return items
+	return itemsJSON(items), nil
 }
 
 func (s *server) showDelivery(r *http.Request) (any, error) {
@@ -148,9 +195,12 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := DeliveryJSON{Delivery: item, Event: EventJSON{QueuedEvent: ev}, Attempts: attempts}
-	if out.Attempts == nil {
-		out.Attempts = []ledger.AttemptRecord{}
+	out := DeliveryJSON{Delivery: itemJSON(item), Attempts: make([]AttemptJSON, 0, len(attempts)),
+		Event: EventJSON{ContentType: ev.ContentType, Header: ev.Header, ReceivedAt: ev.ReceivedAt, ContextAt: ev.ContextAt}}
+	for _, a := range attempts {
+		out.Attempts = append(out.Attempts, AttemptJSON{N: a.N, At: a.At, Delivery: a.Delivery, Token: a.Token, Outcome: a.Outcome,
+			AgentStatus: a.AgentStatus, LatencyMs: float64(a.Latency.Microseconds()) / 1000, Error: a.Error,
+			Answer: strings.ToValidUTF8(string(a.Answer), "\uFFFD"), Late: a.Late})
 	}
 	if utf8.Valid(ev.Body) {
 		out.Event.Body = string(ev.Body)
@@ -203,7 +253,7 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 		}
 		out = append(out, item)
 	}
-	return DeliveriesJSON{Deliveries: nonNil(out)}, nil
+	return itemsJSON(out), nil
 }
 
 func (s *server) paused(r *http.Request) (any, error) {
@@ -230,7 +280,7 @@ func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 }
 
 // Deliveries lists queued deliveries by filter.
-func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]ledger.QueueItem, error) {
+func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryItemJSON, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"source": f.Source, "status": f.Status, "scope": f.Scope} {
 		if v != "" {
@@ -262,7 +312,7 @@ func (c *Client) ShowDelivery(ctx context.Context, scope, source, eventID string
 
 // Replay makes queued deliveries due again: one event, or every delivery
 // matching req.Filter.
-func (c *Client) Replay(ctx context.Context, req ReplayRequest) ([]ledger.QueueItem, error) {
+func (c *Client) Replay(ctx context.Context, req ReplayRequest) ([]DeliveryItemJSON, error) {
 	var out DeliveriesJSON
 	err := c.do(ctx, http.MethodPost, "/v1/deliveries/replay", req, &out)
 	return out.Deliveries, err

@@ -200,7 +200,12 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 			g.handoff.Notify()
 		}
 		d.status = statusQueued
-		return c.JSON(statusQueued, answer{Status: "queued", EventID: d.eventID, RunID: d.runID})
+		a := answer{Status: "queued", EventID: d.eventID, RunID: d.runID}
+		if d.collect != nil { // an element of a batch: the batch answers for all
+			*d.collect = a
+			return nil
+		}
+		return c.JSON(statusQueued, a)
 	case ledger.EnqueueDuplicate:
 		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
 		d.decision = "duplicate"

@@ -109,6 +109,8 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	var run *Run
 	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
 		run = nil
+		in := in
+		in.key.id = in.key.idIn(d)
 		if done := settledState(d, in, now, l.opts); done != nil {
 			dec = *done
 			return dec.changed, nil
@@ -123,7 +125,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	if err != nil {
 		return nil, Claim{}, err
 	}
-	l.rememberReplay(in.key.scope, dec)
+	l.rememberReplay(in.key, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID, Reason: c.Reason})
 	return run, c, nil

@@ -94,29 +94,14 @@ func eventBlob(nonce string) string { return "e:" + nonce }
 
 func attemptBlob(nonce string, n int) string { return "a:" + nonce + ":" + strconv.Itoa(n) }
 
-func (d *document) setBlob(name string, b []byte) {
-	if d.blobs == nil {
-		d.blobs = map[string][]byte{}
-	}
-	d.blobs[name] = b
-}
-
 // pruneQueue drops items retention no longer requires, and their blobs.
-func (d *document) pruneQueue(now time.Time, retention time.Duration) {
+func (d *document) pruneQueue(now time.Time, retention time.Duration, blobs *blobSet) {
 	for id, q := range d.Queue {
 		if !q.dropAt(retention).Before(now) {
 			continue
 		}
 		delete(d.Queue, id)
-		d.dropBlobs(q)
-	}
-}
-
-// dropBlobs deletes the item's blobs with the next write.
-func (d *document) dropBlobs(q *QueueItem) {
-	d.setBlob(eventBlob(q.Blob), nil)
-	for n := 1; n <= q.Attempts; n++ {
-		d.setBlob(attemptBlob(q.Blob, n), nil)
+		blobs.drop(q)
 	}
 }
 
@@ -234,7 +219,7 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 	}
 	nonce := newNonce()
 	var out Enqueued
-	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+	err = l.transactBlobs(ctx, in.key.scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		out = Enqueued{}
 		if q := d.Queue[in.key.id]; q != nil {
 			out.Status, out.Item = EnqueueDuplicate, *q
@@ -272,7 +257,7 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 			e.PendingTTL = 0
 		}
 		d.Queue[e.ID] = q
-		d.setBlob(eventBlob(nonce), rec)
+		blobs.set(eventBlob(nonce), rec)
 		out.Status, out.Item = EnqueueQueued, *q
 		return true, nil
 	})
@@ -404,7 +389,7 @@ func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 	rec.N, rec.Delivery, rec.Token = t.Item.Attempts, t.Run.Delivery, t.Run.Token
 	ref := t.Claim.Ref()
 	var res Result
-	err := l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
+	err := l.transactBlobs(ctx, ref.Scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		q := d.Queue[ref.EntryID]
 		if q == nil {
 			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, ref.EntryID, ref.Scope)
@@ -427,7 +412,7 @@ func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 		if err != nil {
 			return false, fmt.Errorf("%w: attempt record: %v", ErrInvalid, err)
 		}
-		d.setBlob(attemptBlob(q.Blob, rec.N), b)
+		blobs.set(attemptBlob(q.Blob, rec.N), b)
 		if !current {
 			return true, nil
 		}

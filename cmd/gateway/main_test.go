@@ -116,7 +116,7 @@ func (b *syncBuffer) String() string {
 // writeConfig writes a config file with a stripe source forwarding to sinkURL.
 func writeConfig(t *testing.T, store, extra string, sinkURL string) string {
 	t.Helper()
-	if !strings.Contains(extra, "mode:") {
+	if !strings.Contains(extra, "      mode:") {
 		// These tests are about inline delivery unless they say otherwise;
 		// queued is the configuration's default.
 		extra = "      mode: inline\n" + extra

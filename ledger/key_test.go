@@ -44,6 +44,7 @@ func TestCanonicalHashing(t *testing.T) {
 func TestCanonicalFastPathAgrees(t *testing.T) {
 	for _, payload := range []any{
 		map[string]string{"source": "stripe", "eventId": "evt_<1>&", "z": "", "a": "é"},
+		map[string]string{"lone continuation byte": "a\x80b", "lead byte": "\xc3"},
 		"plain <string>", true, 42, int64(-7),
 	} {
 		fast, err := legacyCanonicalJSON(payload)

@@ -37,6 +37,9 @@ type Options struct {
 	Logger    *zap.Logger
 	Metrics   *Metrics
 	Clock     func() time.Time
+	// Handoff is the process's dispatcher, for queued sources. Without one
+	// queued events wait in the store for a dispatcher elsewhere.
+	Handoff Handoff
 }
 
 // Gateway is the public webhook handler.
@@ -49,6 +52,7 @@ type Gateway struct {
 	refusals *logLimiter
 	metrics  *Metrics
 	now      func() time.Time
+	handoff  Handoff
 	echo     *echo.Echo
 	// active counts handlers still running, so shutdown can wait for
 	// forwards whose connections were already cut.
@@ -72,7 +76,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock}
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff}
 	for _, s := range o.Sources {
 		if _, dup := g.sources[s.Name]; dup {
 			return nil, fmt.Errorf("ingress: source %q configured twice", s.Name)
@@ -222,6 +226,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		}
 	}
 	contextAt := g.contextAt(src, in, now, d)
+	if src.queue.Mode == ModeQueued {
+		return g.enqueue(c, d, src, body, contextAt, now)
+	}
 	return g.claimAndForward(c, d, src, body, contextAt)
 }
 

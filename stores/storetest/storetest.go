@@ -69,6 +69,13 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Retention", testRetention},
 		{"BeginClaim", testBeginClaim},
 		{"BadInputChangesNothing", testBadInput},
+		{"Blobs", testBlobs},
+		{"DueIndex", testDueIndex},
+		{"EnqueueStored", testEnqueueStored},
+		{"DueDeliveries", testDueDeliveries},
+		{"DeliveryLease", testDeliveryLease},
+		{"ReplayAndDead", testReplayAndDead},
+		{"ListDeliveries", testListDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

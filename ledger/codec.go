@@ -86,6 +86,26 @@ func (d *document) appendJSON(b []byte) (_ []byte, ok bool) {
 		}
 		b = append(b, '}')
 	}
+	if d.LandedBase != 0 {
+		b = append(b, `,"landedBase":`...)
+		b = appendUint(b, d.LandedBase)
+	}
+	if len(d.Landings) > 0 {
+		b = append(b, `,"landings":[`...)
+		for i, l := range d.Landings {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"seq":`...)
+			b = appendUint(b, l.Seq)
+			b = append(b, `,"at":`...)
+			if b, ok = appendTime(b, l.At); !ok {
+				return b, false
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), true
 }
 
@@ -145,6 +165,10 @@ func (r *runState) appendJSON(b []byte) (_ []byte, ok bool) {
 	}
 	if r.LostLease {
 		b = append(b, `,"lostLease":true`...)
+	}
+	if r.LeaseTTL != 0 {
+		b = append(b, `,"leaseTtl":`...)
+		b = appendInt(b, int64(r.LeaseTTL))
 	}
 	return append(b, '}'), true
 }

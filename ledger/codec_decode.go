@@ -625,9 +625,10 @@ func (p *parser) unknown(key []byte, fields []string) bool {
 }
 
 var (
-	documentFields = []string{"format", "scope", "seq", "token", "expiresAt", "holder", "runs", "entries"}
-	runFields      = []string{"id", "mode", "token", "delivery", "contextAt", "seenSeq", "acks", "leaseUntil",
-		"lastActive", "wrote", "ended", "cancelled", "endedAt", "endReason", "lostLease"}
+	documentFields = []string{"format", "scope", "seq", "token", "expiresAt", "holder", "runs", "entries",
+		"landedBase", "landings"}
+	runFields = []string{"id", "mode", "token", "delivery", "contextAt", "seenSeq", "acks", "leaseUntil",
+		"lastActive", "wrote", "ended", "cancelled", "endedAt", "endReason", "lostLease", "leaseTtl"}
 	entryFields = []string{"id", "scope", "intent", "payload", "summary", "state", "attempt", "failures",
 		"maxAttempts", "runId", "token", "delivery", "claimedAt", "pendingTtl", "redeliverable", "settledAt",
 		"landedSeq", "value", "error", "abandoned", "lateSettle", "resolvedBy"}
@@ -656,6 +657,10 @@ func (p *parser) document(d *document) bool {
 			return pointerMap(p, &d.Runs, func(r *runState, _ string) bool { return p.run(r) })
 		case "entries":
 			return pointerMap(p, &d.Entries, p.entry)
+		case "landedBase":
+			return p.uintField(&d.LandedBase)
+		case "landings":
+			return p.landings(&d.Landings)
 		}
 		return p.unknown(key, documentFields)
 	})
@@ -699,6 +704,13 @@ func (p *parser) run(r *runState) bool {
 			return p.stringField(&r.EndReason)
 		case "lostLease":
 			return p.boolField(&r.LostLease)
+		case "leaseTtl":
+			v := int64(r.LeaseTTL)
+			if !p.int64Field(&v) {
+				return false
+			}
+			r.LeaseTTL = time.Duration(v)
+			return true
 		}
 		return p.unknown(key, runFields)
 	})
@@ -723,6 +735,51 @@ func enumField[T ~string](p *parser, dst *T, known ...T) bool {
 	*dst = T(b)
 	return true
 }
+
+func (p *parser) landings(dst *[]landing) bool {
+	if p.null() {
+		*dst = nil
+		return true
+	}
+	if p.peek() != '[' {
+		return false
+	}
+	p.i++
+	out := []landing{}
+	if p.peek() == ']' {
+		p.i++
+		*dst = out
+		return true
+	}
+	for {
+		var l landing
+		ok := p.object(func(key []byte) bool {
+			switch string(key) {
+			case "seq":
+				return p.uintField(&l.Seq)
+			case "at":
+				return p.timeField(&l.At)
+			}
+			return p.unknown(key, landingFields)
+		})
+		if !ok {
+			return false
+		}
+		out = append(out, l)
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			*dst = out
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+var landingFields = []string{"seq", "at"}
 
 func (p *parser) acks(dst *[]string) bool {
 	if p.null() {

@@ -287,12 +287,13 @@ func TestCodecRealistic(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 123456000, time.UTC)
 	o := Options{}.withDefaults()
 	d := newDocument("tenant/conv<1>&x", now)
-	run, _ := decideBegin(d, beginInput{runID: "run-1", mode: ModeSupersede}, now, o)
+	run, _ := decideBegin(d, beginInput{runID: "run-1", mode: ModeExclusive, leaseTTL: 90 * time.Second}, now, o)
+	d.LandedBase = 3 // as if three landings were pruned from the front
 	for i := range 50 {
 		k, _ := resolveKey(Key{Scope: d.Scope, Intent: "reply", Payload: map[string]any{"i": i, "t": "<b>hi</b> \u2028"}})
 		e := claimEntry(d, claimInput{key: k, runID: run.ID, token: run.Token}, nil, now, o)
 		e.State, e.SettledAt, e.Value = StateCommitted, now.Add(time.Duration(i)*time.Millisecond), json.RawMessage(`{"ok":true}`)
-		d.land(e)
+		d.land(e, e.SettledAt)
 	}
 	w, err := d.finish(now, o.Retention)
 	if err != nil {

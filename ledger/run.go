@@ -100,7 +100,9 @@ func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run
 // req.Key with no run fencing, and only when the claim is granted does it
 // begin or resume the run, so that a duplicate that is answered "in flight"
 // or "done" never takes the run over from the delivery doing the work.
-// The run is nil unless the claim was acquired.
+// The run is nil unless the claim was acquired. A run that has ended or
+// been cancelled gets no claim: the result is refused run_ended or
+// run_cancelled and nothing is written.
 func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimRequest) (*Run, Claim, error) {
 	in, err := l.claimInput(req)
 	if err != nil {

@@ -105,6 +105,9 @@ type delivery struct {
 	status           int
 	decision, reason string
 	start            time.Time
+	// collect, when set, receives the 2xx answer instead of the response (batch elements).
+	collect *answer
+	note    string // a handshake's note for the operator
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -138,6 +141,9 @@ func (g *Gateway) handle(c echo.Context) error {
 	if d.reason != "" {
 		fields = append(fields, zap.String("reason", d.reason))
 	}
+	if d.note != "" {
+		fields = append(fields, zap.String("note", d.note))
+	}
 	if err != nil && (ie == nil || ie.Cause != nil) {
 		fields = append(fields, zap.Error(err))
 	}
@@ -153,7 +159,8 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return &Error{Status: http.StatusNotFound, Message: "unknown source", Reason: "unknown_source"}
 	}
 	d.source = src
-	getHandshake := req.Method == http.MethodGet && src.info.HandshakeByGET
+	// HEAD too: Trello and Mandrill check a new callback URL with one.
+	getHandshake := (req.Method == http.MethodGet || req.Method == http.MethodHead) && src.info.HandshakeByGET
 	if req.Method != http.MethodPost && !getHandshake {
 		return methodNotAllowed(c, src, d)
 	}
@@ -177,6 +184,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if err := src.scheme.Verify(sreq, now); err != nil {
 		d.decision = "unauthorized"
 		return g.unauthorized(src, d, err)
+	}
+	if src.split != "" {
+		return g.serveBatch(c, d, src, body, now)
 	}
 	in := &extract.Input{Header: req.Header, Query: req.URL.Query(), Body: body, ContentType: req.Header.Get("Content-Type")}
 	eventID, ok := src.eventID.Resolve(in)
@@ -208,6 +218,13 @@ func methodNotAllowed(c echo.Context, src *Source, d *delivery) error {
 }
 
 func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
+	if errors.Is(err, signatures.ErrUnavailable) {
+		// The provider's certificate or key could not be fetched: the request may be authentic,
+		// so the provider must retry rather than be told it is forged.
+		d.reason = "signature_key_unavailable"
+		return &Error{Status: http.StatusServiceUnavailable, Message: "signature cannot be checked now", Reason: "key_unavailable",
+			RetryAfter: src.retryAfter, Cause: err}
+	}
 	reason := "invalid"
 	switch {
 	case errors.Is(err, signatures.ErrMissingHeader):
@@ -235,7 +252,7 @@ func writeHandshake(c echo.Context, d *delivery, resp *signatures.HandshakeRespo
 	if status == 0 {
 		status = http.StatusOK
 	}
-	d.status = status
+	d.status, d.note = status, resp.Note
 	ctype := resp.ContentType
 	if ctype == "" {
 		ctype = "text/plain; charset=utf-8"
@@ -407,6 +424,10 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {
 	d.status = http.StatusOK
+	if d.collect != nil {
+		*d.collect = a
+		return nil
+	}
 	return c.JSON(http.StatusOK, a)
 }
 

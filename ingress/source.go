@@ -23,6 +23,7 @@ type Source struct {
 
 	eventID     extract.Rule
 	eventIDText string
+	split       string        // gjson path of the batch array; "" when each request is one event
 	scope       *extract.Rule // nil: one scope per event
 	contextAt   *extract.Rule // nil: receipt time
 	runs        ledger.Mode
@@ -49,6 +50,10 @@ type SourceConfig struct {
 	// RetryAfter caps the Retry-After the gateway suggests.
 	RetryAfter time.Duration
 	Forward    ForwardConfig
+	// Split turns one verified request into one event per element of a JSON array:
+	// "{json:PATH}" ("{json:@this}" for a body that is the array), or "default" for the
+	// provider's. EventID, Scope and ContextAt then apply to each element.
+	Split string
 }
 
 // ForwardConfig says where and how accepted events go.
@@ -109,6 +114,16 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		return nil, fieldErr(field+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider)
 	}
 	ids := cfg.EventID
+	if cfg.Split != "" {
+		if s.split, err = splitPath(cfg.Split, info); err != nil {
+			return nil, &FieldError{Field: field + ".split", Err: err}
+		}
+		if len(ids) == 0 {
+			if ids = info.SplitEventID; len(ids) == 0 {
+				return nil, fieldErr(field+".event_id", "provider %q has no default event id for split elements: set event_id", cfg.Provider)
+			}
+		}
+	}
 	if len(ids) == 0 {
 		ids = info.EventID
 	}
@@ -172,6 +187,21 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	return s, nil
 }
 
+// splitPath reads a split setting: "default", or "{json:PATH}".
+func splitPath(v string, info signatures.Provider) (string, error) {
+	if v == "default" {
+		if info.Split == "" {
+			return "", fmt.Errorf("provider %q has no default split: give {json:PATH}", info.Name)
+		}
+		return info.Split, nil
+	}
+	p, ok := strings.CutPrefix(v, "{json:")
+	if !ok || !strings.HasSuffix(p, "}") || len(p) < 2 || strings.ContainsAny(p[:len(p)-1], "{}") {
+		return "", fmt.Errorf("%q: want {json:PATH} (e.g. {json:events}, {json:@this} for a top-level array) or default", v)
+	}
+	return p[:len(p)-1], nil
+}
+
 // ForwardTimeout is the source's forward timeout.
 func (s *Source) ForwardTimeout() time.Duration { return s.forwardTimeout }
 
@@ -188,6 +218,10 @@ func (s *Source) Describe() string {
 	if s.contextAt != nil {
 		ctxAt = s.contextAt.String()
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s)",
-		s.Name, s.Provider, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout)
+	split := ""
+	if s.split != "" {
+		split = " split={json:" + s.split + "}"
+	}
+	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s)",
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout)
 }

@@ -92,14 +92,32 @@
 //     if nobody ended them: a run nobody touched for a week is dead.
 //   - Supersession is judged among supersede-mode runs only; exclusive and
 //     independent runs are fenced by their own deliveries and leases.
-//   - Canonical payloads are encoding/json output of the payload decoded
-//     into generic values (sorted keys, numbers as written, no HTML
-//     escaping).
+//   - An effect's id (and idempotency key) hashes its scope, intent and
+//     payload, each written after its length, so no two different triples
+//     share one. The payload is hashed in its RFC 8785 (JSON
+//     Canonicalization Scheme) form: keys sorted by UTF-16 code units and
+//     every number as the shortest ECMAScript rendering of its IEEE 754
+//     double, so 2500, 2500.0 and 2.5e3 are one effect whichever language
+//     wrote them. The limit that comes with it: integers beyond 2^53 round
+//     to the nearest double, so two that differ only past that precision
+//     are one effect; send such ids as strings. Invalid UTF-8 in a payload
+//     string becomes U+FFFD first.
+//   - Entries stored before that rule (format 1 ids: fields joined with NUL,
+//     numbers hashed as written) keep their ids, which are the idempotency
+//     keys their effects already sent. A claim, check or resolve by key
+//     looks for its format 1 id when the document has no entry under the
+//     new one, so a redelivery after the upgrade finds what it found
+//     before: the same payload, spelled as it was then.
+//   - Once, Run.Once and the ledger API client's Once are one loop
+//     (RunEffect over the Attempts interface): claim, run the effect until
+//     the claim's deadline, settle; put an ambiguous entry to the
+//     reconciler; wait for an in-flight one by the injected clock.
 //   - Because committed is final, a Ledger remembers the committed entries
 //     it settled or was told of (Options.ReplayCache, bounded) and answers
 //     a later claim for one of them "replayed" without the store, until
 //     ten minutes before its retention ends. That is the one piece of state
 //     outside the store: it makes a provider's redelivery of an event this
 //     process delivered cost no round trip, and it can only say what the
-//     store would say.
+//     store would say: it keeps its own copy of the entry, with the value
+//     in the compact form the document stores, never the caller's buffer.
 package ledger

@@ -128,6 +128,8 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 		if err := checkContextAt(bin, now); err != nil {
 			return false, err
 		}
+		in := in
+		in.key.id = in.key.idIn(d)
 		if done := settledState(d, in, now, l.opts); done != nil {
 			dec = *done
 			return dec.changed, nil
@@ -148,7 +150,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	if err != nil {
 		return nil, Claim{}, err
 	}
-	l.rememberReplay(in.key.scope, dec)
+	l.rememberReplay(in.key, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID, Reason: c.Reason})
 	return run, c, nil

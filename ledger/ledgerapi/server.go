@@ -385,6 +385,14 @@ func (s *server) resolve(r *http.Request) (any, error) {
 	switch {
 	case req.EntryID != "" && (req.Intent != "" || len(req.Payload) > 0):
 		return nil, fmt.Errorf("%w: name the entry by entry_id or by intent and payload, not both", ledger.ErrInvalid)
+	case req.By != "" && req.By != ResolvedByOperator && req.By != ResolvedByReconciler:
+		return nil, fmt.Errorf("%w: by %q (want %s or %s)", ledger.ErrInvalid, req.By, ResolvedByOperator, ResolvedByReconciler)
+	case req.By == ResolvedByReconciler && (req.EntryID == "" || req.Attempt < 1):
+		return nil, fmt.Errorf("%w: a reconciler names the entry by entry_id and the attempt it found ambiguous", ledger.ErrInvalid)
+	case req.By == ResolvedByReconciler:
+		e, err = s.l.Reconciled(r.Context(), ledger.ClaimRef{Scope: req.Scope, EntryID: req.EntryID, Attempt: req.Attempt}, outcome)
+	case req.Attempt != 0:
+		return nil, fmt.Errorf("%w: attempt is for by=reconciler", ledger.ErrInvalid)
 	case req.EntryID != "":
 		e, err = s.l.ResolveEntry(r.Context(), req.Scope, req.EntryID, outcome)
 	default:

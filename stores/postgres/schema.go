@@ -47,6 +47,23 @@ func parseTable(table string) names {
 	}
 }
 
+// SchemaObject is one database object SchemaSQL creates.
+type SchemaObject struct {
+	Kind string // table, sequence or index
+	Name string // as to_regclass reads it: quoted, schema-qualified when the table is
+}
+
+// SchemaObjects lists what SchemaSQL(table) creates, so that a migration
+// can say what it added.
+func SchemaObjects(table string) []SchemaObject {
+	n := parseTable(table)
+	schema := ""
+	if i := strings.IndexByte(n.table, '.'); i >= 0 && strings.HasPrefix(n.table, `"`) {
+		schema = n.table[:i+1]
+	}
+	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}}
+}
+
 // SchemaSQL returns the DDL that Migrate runs for the given table name
 // (empty means DefaultTable; "schema.table" puts everything in that schema,
 // which must already exist). It is idempotent, so it can be handed to a

@@ -71,12 +71,66 @@ func TestDefaults(t *testing.T) {
 	if cfg.Store.Kind != "bolt" || cfg.Store.Path != "data/ledger.db" || cfg.Listen != "127.0.0.1:8080" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	for in, want := range map[string]ByteSize{"1MiB": 1 << 20, "512KiB": 512 << 10, "2000": 2000, "1 MB": 1000000} {
+	for in, want := range map[string]ByteSize{"1MiB": 1 << 20, "512KiB": 512 << 10, "2000": 2000, "1 GiB": 1 << 30, "10B": 10} {
 		if got, err := ParseByteSize(in); err != nil || got != want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	if _, err := ParseByteSize("-1KiB"); err == nil {
-		t.Error("negative size accepted")
+	for in, want := range map[string]string{
+		"-1KiB": "positive number of bytes",
+		"1MB":   `"1MB" is ambiguous (1000 or 1024?): write 1MiB`,
+		"64kb":  "write 64KiB",
+		"2 GB":  "write 2GiB",
+		"lots":  "not a size",
+		"1TiB":  "not a size",
+	} {
+		if _, err := ParseByteSize(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseByteSize(%q): %v, want an error containing %q", in, err, want)
+		}
+	}
+}
+
+// One run lists every problem of the file, each naming its field and line,
+// with a hint of what to write instead.
+func TestEveryProblemInOneRun(t *testing.T) {
+	const file = `listen: 127.0.0.1:8080
+store: {kind: bolts}
+sources:
+  s:
+    provider: github
+    secrets: [${SECRET}, ${EMPTY}]
+    max_body: 1MB
+    forwrd: {url: "http://127.0.0.1:9000/x"}
+    retry_after: 10
+`
+	_, err := Parse([]byte(file), lookup(map[string]string{"EMPTY": ""}))
+	problems := Problems(err)
+	want := []string{
+		"store.kind: \"bolts\" is not one of memory, bolt, postgres, redis, did you mean `bolt`? (line 2)",
+		"sources.s.secrets[0]: ${SECRET} is not set (line 6)",
+		"sources.s.secrets[1]: ${EMPTY} is set but empty (line 6)",
+		"sources.s.max_body: \"1MB\" is ambiguous (1000 or 1024?): write 1MiB, or the number of bytes (line 7)",
+		"sources.s.forwrd: unknown field, did you mean `forward`? (line 8)",
+		"sources.s.retry_after: 10 has no unit: write 10s (or 10ms, 10m) (line 9)",
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Error())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("errors.Join text:\n%s", err)
+	}
+}
+
+// A field whose value was already reported does not also get the
+// consequences of that value being missing.
+func TestNoKnockOnProblems(t *testing.T) {
+	y := strings.Replace(base, "${TIMEOUT}", "3s", 1)
+	_, err := Parse([]byte(y), lookup(nil))
+	if p := Problems(err); len(p) != 1 || p[0].Field != "sources.s.secrets[0]" {
+		t.Fatalf("problems: %v", err)
 	}
 }

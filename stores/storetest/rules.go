@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,10 @@ func testAbandonedKept(t *testing.T, newStore NewStore) {
 	var n atomic.Int64
 	key := ledger.Key{Scope: "abandoned", Intent: "refund", Payload: 1}
 	must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: key}))
+	// The store must not expire the document on its own either.
+	if doc := docFields(t, must(e.store.Read(e.ctx, "abandoned"))); doc["expiresAt"] != nil {
+		t.Fatalf("a document holding a claim that may turn ambiguous expires at %v", doc["expiresAt"])
+	}
 	e.clock.Advance(3 * time.Hour) // well past deadline + retention
 	// Another write prunes the document; the abandoned claim must survive it.
 	must(e.l.Once(e.ctx, ledger.Key{Scope: "abandoned", Intent: "note", Payload: 1}, count(&n, nil)))
@@ -39,6 +44,27 @@ func testAbandonedKept(t *testing.T, newStore NewStore) {
 	if got := must(e.l.Ambiguous(e.ctx, 10)); len(got) != 1 {
 		t.Fatalf("ambiguous list: %+v", got)
 	}
+	// A document an older build wrote with an expiry, holding a pending
+	// claim, is not forgotten when that expiry passes.
+	legacy := ledger.Key{Scope: "abandoned-legacy", Intent: "refund", Payload: 1}
+	must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: legacy}))
+	doc := docFields(t, must(e.store.Read(e.ctx, "abandoned-legacy")))
+	doc["expiresAt"] = e.clock.Now().Add(2 * time.Hour).Format(time.RFC3339Nano)
+	raw, _ := json.Marshal(doc)
+	noErr(t, e.store.Transact(e.ctx, "abandoned-legacy", func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: raw, ReviewAt: e.clock.Now().Add(time.Minute)}, nil
+	}))
+	e.clock.Advance(3 * time.Hour)
+	wantStatus(t, "legacy document past its expiry", must(e.l.Once(e.ctx, legacy, count(&n, nil))), ledger.StatusAmbiguous, "")
+}
+
+func docFields(t *testing.T, raw []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("stored document %q: %v", raw, err)
+	}
+	return m
 }
 
 // testResolvedThenLateCommit: an operator said an abandoned attempt did not

@@ -53,7 +53,12 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		ed := &delivery{source: src, eventID: it.eventID, runID: src.Name + ":" + it.eventID, scope: it.scope, start: time.Now()}
 		var a answer
 		ed.collect = &a
-		err := g.claimAndForward(c, ed, src, it.body, it.contextAt)
+		var err error
+		if src.queue.Mode == ModeQueued {
+			err = g.enqueue(c, ed, src, it.body, it.contextAt, now)
+		} else {
+			err = g.claimAndForward(c, ed, src, it.body, it.contextAt)
+		}
 		fields := []zap.Field{zap.String("source", src.Name), zap.String("decision", ed.decision),
 			zap.String("event_id", ed.eventID), zap.String("scope", ed.scope), zap.String("run_id", ed.runID),
 			zap.Int("delivery", ed.deliveryN), zap.Duration("latency", time.Since(ed.start))}

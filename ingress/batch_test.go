@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -155,5 +156,36 @@ func TestBatchSplitHubSpot(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	if st := batchStatuses(t, r); st["101"] != "delivered" || st["102"] != "delivered" || h.sink.count("101") != 1 || h.sink.count("102") != 1 {
 		t.Fatalf("hubspot batch: %v", st)
+	}
+}
+
+// A queued source that splits records every element as its own queued
+// event (one store step each) and answers for all of them at once.
+func TestBatchSplitQueued(t *testing.T) {
+	h := newHarness(t, ingress.SourceConfig{Name: "gc", Provider: "gocardless", Split: "default",
+		Signature: signatures.Config{Secrets: []string{gcSecret}},
+		Forward:   ingress.ForwardConfig{Queue: ingress.QueueConfig{Mode: ingress.ModeQueued}}})
+	r := h.postGC(t, gcBatch(0, 5))
+	wantStatus(t, r, http.StatusOK)
+	for id, st := range batchStatuses(t, r) {
+		if st != "queued" {
+			t.Errorf("%s: %s, want queued", id, st)
+		}
+	}
+	r = h.postGC(t, gcBatch(0, 5))
+	for id, st := range batchStatuses(t, r) {
+		if st != "duplicate" {
+			t.Errorf("copy of %s: %s, want duplicate", id, st)
+		}
+	}
+	for i := range 5 {
+		id := fmt.Sprintf("EV%04d", i)
+		items, err := h.ledger.QueueItems(context.Background(), "gc:"+id)
+		if err != nil || len(items) != 1 || items[0].EventID != id {
+			t.Fatalf("%s: queued %+v, %v", id, items, err)
+		}
+	}
+	if n := h.sink.totalCount(); n != 0 {
+		t.Fatalf("%d forwards with no dispatcher running, want 0", n)
 	}
 }

@@ -37,6 +37,9 @@ type Options struct {
 	Logger    *zap.Logger
 	Metrics   *Metrics
 	Clock     func() time.Time
+	// Handoff is the process's dispatcher, for queued sources. Without one
+	// queued events wait in the store for a dispatcher elsewhere.
+	Handoff Handoff
 }
 
 // Gateway is the public webhook handler.
@@ -47,6 +50,7 @@ type Gateway struct {
 	log     *zap.Logger
 	metrics *Metrics
 	now     func() time.Time
+	handoff Handoff
 	echo    *echo.Echo
 	// active counts handlers still running, so shutdown can wait for
 	// forwards whose connections were already cut.
@@ -70,7 +74,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock}
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock, handoff: o.Handoff}
 	for _, s := range o.Sources {
 		if _, dup := g.sources[s.Name]; dup {
 			return nil, fmt.Errorf("ingress: source %q configured twice", s.Name)
@@ -204,6 +208,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		}
 	}
 	contextAt := g.contextAt(src, in, now, d)
+	if src.queue.Mode == ModeQueued {
+		return g.enqueue(c, d, src, body, contextAt, now)
+	}
 	return g.claimAndForward(c, d, src, body, contextAt)
 }
 
@@ -375,6 +382,17 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		d.decision = "in_flight"
 		wait := min(claim.Deadline.Sub(g.now()), src.retryAfter)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered by another request", Reason: "in_flight", RetryAfter: wait}
+	case ledger.StatusRefused:
+		if claim.Reason == ledger.ReasonRunEnded || claim.Reason == ledger.ReasonRunCancelled {
+			// The agent (or an operator) finished this event's run: it is
+			// done with the event, and nothing may be delivered under it
+			// again. Retrying could never help, so the provider hears 200.
+			g.metrics.duplicates.WithLabelValues(src.Name).Inc()
+			d.decision = "duplicate"
+			return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(claim.Reason)})
+		}
+		d.decision = string(claim.Status)
+		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
 	default:
 		// Not reachable with a redeliverable, unlimited claim; never a 2xx.
 		d.decision = string(claim.Status)

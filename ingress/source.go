@@ -35,6 +35,7 @@ type Source struct {
 	forwardHeaders map[string]string
 	signingSecret  string
 	passHeaders    []string // canonical names of informative provider headers to forward
+	queue          QueueConfig
 }
 
 // SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
@@ -62,6 +63,7 @@ type ForwardConfig struct {
 	Timeout       time.Duration
 	Headers       map[string]string
 	SigningSecret string
+	Queue         QueueConfig
 }
 
 // Defaults for a source.
@@ -184,6 +186,9 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
 	}
+	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -222,6 +227,6 @@ func (s *Source) Describe() string {
 	if s.split != "" {
 		split = " split={json:" + s.split + "}"
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s)",
-		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout)
+	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s)",
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode)
 }

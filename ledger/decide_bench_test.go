@@ -60,7 +60,7 @@ func BenchmarkClaimRoundTrip(b *testing.B) {
 					b.Fatal(err)
 				}
 				dec, _ := decideClaim(doc, claimInput{key: k, conflict: ConflictAny}, now, o)
-				if _, err := doc.finish(now, o.Retention); err != nil || !dec.changed {
+				if _, err := doc.finish(now, o.Retention, nil); err != nil || !dec.changed {
 					b.Fatal(err)
 				}
 			}

@@ -120,4 +120,49 @@
 //     process delivered cost no round trip, and it can only say what the
 //     store would say: it keeps its own copy of the entry, with the value
 //     in the compact form the document stores, never the caller's buffer.
+//
+// # Queued delivery
+//
+// The outbox lives in the same store step as the ledger's own state, never
+// in a second system. Enqueue makes, in one Transact of the event's scope:
+// the run (begun as for an inline delivery), the deliver entry (a claim,
+// redeliverable), a QueueItem in the document's "queue" map keyed by that
+// entry's id, and one blob (Write.Blobs) holding the event record, its
+// JSON metadata then the raw body. The blob is written by the same store
+// step as the document, so an acknowledged event always has its record and
+// its claim, and a failed step leaves neither. Bodies stay out of the
+// document so that a scope with many events (a supersede conversation)
+// does not carry them in every read; the QueueItem is about 400 bytes.
+//
+// A QueueItem is due when it is queued and its NextAt has come, or
+// delivering and its claim's deadline (LeaseUntil) has passed: a crashed
+// dispatcher's delivery comes back by itself. Every write stores the
+// earliest such time as Write.DueAt, which the store indexes, and
+// DueDeliveries walks that index (Store.ScopesDue) the way Ambiguous walks
+// ScopesToReview. TakeDelivery is the lease: in one Transact it re-checks
+// that the item is due, begins a new delivery of the run (a newer fencing
+// token; the first take of an event accepted without Hold keeps the
+// delivery Enqueue began, so Replyonce-Delivery counts attempts from 1),
+// claims a new attempt of the deliver entry with the lease as its pending
+// TTL, and marks the item delivering until then. Two dispatchers can never
+// both take it, in any number of processes, because the store makes that
+// read-modify-write atomic. FinishDelivery settles the attempt and moves
+// the item (delivered, rejected, queued again at a time the caller chose,
+// or dead), and writes an attempt record blob; the outcome of a holder
+// whose lease ran out and was taken over is kept only as a late record.
+// The schedule, what counts as a failure and pausing are the caller's
+// (the gateway's dispatcher): the ledger only records and fences.
+//
+// Operators find items through the same two indexes: waiting and
+// delivering ones through the due index, dead and rejected ones through
+// the review index (a dead letter waits for an operator, so its document
+// asks for review; Ambiguous reads such scopes and skips them), delivered
+// ones by scope only (ListDeliveries). Pausing a source is one small JSON
+// record in the reserved scope "replyonce:control:paused-sources", which
+// every dispatcher reads on each sweep.
+//
+// Retention: a delivered or rejected item and its blobs are dropped one
+// retention after it finished; any other item once it is older than its
+// MaxAge plus one retention. Dropping happens on the scope's next write,
+// and a document keeps itself alive while it holds items.
 package ledger

@@ -21,6 +21,9 @@ type document struct {
 	Holder    string               `json:"holder,omitempty"` // exclusive-mode lease holder
 	Runs      map[string]*runState `json:"runs,omitempty"`
 	Entries   map[string]*Entry    `json:"entries,omitempty"`
+	// Queue holds the scope's queued deliveries, keyed by their deliver
+	// entry's id (see queue.go). Their bodies live in blobs.
+	Queue map[string]*QueueItem `json:"queue,omitempty"`
 	// LandedBase and Landings map a contextAt to the writes a run has
 	// seen: Landings lists, in sequence order, each write's sequence and
 	// the landing instance's time; LandedBase is the last sequence pruned
@@ -33,6 +36,25 @@ type document struct {
 type landing struct {
 	Seq uint64    `json:"seq"`
 	At  time.Time `json:"at"`
+}
+
+// blobSet collects the side records one decision writes beside the
+// document (nil: delete), for Write.Blobs. It is not part of the document.
+type blobSet struct{ m map[string][]byte }
+
+func (b *blobSet) set(name string, data []byte) {
+	if b.m == nil {
+		b.m = map[string][]byte{}
+	}
+	b.m[name] = data
+}
+
+// drop deletes the item's blobs with the write.
+func (b *blobSet) drop(q *QueueItem) {
+	b.set(eventBlob(q.Blob), nil)
+	for n := 1; n <= q.Attempts; n++ {
+		b.set(attemptBlob(q.Blob, n), nil)
+	}
 }
 
 type runState struct {
@@ -63,12 +85,19 @@ func newDocument(scope string, now time.Time) *document {
 		Token:   uint64(now.UnixMilli()),
 		Runs:    map[string]*runState{},
 		Entries: map[string]*Entry{},
+		Queue:   map[string]*QueueItem{},
 	}
 }
 
 // decodeDocument reads a stored document. A missing or expired document is
 // a fresh one.
 func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) {
+	return decodeDocumentBlobs(scope, raw, now, nil)
+}
+
+// decodeDocumentBlobs is decodeDocument for a decision that will write:
+// the blobs of an expired document's queue go into blobs, for deletion.
+func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet) (*document, error) {
 	if raw == nil {
 		return newDocument(scope, now), nil
 	}
@@ -94,6 +123,13 @@ func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) 
 		if d.Token >= fresh.Token {
 			fresh.Token = d.Token
 		}
+		// A store may still hold the expired document's blobs (its clock
+		// is not the ledger's): the next write deletes them.
+		if blobs != nil {
+			for _, q := range d.Queue {
+				blobs.drop(q)
+			}
+		}
 		return fresh, nil
 	}
 	if d.Runs == nil {
@@ -101,6 +137,9 @@ func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) 
 	}
 	if d.Entries == nil {
 		d.Entries = map[string]*Entry{}
+	}
+	if d.Queue == nil {
+		d.Queue = map[string]*QueueItem{}
 	}
 	d.adoptLegacyLandings()
 	return &d, nil
@@ -160,18 +199,19 @@ func (d *document) adoptLegacyLandings() {
 
 // prune drops what retention no longer requires: settled entries,
 // redeliverable claims that expired a retention period ago (nobody is
-// working on them and a new attempt may start anyway), and finished or idle
-// runs. Ambiguous entries, and pending ones that will read as ambiguous,
-// stay until resolved.
-func (d *document) prune(now time.Time, retention time.Duration) {
+// working on them and a new attempt may start anyway) unless a queued
+// delivery still stands for them, and finished or idle runs. Ambiguous
+// entries, and pending ones that will read as ambiguous, stay until resolved.
+func (d *document) prune(now time.Time, retention time.Duration, blobs *blobSet) {
 	cutoff := now.Add(-retention)
 	for id, e := range d.Entries {
 		settled := (e.State == StateCommitted || e.State == StateFailed) && e.SettledAt.Before(cutoff)
-		expired := e.State == StatePending && e.Redeliverable && e.Deadline().Before(cutoff)
+		expired := e.State == StatePending && e.Redeliverable && e.Deadline().Before(cutoff) && d.Queue[id] == nil
 		if settled || expired {
 			delete(d.Entries, id)
 		}
 	}
+	d.pruneQueue(now, retention, blobs)
 	// Only a front of the landing list may go: the mapping is by order.
 	n := 0
 	for n < len(d.Landings) && d.Landings[n].At.Before(cutoff) {
@@ -192,7 +232,7 @@ func (d *document) prune(now time.Time, retention time.Duration) {
 }
 
 // finish computes the document's own expiry and the store hints for a write.
-func (d *document) finish(now time.Time, retention time.Duration) (*Write, error) {
+func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet) (*Write, error) {
 	var expires, review time.Time
 	keep := false
 	later := func(t time.Time) {
@@ -234,7 +274,18 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 		// news: keep it for one retention period.
 		expires = now.Add(retention)
 	}
-	w := &Write{ReviewAt: review}
+	due := d.queueTimes(retention, later)
+	for _, q := range d.Queue {
+		// Dead and rejected deliveries wait for an operator: the review
+		// index lists them (ListDeliveries) until replayed or dropped.
+		if q.Status == DeliveryDead || q.Status == DeliveryRejected {
+			earlier(q.FinishedAt)
+		}
+	}
+	w := &Write{ReviewAt: review, DueAt: due}
+	if blobs != nil {
+		w.Blobs = blobs.m
+	}
 	if keep {
 		d.ExpiresAt = time.Time{}
 	} else {

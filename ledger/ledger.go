@@ -57,18 +57,25 @@ func (l *Ledger) observe(ev Event) {
 // transact runs decide on the scope's document and writes it back when
 // decide says it changed.
 func (l *Ledger) transact(ctx context.Context, scope string, decide func(d *document, now time.Time) (bool, error)) error {
+	return l.transactBlobs(ctx, scope, func(d *document, now time.Time, _ *blobSet) (bool, error) { return decide(d, now) })
+}
+
+// transactBlobs is transact for decisions that also write blobs beside the
+// document; whatever retention drops, blobs included, is deleted with it.
+func (l *Ledger) transactBlobs(ctx context.Context, scope string, decide func(d *document, now time.Time, blobs *blobSet) (bool, error)) error {
 	return l.store.Transact(ctx, scope, func(current []byte) (*Write, error) {
 		now := l.now()
-		d, err := decodeDocument(scope, current, now)
+		var blobs blobSet
+		d, err := decodeDocumentBlobs(scope, current, now, &blobs)
 		if err != nil {
 			return nil, err
 		}
-		changed, err := decide(d, now)
+		changed, err := decide(d, now, &blobs)
 		if err != nil || !changed {
 			return nil, err
 		}
-		d.prune(now, l.opts.Retention)
-		return d.finish(now, l.opts.Retention)
+		d.prune(now, l.opts.Retention, &blobs)
+		return d.finish(now, l.opts.Retention, &blobs)
 	})
 }
 

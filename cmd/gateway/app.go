@@ -49,6 +49,9 @@ commands:
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
+  events  list [--source S] [--status S] [--scope X] [--since T] | show SOURCE EVENT_ID | replay ...
+                              queued events: list, show with every attempt, deliver again
+  sources pause|resume NAME   stop or restart dispatching a queued source (it keeps accepting)
   providers [NAME]            list the providers (scheme, default event id, handshake), or print a source for one
   version                     print the version
 
@@ -86,6 +89,10 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 		return a.migrate(ctx, rest)
 	case "ledger":
 		return a.ledgerCmd(ctx, rest)
+	case "events":
+		return a.eventsCmd(ctx, rest)
+	case "sources":
+		return a.sourcesCmd(ctx, rest)
 	case "demo":
 		return a.demo(ctx, rest)
 	case "bench":
@@ -116,10 +123,15 @@ var commandHelp = map[string]struct{ summary, example string }{
 	"ledger history":   {"A scope's effect entries, oldest first, with each outcome.", "gateway ledger history 'stripe:evt_1' --config gateway.yaml"},
 	"ledger ambiguous": {"Entries whose outcome is unknown and needs a person.", "gateway ledger ambiguous --config gateway.yaml"},
 	"ledger resolve":   {"Record what you found about an ambiguous entry.", "gateway ledger resolve SCOPE ENTRY_ID --outcome not_applied --config gateway.yaml"},
+	"events list":      {"Queued events, oldest first: waiting, delivering, rejected and dead ones (delivered ones with --scope).", "gateway events list --status dead --source github --config gateway.yaml"},
+	"events show":      {"A queued event and every delivery attempt: time, agent status, latency, error, the answer's first bytes.", "gateway events show github 72d3162e-cc78-11e3-81ab-4c9367dc0958 --config gateway.yaml"},
+	"events replay":    {"Deliver queued events again, as new deliveries of the same runs: one event, or all matching --status.", "gateway events replay --status dead --source github --config gateway.yaml"},
+	"sources pause":    {"Stop dispatching a source's queued events in every instance; it keeps accepting and storing them.", "gateway sources pause github --config gateway.yaml"},
+	"sources resume":   {"Dispatch a paused source's queued events again.", "gateway sources resume github --config gateway.yaml"},
 }
 
 // commands are the names Run knows, for suggestions.
-var commands = []string{"serve", "check", "send", "migrate", "demo", "bench", "health", "ledger", "version", "help"}
+var commands = []string{"serve", "check", "send", "migrate", "demo", "bench", "health", "ledger", "events", "sources", "version", "help"}
 
 func (a *App) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

@@ -15,6 +15,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve"}, {"check"}, {"send"}, {"migrate"}, {"demo"}, {"bench"}, {"health"},
 		{"ledger", "history"}, {"ledger", "ambiguous"}, {"ledger", "resolve"},
+		{"events", "list"}, {"events", "show"}, {"events", "replay"}, {"sources", "pause"}, {"sources", "resume"},
 	} {
 		for _, flag := range []string{"--help", "-h"} {
 			var out bytes.Buffer

@@ -65,11 +65,7 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 
 	var f ledgerFlags
 	fs := a.flags("ledger " + sub)
-	fs.StringVar(&f.admin, "admin", "", "admin API base URL")
-	fs.StringVar(&f.config, "config", "", "gateway configuration file")
-	fs.StringVar(&f.token, "token", "", "admin bearer token")
-	fs.BoolVar(&f.json, "json", false, "print JSON")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "request timeout")
+	adminFlags(fs, &f)
 	if sub == "ambiguous" {
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
 	}

@@ -34,7 +34,7 @@ sources:
   stripe:
     provider: stripe
     secrets: [${STRIPE_SECRET}]
-    forward: {url: %s/events, timeout: 2s}
+    forward: {url: %s/events, timeout: 2s, mode: inline}
 `, adminListen, sinkURL)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -214,7 +214,9 @@ func TestLedgerCommandFindsTheAdminAPIFromConfig(t *testing.T) {
 // redelivered), but history shows the refusal, not "committed".
 func TestLedgerHistoryShowsRejections(t *testing.T) {
 	sink := newSink(t)
-	sink.answer = func(int, *http.Request) (int, time.Duration) { return http.StatusUnauthorized, 0 }
+	// 422: the event itself is refused (a 401 is a configuration fault,
+	// retried, never a rejection).
+	sink.answer = func(int, *http.Request) (int, time.Duration) { return http.StatusUnprocessableEntity, 0 }
 	path := ledgerConfig(t, "127.0.0.1:0", sink.srv.URL)
 	g := startGatewayWithEnv(t, path, map[string]string{"GATEWAY_ADMIN_TOKEN": adminToken})
 	body, header := stripeEvent(t, "evt_refused", nil)
@@ -223,7 +225,7 @@ func TestLedgerHistoryShowsRejections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "rejected (agent 401)") || strings.Contains(out, " committed ") {
+	if !strings.Contains(out, "rejected (agent 422)") || strings.Contains(out, " committed ") {
 		t.Fatalf("history of a refused delivery:\n%s", out)
 	}
 }

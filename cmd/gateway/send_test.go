@@ -209,11 +209,11 @@ func TestSendBodyTwiceIsOneEvent(t *testing.T) {
 	extra := `  github:
     provider: github
     secrets: [gh-secret]
-    forward: {url: ` + agent.srv.URL + `/gh}
+    forward: {url: ` + agent.srv.URL + `/gh, mode: inline}
   std:
     provider: standard-webhooks
     secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
-    forward: {url: ` + agent.srv.URL + `/std}
+    forward: {url: ` + agent.srv.URL + `/std, mode: inline}
 `
 	cfg := writeConfig(t, "{kind: memory}", extra, agent.srv.URL)
 	g := startGateway(t, cfg)

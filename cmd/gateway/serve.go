@@ -18,6 +18,7 @@ import (
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -64,9 +65,17 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	lopts := cfg.LedgerOptions()
 	lopts.Clock = a.Clock
 	l := ledger.New(store, lopts)
+	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock)
+	// Every serve process dispatches queued sources; several processes on
+	// one store share the work through the ledger.
+	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: sources, Logger: log.Named("dispatch"),
+		Metrics: dispatch.NewMetrics(reg), Clock: a.Clock})
+	if err != nil {
+		return err
+	}
 	gw, err := ingress.New(ingress.Options{
-		Sources: sources, Ledger: l, Forwarder: forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock),
-		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock,
+		Sources: sources, Ledger: l, Forwarder: fwd,
+		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, Handoff: disp,
 	})
 	if err != nil {
 		return err
@@ -109,6 +118,13 @@ func (a *App) serve(ctx context.Context, args []string) error {
 
 	errs := make(chan error, len(servers))
 	var wg sync.WaitGroup
+	dispCtx, stopDispatch := context.WithCancel(context.Background())
+	defer stopDispatch()
+	dispDone := make(chan struct{})
+	go func() {
+		defer close(dispDone)
+		disp.Run(dispCtx)
+	}()
 	for i, srv := range servers {
 		wg.Add(1)
 		go func() {
@@ -137,6 +153,13 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	// Handlers whose connections were cut still finish their forward and
 	// settle it before the store closes, so no claim is left pending.
 	gw.Wait()
+	// The dispatcher stops taking work, and its deliveries in flight get
+	// what is left of the grace period; a cut one is left due.
+	stopDispatch()
+	<-dispDone
+	if err := disp.Shutdown(grace); err != nil {
+		log.Warn("queued deliveries cut by shutdown; they are due again", zap.Error(err))
+	}
 	log.Info("gateway stopped")
 	return serveErr
 }

@@ -45,6 +45,7 @@ const (
 	CodeAlreadySettled   = "already_settled"
 	CodeNotAmbiguous     = "not_ambiguous"
 	CodeStoreUnavailable = "store_unavailable"
+	CodeDeliveryInFlight = "delivery_in_flight"
 )
 
 // statusFor is the one place where an error becomes an HTTP status and a
@@ -73,6 +74,8 @@ func statusFor(err error) (int, string) {
 		return http.StatusConflict, CodeAlreadySettled
 	case errors.Is(err, ledger.ErrNotAmbiguous):
 		return http.StatusConflict, CodeNotAmbiguous
+	case errors.Is(err, ledger.ErrDeliveryInFlight):
+		return http.StatusConflict, CodeDeliveryInFlight
 	}
 	return http.StatusServiceUnavailable, CodeStoreUnavailable
 }
@@ -107,6 +110,7 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 	s.route(mux, http.MethodGet, "/v1/scopes/{scope}/history", s.history)
 	s.route(mux, http.MethodGet, "/v1/ambiguous", s.ambiguous)
 	s.route(mux, http.MethodPost, "/v1/entries/resolve", s.resolve)
+	s.routeDeliveries(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.fail(w, r, errNoRoute) })
 	return RequireToken(token, mux, logger)
 }

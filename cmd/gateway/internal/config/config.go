@@ -107,6 +107,17 @@ type Forward struct {
 	Timeout       time.Duration     `yaml:"timeout"`
 	Headers       map[string]string `yaml:"headers"`
 	SigningSecret string            `yaml:"signing_secret"`
+	// Queued delivery (see ingress.QueueConfig).
+	Mode        string `yaml:"mode"` // queued | inline
+	Concurrency int    `yaml:"concurrency"`
+	Retry       Retry  `yaml:"retry"`
+	Reject      []int  `yaml:"reject"` // agent statuses that reject an event for good, besides 400, 413, 415, 422
+}
+
+// Retry is a queued source's retry policy.
+type Retry struct {
+	Schedule []time.Duration `yaml:"schedule"`
+	MaxAge   time.Duration   `yaml:"max_age"`
 }
 
 // Templates is one extraction template or a list of them (first that
@@ -644,8 +655,10 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 			Name: name, Provider: s.Provider,
 			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken, Fetcher: fetcher},
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
-			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret},
-			Split:   s.Split,
+			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
+				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
+					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject}},
+			Split: s.Split,
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
 			sc.ContextAt = s.ContextAt
@@ -676,4 +689,12 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 func (c Config) LedgerOptions() ledger.Options {
 	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL,
 		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache}
+}
+
+// modeOrDefault is a source's forward.mode: queued unless it says inline.
+func modeOrDefault(m string) ingress.DeliveryMode {
+	if m == "" {
+		return ingress.ModeQueued
+	}
+	return ingress.DeliveryMode(m)
 }

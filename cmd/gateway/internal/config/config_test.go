@@ -134,3 +134,51 @@ func TestNoKnockOnProblems(t *testing.T) {
 		t.Fatalf("problems: %v", err)
 	}
 }
+
+// The queued-delivery settings are checked at start, naming their field.
+func TestQueueSettings(t *testing.T) {
+	withForward := func(extra string) string {
+		return strings.Replace(base, "timeout: ${TIMEOUT}}", "timeout: ${TIMEOUT}, "+extra+"}", 1)
+	}
+	vars := lookup(map[string]string{"SECRET": "s", "TIMEOUT": "1s"})
+	for _, tc := range []struct{ yaml, want string }{
+		{withForward("mode: later"), `sources.s.forward.mode: "later" is not one of queued, inline`},
+		{withForward("mode: queued, concurrency: -1"), "sources.s.forward.concurrency: must be positive"},
+		{withForward("mode: queued, retry: {schedule: [0s, -5s]}"), "sources.s.forward.retry.schedule[1]: must not be negative"},
+		{withForward("mode: queued, retry: {max_age: -1h}"), "sources.s.forward.retry.max_age: must not be negative"},
+		{withForward("reject: [404]"), "sources.s.forward.reject[0]: 404 says the setup"},
+		{withForward("reject: [500]"), "sources.s.forward.reject[0]: 500 is not a 4xx status"},
+	} {
+		cfg, err := Parse([]byte(tc.yaml), vars)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+	// queued is the default, with the Standard Webhooks schedule.
+	def, err := Parse([]byte(base), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defSrcs, err := def.BuildSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || len(q.Schedule) != 10 || q.Schedule[9] != 24*time.Hour {
+		t.Fatalf("default queue settings: %+v", q)
+	}
+	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := cfg.BuildSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := srcs[0].Queue()
+	if q.Mode != "queued" || q.Concurrency != 4 || len(q.Schedule) != 2 || q.Schedule[1] != time.Minute || q.MaxAge != time.Hour || q.Reject[0] != 402 {
+		t.Fatalf("queue settings: %+v", q)
+	}
+}

@@ -406,6 +406,17 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		d.decision = "in_flight"
 		wait := min(claim.Deadline.Sub(g.now()), src.retryAfter)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered by another request", Reason: "in_flight", RetryAfter: wait}
+	case ledger.StatusRefused:
+		if claim.Reason == ledger.ReasonRunEnded || claim.Reason == ledger.ReasonRunCancelled {
+			// The agent (or an operator) finished this event's run: it is
+			// done with the event, and nothing may be delivered under it
+			// again. Retrying could never help, so the provider hears 200.
+			g.metrics.duplicates.WithLabelValues(src.Name).Inc()
+			d.decision = "duplicate"
+			return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(claim.Reason)})
+		}
+		d.decision = string(claim.Status)
+		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
 	default:
 		// Not reachable with a redeliverable, unlimited claim; never a 2xx.
 		d.decision = string(claim.Status)

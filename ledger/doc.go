@@ -21,14 +21,65 @@
 //     for as long as the retention keeps it.
 //   - Fencing: a run whose fencing token is stale (a later delivery of the
 //     same run, a newer run in supersede mode, or an exclusive lease taken
-//     over) cannot claim.
+//     over) cannot claim, and its End (EndDelivery) changes nothing. A
+//     finished run cannot claim either, nor get a claim from BeginClaim.
 //   - No writing from a stale view: a run's claim is refused with
 //     conversation_changed while another write on the scope is pending, or
 //     when one landed after the run's context was captured. The refusal
 //     records an acknowledgement, so the next attempt (after the caller has
 //     re-read) goes through.
 //   - Ambiguity is preserved: an outcome that is not known is never retried
-//     unless a reconciler or an operator says it did not happen.
+//     unless a reconciler or an operator says it did not happen. An
+//     ambiguous entry, and a pending one that will read as ambiguous when
+//     abandoned, is never pruned: its document loses its expiry until the
+//     entry is resolved or settled.
+//
+// # Claims, leases and abandonment
+//
+// A claim is a lease on one attempt: its holder has until the deadline
+// (claimedAt + pending TTL) to settle. Past the deadline nobody holds it:
+//
+//   - A claim that is not redeliverable reads as ambiguous (abandoned) and
+//     stays until a reconciler, an operator or its own late settle says
+//     what happened.
+//   - A redeliverable claim (the gateway's deliver) lets the next claim
+//     start a new attempt, stops counting as a pending write for other
+//     runs' conflict checks, and is pruned one retention after its
+//     deadline. An abandoned attempt is not a failure: MaxAttempts counts
+//     only attempts known not to have applied.
+//   - A settle after the deadline is recorded and flagged late_settle. If
+//     the attempt was replaced meanwhile, the newer attempt stands and the
+//     settle changes nothing (the ledger cannot recall an effect the newer
+//     attempt already started).
+//   - A worker's settle after an operator or reconciler resolved its
+//     attempt not_applied: the worker's word wins where it says the effect
+//     applied. The entry becomes committed with the worker's value, flagged
+//     late_settle, and is replayed from then on, never redone; the failure
+//     the resolution counted is taken back. Any other late outcome agrees
+//     with the resolution and only adds the flag.
+//
+// An exclusive run's lease renews, on every claim and heartbeat, by the
+// lease TTL the run began with (the ledger's LeaseTTL when none was
+// given). Each delivery starts afresh: a run whose earlier delivery lost
+// the lease takes it again once it is free.
+//
+// # Seeing the scope: contextAt and sequences
+//
+// Every write that lands (committed or ambiguous) takes the next sequence
+// number and is appended to the document's landing list with the time on
+// the clock of the instance that landed it. A run's contextAt maps to the
+// sequence it has seen by walking that list in sequence order and stopping
+// at the first landing stamped after contextAt; wall time never orders
+// writes. Skew bound: with instance clocks at most δ apart, a write counts
+// as seen only if it, and every write before it, was stamped no later than
+// contextAt, so a write that truly landed more than δ after the context was
+// captured is never counted as seen; one within δ of it may be, which is
+// why clock skew must stay well below the time a run takes to read and
+// answer. A contextAt more than MaxContextAhead past the ledger's clock, or
+// outside years 1 to 9999, is refused ErrInvalid.
+//
+// A stored document the ledger cannot read (bad JSON, another format, a
+// null entry or run) is reported as an error wrapping ErrCorrupt.
 //
 // # Choices where the design leaves room
 //

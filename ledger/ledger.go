@@ -214,7 +214,9 @@ func (c Claim) Ref() ClaimRef {
 // Settle records the outcome of a claimed attempt: OutcomeCommitted with
 // the effect's value, OutcomeNotApplied (known not to have happened), or
 // OutcomeUnknown (ambiguous). A settle for an attempt that was abandoned
-// and replaced is flagged LateSettle and changes nothing.
+// and replaced is flagged LateSettle and changes nothing; a committed
+// settle after the attempt was resolved not_applied commits it, flagged
+// LateSettle (see the package documentation).
 func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, value any, effectErr error) (Result, error) {
 	if ref.Scope == "" || ref.EntryID == "" {
 		return Result{}, fmt.Errorf("%w: a claim reference needs scope and entry id", ErrInvalid)

@@ -76,6 +76,20 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DeliveryLease", testDeliveryLease},
 		{"ReplayAndDead", testReplayAndDead},
 		{"ListDeliveries", testListDeliveries},
+		{"AbandonedClaimOutlivesRetention", testAbandonedKept},
+		{"ResolvedNotAppliedThenLateCommit", testResolvedThenLateCommit},
+		{"ExpiredRedeliverableFreesScope", testExpiredRedeliverable},
+		{"LeaseTTLKeptOnRenewal", testLeaseTTLKept},
+		{"ContextAtOutOfRange", testContextAtOutOfRange},
+		{"ExclusiveRedeliveryAfterLostLease", testExclusiveRedelivery},
+		{"BeginClaimOnFinishedRun", testBeginClaimEndedRun},
+		{"CorruptDocument", testCorruptDocument},
+		{"ContextMapping", testContextMapping},
+		{"ContextMappingClockSkew", testContextMappingSkew},
+		{"EarlierDeliveryConflicts", testEarlierDeliveryConflicts},
+		{"TokenSurvivesExpiry", testTokenSurvivesExpiry},
+		{"MaxAttemptsCountsFailures", testMaxAttemptsCountsFailures},
+		{"SettlePastDeadlineFlagged", testSettlePastDeadlineFlagged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -187,7 +187,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 		return Config{}, err
 	}
 	paths := map[int][]scalarAt{}
-	if err := expand(doc, "", lookup, paths); err != nil {
+	if err := expand(doc, reflect.TypeOf(Config{}), "", lookup, paths); err != nil {
 		return Config{}, err
 	}
 	cfg := Default()
@@ -263,21 +263,30 @@ func nameFields(err error, paths map[int][]scalarAt) error {
 }
 
 // expand replaces ${VAR} in every scalar value, naming the field of any
-// variable that is not set.
+// variable that is not set. t is the Go type the node decodes into: it
+// decides whether an expanded value is text or is read as YAML reads a
+// plain scalar (numbers, durations, sizes, booleans).
 // It also records which field each line holds, for naming fields in
 // decoding errors.
-func expand(n *yaml.Node, path string, lookup func(string) (string, bool), paths map[int][]scalarAt) error {
+func expand(n *yaml.Node, t reflect.Type, path string, lookup func(string) (string, bool), paths map[int][]scalarAt) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := join(path, n.Content[i].Value)
-			if err := expand(n.Content[i+1], p, lookup, paths); err != nil {
+			key := n.Content[i].Value
+			if err := expand(n.Content[i+1], childType(t, key), join(path, key), lookup, paths); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
 		for i, c := range n.Content {
-			if err := expand(c, fmt.Sprintf("%s[%d]", path, i), lookup, paths); err != nil {
+			if err := expand(c, elem, fmt.Sprintf("%s[%d]", path, i), lookup, paths); err != nil {
 				return err
 			}
 		}
@@ -292,15 +301,49 @@ func expand(n *yaml.Node, path string, lookup func(string) (string, bool), paths
 			return fmt.Errorf("config: %s: %w", path, err)
 		}
 		n.Value = v
-		// An expanded value is text, whatever it looks like.
+		// An expanded value is text, whatever it looks like, unless the
+		// field is not a string: then YAML reads it as if written there.
 		n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
-		if isDurationOrNumberField(path) {
-			n.Tag, n.Style = "", 0
+		if isStringish(t) {
+			return nil
 		}
+		n.Tag, n.Style = "", 0
 	case yaml.AliasNode:
 		return fmt.Errorf("config: %s: YAML aliases are not supported", path)
 	}
 	return nil
+}
+
+// childType is the type of key inside a value of type t: a struct field
+// by its yaml tag, or a map's element. nil when unknown (checkKnown has
+// refused unknown keys already).
+func childType(t reflect.Type, key string) reflect.Type {
+	switch {
+	case t == nil:
+		return nil
+	case t.Kind() == reflect.Map:
+		return t.Elem()
+	case t.Kind() == reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
+				return f.Type
+			}
+		}
+	}
+	return nil
+}
+
+// isStringish says whether a scalar for type t is text: a string field, a
+// list of strings written as one (Templates), or a type we do not know.
+func isStringish(t reflect.Type) bool {
+	if t == nil {
+		return true
+	}
+	if t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.String
 }
 
 // fieldOn picks the field a decoding error on one line is about: the only
@@ -315,16 +358,6 @@ func fieldOn(candidates []scalarAt, msg string) string {
 		}
 	}
 	return ""
-}
-
-// isDurationOrNumberField lets ${VAR} feed fields that are not strings.
-func isDurationOrNumberField(path string) bool {
-	for _, suffix := range []string{"timeout", "ttl", "retention", "tolerance", "retry_after", "max_attempts", "max_body", "grace"} {
-		if strings.HasSuffix(path, suffix) {
-			return true
-		}
-	}
-	return false
 }
 
 // markVariables rewrites ${NAME} as $(env:NAME) before parsing: braces

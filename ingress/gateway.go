@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -185,15 +188,27 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return &Error{Status: http.StatusBadRequest, Reason: "missing_event_id",
 			Message: fmt.Sprintf("event id rule %s did not resolve for this request", src.eventIDText)}
 	}
+	if err := checkID("event id", src.eventIDText, eventID); err != nil {
+		d.decision = "bad_event_id"
+		return err
+	}
 	d.eventID = eventID
 	d.runID = src.Name + ":" + eventID
 	d.scope = d.runID
 	if src.scope != nil {
 		if s, ok := src.scope.Resolve(in); ok {
+			if err := checkID("scope", src.scope.String(), s); err != nil {
+				d.decision = "bad_scope"
+				return err
+			}
 			d.scope = s
 		}
 	}
-	contextAt := g.contextAt(src, in, now, d)
+	contextAt, err := g.contextAt(src, in, now, d)
+	if err != nil {
+		d.decision = "bad_context_at"
+		return err
+	}
 	return g.claimAndForward(c, d, src, body, contextAt)
 }
 
@@ -297,26 +312,54 @@ func publicURL(src *Source, req *http.Request) string {
 	return base
 }
 
-func (g *Gateway) contextAt(src *Source, in *extract.Input, now time.Time, d *delivery) time.Time {
+func (g *Gateway) contextAt(src *Source, in *extract.Input, now time.Time, d *delivery) (time.Time, error) {
 	if src.contextAt == nil {
-		return now
+		return now, nil
 	}
 	raw, ok := src.contextAt.Resolve(in)
 	if ok {
 		if t, ok := parseTimestamp(raw); ok {
-			return t
+			return t, checkContextAt(src, raw, t, now)
 		}
 	}
 	g.log.Warn("context_at did not resolve to a timestamp; using receipt time",
 		zap.String("source", src.Name), zap.String("event_id", d.eventID), zap.String("value", raw))
-	return now
+	return now, nil
 }
+
+// MaxContextAhead is how far past its receipt an event's context_at may
+// lie. A later one is a misread timestamp (microseconds taken for
+// milliseconds, say): in supersede mode it would own its scope for years.
+const MaxContextAhead = time.Hour
+
+// checkContextAt refuses a context_at before 1970 or more than
+// MaxContextAhead after receipt, with a 400 that names the rule.
+func checkContextAt(src *Source, raw string, t, now time.Time) error {
+	bad := func(why string) error {
+		return &Error{Status: http.StatusBadRequest, Reason: "invalid_context_at",
+			Message: fmt.Sprintf("context_at rule %s gave %q, %s", src.contextAt.String(), clip(raw), why)}
+	}
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		return bad("which is before 1970")
+	case t.Sub(now) > MaxContextAhead:
+		return bad(fmt.Sprintf("which is more than %s after the event was received", MaxContextAhead))
+	}
+	return nil
+}
+
+// farFuture stands for a numeric timestamp too large for any calendar:
+// checkContextAt refuses it as too far ahead.
+var farFuture = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // parseTimestamp reads Unix seconds, Unix milliseconds or RFC 3339.
 func parseTimestamp(s string) (time.Time, bool) {
-	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 && !math.IsInf(n, 0) {
 		if n < 1e11 {
 			return time.UnixMilli(int64(n * 1000)).UTC(), true
+		}
+		if n >= float64(farFuture.UnixMilli()) {
+			return farFuture, true
 		}
 		return time.UnixMilli(int64(n)).UTC(), true
 	}
@@ -324,6 +367,43 @@ func parseTimestamp(s string) (time.Time, bool) {
 		return t.UTC(), true
 	}
 	return time.Time{}, false
+}
+
+// MaxIDBytes bounds an extracted event id or scope. Ids that long are
+// already far past any provider's; longer ones fail in stores' indexes
+// (Postgres refuses index rows of about 8 KB) and would answer 503
+// forever.
+const MaxIDBytes = 1024
+
+// checkID refuses an extracted event id or scope that no store can hold
+// faithfully, with a 400 naming the rule: invalid UTF-8 (ids differing
+// only in such bytes would collapse into one), control characters
+// (NUL included; they also cannot travel in a forwarded header), or
+// more than MaxIDBytes.
+func checkID(what, rule, v string) error {
+	bad := func(why string) error {
+		return &Error{Status: http.StatusBadRequest, Reason: "invalid_" + strings.ReplaceAll(what, " ", "_"),
+			Message: fmt.Sprintf("%s from rule %s %s", what, rule, why)}
+	}
+	if len(v) > MaxIDBytes {
+		return bad(fmt.Sprintf("is %d bytes, over the limit of %d", len(v), MaxIDBytes))
+	}
+	if !utf8.ValidString(v) {
+		return bad("is not valid UTF-8")
+	}
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return bad(fmt.Sprintf("contains the control character %U at byte %d", []rune(v[i:])[0], i))
+	}
+	return nil
+}
+
+// clip shortens a provider's value for an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // deliverValue is what the ledger remembers about a finished delivery, so
@@ -398,9 +478,11 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	case forward.Rejected:
 		return g.ok(c, d, answer{Status: "rejected", EventID: d.eventID, RunID: d.runID})
 	}
+	// The agent's own Retry-After is honoured up to the source's bound: a
+	// provider told to wait a day (or until 2099) may give up on the event.
 	wait := src.retryAfter
 	if out.RetryAfter > 0 {
-		wait = out.RetryAfter
+		wait = min(out.RetryAfter, src.retryAfter)
 	}
 	return &Error{Status: http.StatusServiceUnavailable, Message: "the agent could not take the event now", Reason: "agent_unavailable", RetryAfter: wait, Cause: out.Err}
 }

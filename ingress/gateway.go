@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -40,7 +41,15 @@ type Options struct {
 	Logger    *zap.Logger
 	Metrics   *Metrics
 	Clock     func() time.Time
+	// StoreTimeout bounds each ledger call on the request path, so a
+	// stalled store is a prompt 503 rather than silence until the
+	// provider's own timeout (default DefaultStoreTimeout).
+	StoreTimeout time.Duration
 }
+
+// DefaultStoreTimeout is Options.StoreTimeout's default: well inside the
+// 10 s or so that most providers wait for an answer.
+const DefaultStoreTimeout = 2 * time.Second
 
 // Gateway is the public webhook handler.
 type Gateway struct {
@@ -51,13 +60,32 @@ type Gateway struct {
 	metrics *Metrics
 	now     func() time.Time
 	echo    *echo.Echo
+	// storeTimeout bounds each ledger call; settleMargin is what a claim
+	// must keep after its forward for the settle to land before it
+	// expires.
+	storeTimeout, settleMargin time.Duration
 	// active counts handlers still running, so shutdown can wait for
 	// forwards whose connections were already cut.
 	active sync.WaitGroup
+	// stop is cancelled by CancelForwards; settleBy (Unix ns, 0: none)
+	// then bounds every settle still to come.
+	stop     context.Context
+	stopNow  context.CancelFunc
+	settleBy atomic.Int64
 }
 
 // Wait blocks until every request handler has returned.
 func (g *Gateway) Wait() { g.active.Wait() }
+
+// CancelForwards ends the gateway's work for shutdown: forwards still
+// running are cancelled and claims not yet forwarded are not, each
+// settled as not applied (so the provider's next retry, to any instance,
+// redelivers the event) by settleBy at the latest, and answered 503.
+// Requests that arrive later are answered the same way.
+func (g *Gateway) CancelForwards(settleBy time.Time) {
+	g.settleBy.Store(settleBy.UnixNano())
+	g.stopNow()
+}
 
 // New builds the gateway's handler.
 func New(o Options) (*Gateway, error) {
@@ -73,7 +101,15 @@ func New(o Options) (*Gateway, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock}
+	if o.StoreTimeout == 0 {
+		o.StoreTimeout = DefaultStoreTimeout
+	}
+	if o.StoreTimeout < 0 {
+		return nil, errors.New("ingress: the store timeout must be positive")
+	}
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock,
+		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack}
+	g.stop, g.stopNow = context.WithCancel(context.Background())
 	for _, s := range o.Sources {
 		if _, dup := g.sources[s.Name]; dup {
 			return nil, fmt.Errorf("ingress: source %q configured twice", s.Name)
@@ -115,6 +151,9 @@ func (g *Gateway) handle(c echo.Context) error {
 	defer g.active.Done()
 	d := &delivery{start: time.Now()}
 	err := g.serve(c, d)
+	if err != nil {
+		g.errorHandler(err, c)
+	}
 	status := d.status
 	var ie *Error
 	if err != nil {
@@ -144,8 +183,22 @@ func (g *Gateway) handle(c echo.Context) error {
 	if err != nil && (ie == nil || ie.Cause != nil) {
 		fields = append(fields, zap.Error(err))
 	}
+	if !answerSent(c) {
+		// The log says what the provider heard: nothing.
+		fields[1] = zap.Int("status", 0)
+		fields = append(fields, zap.Int("unsent_status", status))
+	}
 	g.log.Info("webhook", fields...)
-	return err
+	return nil
+}
+
+// answerSent reports whether the answer left for the provider: its
+// connection was still open and the answer could be flushed to it.
+func answerSent(c echo.Context) bool {
+	if c.Request().Context().Err() != nil {
+		return false
+	}
+	return http.NewResponseController(c.Response().Writer).Flush() == nil
 }
 
 func (g *Gateway) serve(c echo.Context, d *delivery) error {
@@ -413,13 +466,41 @@ type deliverValue struct {
 	AgentStatus int    `json:"agentStatus"`
 }
 
+// clockSlack is added to the settle margin for clocks that differ a
+// little between gateway instances.
+const clockSlack = time.Second
+
+// pendingTTL is the deliver claim's TTL: the forward, the settle's
+// margin, and one store timeout for the claim's own answer to arrive
+// (the TTL counts from when the claim was made, not from when the gateway
+// heard of it). With the default store timeout it is the forward timeout
+// plus 5 s.
+func (g *Gateway) pendingTTL(src *Source) time.Duration {
+	return src.forwardTimeout + g.settleMargin + g.storeTimeout
+}
+
+// storeCtx bounds one ledger call: detached from the provider's
+// connection (a provider that hangs up mid-claim must not leave the claim
+// made and unanswered), limited to the store timeout, and during shutdown
+// to the settle deadline.
+func (g *Gateway) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.storeTimeout)
+	if by := g.settleBy.Load(); by != 0 {
+		ctx, cancel2 := context.WithDeadline(ctx, time.Unix(0, by))
+		return ctx, func() { cancel2(); cancel() }
+	}
+	return ctx, cancel
+}
+
 func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body []byte, contextAt time.Time) error {
 	ctx := c.Request().Context()
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
-	run, claim, err := g.ledger.BeginClaim(ctx,
+	cctx, cancel := g.storeCtx(ctx)
+	run, claim, err := g.ledger.BeginClaim(cctx,
 		ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
-		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.forwardTimeout + deliverMargin,
+		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: g.pendingTTL(src),
 			Redeliverable: true, MaxAttempts: deliverAttempts})
+	cancel()
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = "store_error"
@@ -444,28 +525,46 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
 	}
 	d.deliveryN = run.Delivery
-	// The forward and its settle outlive the provider's connection: the
-	// ledger must learn how the forward ended even if nobody waits for it.
-	fctx := context.WithoutCancel(ctx)
+	// The forward must end, and its settle land, before the claim expires:
+	// otherwise another delivery of the event may claim and forward it
+	// meanwhile. A claim that came back from a slow store with less left
+	// than that is given up unforwarded.
+	if left := claim.Deadline.Sub(g.now()); left <= src.forwardTimeout+g.settleMargin {
+		d.decision = "claim_expiring"
+		err := fmt.Errorf("the claim came back with %s left, not more than the forward timeout %s plus %s to settle", left, src.forwardTimeout, g.settleMargin)
+		return g.giveUp(ctx, d, src, claim, err, "the ledger answered too slowly to deliver the event safely")
+	}
+	if g.stop.Err() != nil {
+		d.decision = "shutting_down"
+		return g.giveUp(ctx, d, src, claim, errors.New("the gateway is shutting down"), "the gateway is shutting down")
+	}
+	// The forward outlives the provider's connection (the ledger must learn
+	// how it ended even if nobody waits), but not the gateway's shutdown.
+	fctx, cancelForward := context.WithCancel(context.WithoutCancel(ctx))
+	stopForward := context.AfterFunc(g.stop, cancelForward)
 	out := g.fwd.Forward(fctx, forward.Request{
 		URL: src.forwardURL, Timeout: src.forwardTimeout, Body: body, ContentType: c.Request().Header.Get("Content-Type"),
 		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.forwardHeaders,
 		Source: src.Name, EventID: d.eventID, Scope: d.scope, RunID: d.runID, Delivery: run.Delivery,
 		FencingToken: run.Token, ContextAt: run.ContextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
 	})
+	stopForward()
+	cancelForward()
 	g.metrics.forwards.WithLabelValues(src.Name, out.Kind.String()).Inc()
 	g.metrics.forwardLatency.WithLabelValues(src.Name).Observe(out.Latency.Seconds())
 	d.decision = out.Kind.String()
 	if out.Err != nil {
 		d.reason = out.Err.Error()
 	}
+	sctx, cancel := g.storeCtx(ctx)
 	var settleErr error
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}, nil)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}, nil)
 	default:
-		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}
+	cancel()
 	if settleErr != nil {
 		// The agent may have the event, but the ledger does not know: the
 		// provider's retry will redeliver once the claim's TTL passes.
@@ -478,6 +577,9 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	case forward.Rejected:
 		return g.ok(c, d, answer{Status: "rejected", EventID: d.eventID, RunID: d.runID})
 	}
+	if g.stop.Err() != nil {
+		d.decision = "shutting_down"
+	}
 	// The agent's own Retry-After is honoured up to the source's bound: a
 	// provider told to wait a day (or until 2099) may give up on the event.
 	wait := src.retryAfter
@@ -485,6 +587,19 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		wait = min(out.RetryAfter, src.retryAfter)
 	}
 	return &Error{Status: http.StatusServiceUnavailable, Message: "the agent could not take the event now", Reason: "agent_unavailable", RetryAfter: wait, Cause: out.Err}
+}
+
+// giveUp settles a claim that will not be forwarded as not applied, so
+// the provider's next retry redelivers at once, and answers 503.
+func (g *Gateway) giveUp(ctx context.Context, d *delivery, src *Source, claim ledger.Claim, why error, msg string) error {
+	sctx, cancel := g.storeCtx(ctx)
+	_, err := g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, why)
+	cancel()
+	if err != nil {
+		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
+		why = fmt.Errorf("%w; settling it as not applied failed: %w", why, err)
+	}
+	return &Error{Status: http.StatusServiceUnavailable, Message: msg, Reason: d.decision, RetryAfter: src.retryAfter, Cause: why}
 }
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {

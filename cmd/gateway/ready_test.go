@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func (downStore) ScopesToReview(context.Context, time.Time, int) ([]string, erro
 func TestReadyzRevealsNothingAboutTheStore(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	a := &App{Clock: time.Now}
-	h := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), "secret-token", zap.New(core))
+	h := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), "secret-token", zap.New(core), new(atomic.Bool))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	body, _ := io.ReadAll(rec.Body)

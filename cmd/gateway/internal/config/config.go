@@ -66,6 +66,8 @@ type Server struct {
 	ReadTimeout       time.Duration `yaml:"read_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
+	// StoreTimeout bounds each ledger call made for a webhook.
+	StoreTimeout time.Duration `yaml:"store_timeout"`
 }
 
 // Source is one webhook endpoint.
@@ -168,7 +170,8 @@ func Default() Config {
 		Admin:  Admin{Listen: "127.0.0.1:8081"},
 		Store:  Store{Kind: "bolt", Path: "data/ledger.db"},
 		Log:    Log{Level: "info", Format: "json"},
-		Server: Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, ShutdownGrace: 30 * time.Second},
+		Server: Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, ShutdownGrace: 30 * time.Second,
+			StoreTimeout: ingress.DefaultStoreTimeout},
 	}
 }
 
@@ -458,6 +461,12 @@ func (c Config) Validate() error {
 	}
 	if c.Ledger.PendingTTL < 0 || c.Ledger.LeaseTTL < 0 || c.Ledger.Retention < 0 || c.Ledger.MaxAttempts < 0 {
 		return errors.New("config: ledger: durations and max_attempts must not be negative")
+	}
+	if c.Server.StoreTimeout <= 0 {
+		return errors.New("config: server.store_timeout: must be positive")
+	}
+	if c.Server.ShutdownGrace <= 0 {
+		return errors.New("config: server.shutdown_grace: must be positive")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -26,13 +26,20 @@
 //
 // # Classification
 //
-//	agent answer                                       Kind       provider hears (ingress)
+//	agent answer                                       Kind       inline: provider hears
 //	2xx                                                Delivered  200
-//	4xx except 408, 409, 425, 429                      Rejected   200, retrying cannot help
-//	408, 409, 425, 429, 5xx                            Retry      503
+//	400, 413, 415, 422, and Request.Final              Rejected   200, retrying cannot help
+//	401, 403, 404, 405, 410                            Fault      503: a configuration fault
+//	any other 4xx (408, 409, 425, 429, ...), 5xx       Retry      503
 //	3xx (redirects are never followed)                 Retry      503
 //	1xx or an unknown status class                     Retry      503
 //	no answer: refused, reset, timeout, bad URL, ...   Retry      503
+//
+// Only the statuses that say the event itself is bad are final. A wrong signing secret or a typo in
+// the forward path makes the agent answer 401, 403 or 404 to every event: taking those for
+// rejections would drop every event until someone noticed, so they are a Fault, which the caller
+// keeps and retries (queued mode) or answers 503 (inline mode, so the provider keeps the event).
+// The Outcome keeps the first 256 bytes of the agent's answer (Answer) for operators.
 //
 // A 3xx is a Retry rather than a Rejected because it means the forward URL is misconfigured: the
 // event must not be acknowledged to the provider, whose retries then deliver it once the operator has

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,8 @@ type Request struct {
 	IdempotencyKey string
 	// SigningSecret is a Standard Webhooks secret ("whsec_" + base64). Empty means unsigned.
 	SigningSecret string
+	// Final lists agent statuses, besides 400, 413, 415 and 422, that reject the event for good.
+	Final []int
 }
 
 // Kind is what the agent's answer means for the provider.
@@ -87,7 +90,22 @@ const (
 	Delivered
 	// Rejected means the agent refused the event for good; redelivering it cannot help.
 	Rejected
+	// Fault means the agent's answer points at the gateway's configuration rather than the event
+	// (401, 403, 404, 405, 410: a wrong secret, a wrong path): it must be kept and retried, and
+	// counted apart so an operator sees it.
+	Fault
 )
+
+// finalStatuses are the agent answers that say the event itself is bad, whatever the setup.
+var finalStatuses = []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType,
+	http.StatusUnprocessableEntity}
+
+// faultStatuses say the request reached the wrong place or the wrong credentials.
+var faultStatuses = []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed,
+	http.StatusGone}
+
+// maxAnswer is how much of the agent's answer an Outcome keeps, for operators.
+const maxAnswer = 256
 
 func (k Kind) String() string {
 	switch k {
@@ -97,6 +115,8 @@ func (k Kind) String() string {
 		return "delivered"
 	case Rejected:
 		return "rejected"
+	case Fault:
+		return "fault"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -108,6 +128,7 @@ type Outcome struct {
 	RetryAfter time.Duration // the agent's Retry-After on a 429 or 503, 0 when absent
 	Latency    time.Duration // from just before sending to the end of reading the answer
 	Err        error         // nil only when Kind is Delivered
+	Answer     []byte        // the first bytes of the agent's answer (at most 256)
 }
 
 // Forwarder sends requests to agents. It is safe for concurrent use.
@@ -166,16 +187,19 @@ func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
 		return Outcome{Kind: Retry, Latency: f.now().Sub(start), Err: fmt.Errorf("forward: post to agent: %w", err)}
 	}
 	// Draining before Close is what lets the transport put the connection back in the pool.
-	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	head := make([]byte, maxAnswer)
+	n, _ := io.ReadFull(resp.Body, head)
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain-int64(n))
 	_ = resp.Body.Close()
 
-	out := classify(resp.StatusCode)
+	out := classify(resp.StatusCode, r.Final)
+	out.Answer = head[:n]
 	out.Latency = f.now().Sub(start)
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		out.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), f.now())
 	}
 	if out.Kind != Delivered {
-		if out.Kind == Retry && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 			out.Err = fmt.Errorf("%w: %d to %q", ErrRedirect, resp.StatusCode, resp.Header.Get("Location"))
 		} else {
 			out.Err = fmt.Errorf("%w: %d %s", ErrAgentStatus, resp.StatusCode, http.StatusText(resp.StatusCode))
@@ -184,17 +208,18 @@ func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
 	return out
 }
 
-func classify(status int) Outcome {
+func classify(status int, final []int) Outcome {
 	o := Outcome{Status: status, Kind: Retry}
 	switch {
 	case status >= 200 && status < 300:
 		o.Kind = Delivered
-	case status == http.StatusRequestTimeout, status == http.StatusConflict,
-		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
-		// These say "not now", not "never": the same event may succeed later.
-	case status >= 400 && status < 500:
+	case slices.Contains(finalStatuses, status), slices.Contains(final, status):
 		o.Kind = Rejected
+	case slices.Contains(faultStatuses, status):
+		o.Kind = Fault
 	}
+	// Any other answer may succeed later: 408, 409, 425 and 429 say "not now", and a 4xx nobody
+	// declared final is not trusted to mean "never" (the event would be lost on a guess).
 	return o
 }
 

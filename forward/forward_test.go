@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,24 @@ func baseRequest(url string) forward.Request {
 	}
 }
 
+// A source's own final statuses reject; the answer's first bytes are kept.
+func TestFinalStatusesAndAnswer(t *testing.T) {
+	_, clock := fixedClock()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusPaymentRequired)
+		_, _ = w.Write([]byte(strings.Repeat("x", 1000)))
+	}))
+	defer srv.Close()
+	req := baseRequest(srv.URL)
+	if out := newForwarder(t, clock).Forward(context.Background(), req); out.Kind != forward.Retry || len(out.Answer) != 256 {
+		t.Fatalf("402 without a final list: kind %v, %d answer bytes; want retry and 256", out.Kind, len(out.Answer))
+	}
+	req.Final = []int{http.StatusPaymentRequired}
+	if out := newForwarder(t, clock).Forward(context.Background(), req); out.Kind != forward.Rejected {
+		t.Fatalf("402 listed as final: kind %v, want rejected", out.Kind)
+	}
+}
+
 func TestClassification(t *testing.T) {
 	now, clock := fixedClock()
 	httpDate := now.Add(2 * time.Minute).Format(http.TimeFormat)
@@ -70,8 +89,18 @@ func TestClassification(t *testing.T) {
 		{202, "", forward.Delivered, 0, nil},
 		{204, "", forward.Delivered, 0, nil},
 		{400, "", forward.Rejected, 0, forward.ErrAgentStatus},
-		{404, "", forward.Rejected, 0, forward.ErrAgentStatus},
+		{413, "", forward.Rejected, 0, forward.ErrAgentStatus},
+		{415, "", forward.Rejected, 0, forward.ErrAgentStatus},
 		{422, "", forward.Rejected, 0, forward.ErrAgentStatus},
+		// Configuration faults: the event is fine, the gateway's setup is not.
+		{401, "", forward.Fault, 0, forward.ErrAgentStatus},
+		{403, "", forward.Fault, 0, forward.ErrAgentStatus},
+		{404, "", forward.Fault, 0, forward.ErrAgentStatus},
+		{405, "", forward.Fault, 0, forward.ErrAgentStatus},
+		{410, "", forward.Fault, 0, forward.ErrAgentStatus},
+		// A 4xx nobody declared final is not taken to mean "never".
+		{402, "", forward.Retry, 0, forward.ErrAgentStatus},
+		{451, "", forward.Retry, 0, forward.ErrAgentStatus},
 		{408, "", forward.Retry, 0, forward.ErrAgentStatus},
 		{409, "", forward.Retry, 0, forward.ErrAgentStatus},
 		{425, "", forward.Retry, 0, forward.ErrAgentStatus},

@@ -230,6 +230,26 @@ func TestAgentOutcomes(t *testing.T) {
 		})
 	}
 
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone} {
+		t.Run(strconv.Itoa(status)+" is a configuration fault: 503, the provider keeps the event", func(t *testing.T) {
+			h := newHarness(t, githubSource("github"))
+			h.sink.setAnswer(func(w http.ResponseWriter, _ *http.Request, n int) {
+				if n == 1 {
+					w.WriteHeader(status)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			newReq := h.githubDelivery(t, "github", "d-fault")
+			wantStatus(t, h.do(t, newReq()), http.StatusServiceUnavailable)
+			if e := h.deliverEntry(t, "github:d-fault"); e.State != ledger.StateFailed {
+				t.Errorf("deliver entry is %s, want failed (retryable)", e.State)
+			}
+			// The operator fixed the setup: the provider's retry is delivered.
+			wantAnswer(t, h.do(t, newReq()), "delivered", "d-fault", "github:d-fault")
+		})
+	}
+
 	t.Run("422 is rejected for good", func(t *testing.T) {
 		h := newHarness(t, githubSource("github"))
 		h.sink.setAnswer(func(w http.ResponseWriter, _ *http.Request, _ int) {

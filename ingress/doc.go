@@ -36,8 +36,15 @@
 //     refused conversation_changed, which is the point: a new customer
 //     message changed the conversation. Agents that want to ignore
 //     deliveries claim with conflict "same-intent".
-//   - A GET is answered only for providers whose handshake arrives by GET;
-//     for every other source it is a 405 whatever it carries.
+//   - A GET (or HEAD, for Trello's and Mandrill's checks) is answered only
+//     for providers whose handshake arrives that way; for every other source
+//     it is a 405 whatever it carries.
+//   - With split, a batched request's elements are claimed and forwarded one
+//     after the other, each as its own event; the request is answered 200
+//     only when all are recorded, else with the first failure, so the
+//     provider's retry brings back only what is missing (the rest are
+//     duplicates). An element without an event id refuses the whole request
+//     with 400 before anything is written.
 //   - Every error becomes an HTTP answer in one place, errorHandler; an
 //     error it does not recognise is a 503, never a 2xx and never a 400.
 package ingress

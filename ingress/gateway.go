@@ -45,6 +45,9 @@ type Options struct {
 	// stalled store is a prompt 503 rather than silence until the
 	// provider's own timeout (default DefaultStoreTimeout).
 	StoreTimeout time.Duration
+	// Handoff is the process's dispatcher, for queued sources. Without one
+	// queued events wait in the store for a dispatcher elsewhere.
+	Handoff Handoff
 }
 
 // DefaultStoreTimeout is Options.StoreTimeout's default: well inside the
@@ -59,6 +62,7 @@ type Gateway struct {
 	log     *zap.Logger
 	metrics *Metrics
 	now     func() time.Time
+	handoff Handoff
 	echo    *echo.Echo
 	// storeTimeout bounds each ledger call; settleMargin is what a claim
 	// must keep after its forward for the settle to land before it
@@ -107,7 +111,7 @@ func New(o Options) (*Gateway, error) {
 	if o.StoreTimeout < 0 {
 		return nil, errors.New("ingress: the store timeout must be positive")
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock,
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock, handoff: o.Handoff,
 		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack}
 	g.stop, g.stopNow = context.WithCancel(context.Background())
 	for _, s := range o.Sources {
@@ -144,6 +148,9 @@ type delivery struct {
 	status           int
 	decision, reason string
 	start            time.Time
+	// collect, when set, receives the 2xx answer instead of the response (batch elements).
+	collect *answer
+	note    string // a handshake's note for the operator
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -180,6 +187,9 @@ func (g *Gateway) handle(c echo.Context) error {
 	if d.reason != "" {
 		fields = append(fields, zap.String("reason", d.reason))
 	}
+	if d.note != "" {
+		fields = append(fields, zap.String("note", d.note))
+	}
 	if err != nil && (ie == nil || ie.Cause != nil) {
 		fields = append(fields, zap.Error(err))
 	}
@@ -209,7 +219,8 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return &Error{Status: http.StatusNotFound, Message: "unknown source", Reason: "unknown_source"}
 	}
 	d.source = src
-	getHandshake := req.Method == http.MethodGet && src.info.HandshakeByGET
+	// HEAD too: Trello and Mandrill check a new callback URL with one.
+	getHandshake := (req.Method == http.MethodGet || req.Method == http.MethodHead) && src.info.HandshakeByGET
 	if req.Method != http.MethodPost && !getHandshake {
 		return methodNotAllowed(c, src, d)
 	}
@@ -233,6 +244,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if err := src.scheme.Verify(sreq, now); err != nil {
 		d.decision = "unauthorized"
 		return g.unauthorized(src, d, err)
+	}
+	if src.split != "" {
+		return g.serveBatch(c, d, src, body, now)
 	}
 	in := &extract.Input{Header: req.Header, Query: req.URL.Query(), Body: body, ContentType: req.Header.Get("Content-Type")}
 	eventID, ok := src.eventID.Resolve(in)
@@ -262,6 +276,9 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		d.decision = "bad_context_at"
 		return err
 	}
+	if src.queue.Mode == ModeQueued {
+		return g.enqueue(c, d, src, body, contextAt, now)
+	}
 	return g.claimAndForward(c, d, src, body, contextAt)
 }
 
@@ -276,6 +293,13 @@ func methodNotAllowed(c echo.Context, src *Source, d *delivery) error {
 }
 
 func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
+	if errors.Is(err, signatures.ErrUnavailable) {
+		// The provider's certificate or key could not be fetched: the request may be authentic,
+		// so the provider must retry rather than be told it is forged.
+		d.reason = "signature_key_unavailable"
+		return &Error{Status: http.StatusServiceUnavailable, Message: "signature cannot be checked now", Reason: "key_unavailable",
+			RetryAfter: src.retryAfter, Cause: err}
+	}
 	reason := "invalid"
 	switch {
 	case errors.Is(err, signatures.ErrMissingHeader):
@@ -303,7 +327,7 @@ func writeHandshake(c echo.Context, d *delivery, resp *signatures.HandshakeRespo
 	if status == 0 {
 		status = http.StatusOK
 	}
-	d.status = status
+	d.status, d.note = status, resp.Note
 	ctype := resp.ContentType
 	if ctype == "" {
 		ctype = "text/plain; charset=utf-8"
@@ -519,6 +543,17 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		d.decision = "in_flight"
 		wait := min(claim.Deadline.Sub(g.now()), src.retryAfter)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered by another request", Reason: "in_flight", RetryAfter: wait}
+	case ledger.StatusRefused:
+		if claim.Reason == ledger.ReasonRunEnded || claim.Reason == ledger.ReasonRunCancelled {
+			// The agent (or an operator) finished this event's run: it is
+			// done with the event, and nothing may be delivered under it
+			// again. Retrying could never help, so the provider hears 200.
+			g.metrics.duplicates.WithLabelValues(src.Name).Inc()
+			d.decision = "duplicate"
+			return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(claim.Reason)})
+		}
+		d.decision = string(claim.Status)
+		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
 	default:
 		// Not reachable with a redeliverable, unlimited claim; never a 2xx.
 		d.decision = string(claim.Status)
@@ -604,6 +639,10 @@ func (g *Gateway) giveUp(ctx context.Context, d *delivery, src *Source, claim le
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {
 	d.status = http.StatusOK
+	if d.collect != nil {
+		*d.collect = a
+		return nil
+	}
 	return c.JSON(http.StatusOK, a)
 }
 

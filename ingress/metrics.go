@@ -12,6 +12,7 @@ type Metrics struct {
 	forwards       *prometheus.CounterVec
 	forwardLatency *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
+	queued         *prometheus.CounterVec
 }
 
 // NewMetrics creates and registers the instruments.
@@ -39,9 +40,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replyonce_store_errors_total", Help: "Ledger store failures, by source; each was answered 503.",
 		}, []string{"source"}),
+		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_events_queued_total", Help: "Events recorded for queued delivery and answered 202, by source.",
+		}, []string{"source"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors)
+		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued)
 	}
 	return m
 }

@@ -23,6 +23,7 @@ type Source struct {
 
 	eventID     extract.Rule
 	eventIDText string
+	split       string        // gjson path of the batch array; "" when each request is one event
 	scope       *extract.Rule // nil: one scope per event
 	contextAt   *extract.Rule // nil: receipt time
 	runs        ledger.Mode
@@ -34,6 +35,7 @@ type Source struct {
 	forwardHeaders map[string]string
 	signingSecret  string
 	passHeaders    []string // canonical names of informative provider headers to forward
+	queue          QueueConfig
 }
 
 // SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
@@ -49,6 +51,10 @@ type SourceConfig struct {
 	// RetryAfter caps the Retry-After the gateway suggests.
 	RetryAfter time.Duration
 	Forward    ForwardConfig
+	// Split turns one verified request into one event per element of a JSON array:
+	// "{json:PATH}" ("{json:@this}" for a body that is the array), or "default" for the
+	// provider's. EventID, Scope and ContextAt then apply to each element.
+	Split string
 }
 
 // ForwardConfig says where and how accepted events go.
@@ -57,6 +63,7 @@ type ForwardConfig struct {
 	Timeout       time.Duration
 	Headers       map[string]string
 	SigningSecret string
+	Queue         QueueConfig
 }
 
 // Defaults for a source.
@@ -109,6 +116,16 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		return nil, fieldErr(field+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider)
 	}
 	ids := cfg.EventID
+	if cfg.Split != "" {
+		if s.split, err = splitPath(cfg.Split, info); err != nil {
+			return nil, &FieldError{Field: field + ".split", Err: err}
+		}
+		if len(ids) == 0 {
+			if ids = info.SplitEventID; len(ids) == 0 {
+				return nil, fieldErr(field+".event_id", "provider %q has no default event id for split elements: set event_id", cfg.Provider)
+			}
+		}
+	}
 	if len(ids) == 0 {
 		ids = info.EventID
 	}
@@ -169,13 +186,17 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
 	}
+	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // MaxSourceName bounds a source's name, which every run id starts with.
 const MaxSourceName = 64
 
-// checkSourceName accepts letters, digits, '.', '_' and '-'. The name is
+// checkSourceName accepts letters, digits, '_' and '-' (no '.': config
+// field paths such as sources.NAME.forward.timeout split on it). The name is
 // the route's path segment and the start of every run id,
 // "{source}:{eventId}": a ':' in it would let source "a" event "b:c" and
 // source "a:b" event "c" share a run.
@@ -184,11 +205,26 @@ func checkSourceName(name string) error {
 		return fmt.Errorf("source name %q must be 1 to %d characters", name, MaxSourceName)
 	}
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("source name %q may hold only letters, digits, '.', '_' and '-' (not %q): it is the route and the start of every run id {source}:{eventId}", name, r)
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("source name %q may hold only letters, digits, '_' and '-' (not %q): it is the route and the start of every run id {source}:{eventId}", name, r)
 		}
 	}
 	return nil
+}
+
+// splitPath reads a split setting: "default", or "{json:PATH}".
+func splitPath(v string, info signatures.Provider) (string, error) {
+	if v == "default" {
+		if info.Split == "" {
+			return "", fmt.Errorf("provider %q has no default split: give {json:PATH}", info.Name)
+		}
+		return info.Split, nil
+	}
+	p, ok := strings.CutPrefix(v, "{json:")
+	if !ok || !strings.HasSuffix(p, "}") || len(p) < 2 || strings.ContainsAny(p[:len(p)-1], "{}") {
+		return "", fmt.Errorf("%q: want {json:PATH} (e.g. {json:events}, {json:@this} for a top-level array) or default", v)
+	}
+	return p[:len(p)-1], nil
 }
 
 // ForwardTimeout is the source's forward timeout.
@@ -207,6 +243,10 @@ func (s *Source) Describe() string {
 	if s.contextAt != nil {
 		ctxAt = s.contextAt.String()
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s)",
-		s.Name, s.Provider, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout)
+	split := ""
+	if s.split != "" {
+		split = " split={json:" + s.split + "}"
+	}
+	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s)",
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode)
 }

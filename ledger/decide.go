@@ -52,7 +52,7 @@ func settledState(d *document, in claimInput, now time.Time, o Options) *decisio
 		e.Abandoned = true
 		e.SettledAt = now
 		e.Error = "abandoned: never settled within its pending TTL"
-		d.land(e)
+		d.land(e, now)
 		return &decision{result: Result{Status: StatusAmbiguous, Entry: e}, changed: true, needsReconcile: true}
 	case StateAmbiguous:
 		return &decision{result: Result{Status: StatusAmbiguous, Entry: e}, needsReconcile: true}
@@ -104,10 +104,18 @@ func writable(d *document, r *runState, token uint64, now time.Time, o Options) 
 			}
 			d.Holder = r.ID
 		}
-		r.LeaseUntil = now.Add(o.LeaseTTL)
+		r.LeaseUntil = now.Add(leaseTTL(r, o))
 		return "", true
 	}
 	return "", false
+}
+
+// leaseTTL is the run's own lease TTL, given when it began, or the ledger's.
+func leaseTTL(r *runState, o Options) time.Duration {
+	if r.LeaseTTL > 0 {
+		return r.LeaseTTL
+	}
+	return o.LeaseTTL
 }
 
 // newerRun finds a supersede-mode run whose context is newer than r's by at
@@ -146,7 +154,10 @@ func (r *runState) acked(e *Entry) bool {
 // Another delivery's or run's pending write, or one that landed (committed
 // or ambiguous) after the run's context, unless the run acknowledged it.
 // The claiming delivery's own writes never conflict.
-func conflicts(d *document, r *runState, in claimInput) []*Entry {
+// A redeliverable pending claim past its deadline is no longer "pending":
+// its worker is gone and its work will be redelivered, so it must not block
+// the scope.
+func conflicts(d *document, r *runState, in claimInput, now time.Time) []*Entry {
 	if in.conflict == ConflictNone {
 		return nil
 	}
@@ -161,7 +172,8 @@ func conflicts(d *document, r *runState, in claimInput) []*Entry {
 		if in.conflict == ConflictSameIntent && e.Intent != in.key.intent {
 			continue
 		}
-		unseen := e.State == StatePending ||
+		pending := e.State == StatePending && (!e.Redeliverable || now.Before(e.Deadline()))
+		unseen := pending ||
 			((e.State == StateCommitted || e.State == StateAmbiguous) && e.LandedSeq > r.SeenSeq)
 		if !unseen || r.acked(e) {
 			continue
@@ -189,7 +201,7 @@ func decideClaim(d *document, in claimInput, now time.Time, o Options) (decision
 		if reason != "" {
 			return decision{result: Result{Status: StatusRefused, Reason: reason, Entry: d.Entries[in.key.id]}, changed: changed}, nil
 		}
-		found := conflicts(d, r, in)
+		found := conflicts(d, r, in, now)
 		if len(found) > 0 {
 			// The refusal itself is the acknowledgement: the caller is told
 			// what changed, and the next attempt after it re-read goes on.
@@ -268,6 +280,9 @@ func decideBegin(d *document, in beginInput, now time.Time, o Options) (*runStat
 		d.Runs[r.ID] = r
 	}
 	r.Token = d.Token
+	// A fresh delivery has lost no lease yet: whatever an earlier delivery
+	// lost, this one may take the lease when it is free.
+	r.LostLease = false
 	r.Delivery++
 	if r.Delivery == 1 {
 		// A redelivery keeps the first delivery's context: its input is the
@@ -278,10 +293,10 @@ func decideBegin(d *document, in beginInput, now time.Time, o Options) (*runStat
 	r.SeenSeq = d.seqAt(r.ContextAt)
 	r.Acks = nil
 	r.LastActive = now
-	lease := in.leaseTTL
-	if lease <= 0 {
-		lease = o.LeaseTTL
+	if in.leaseTTL > 0 {
+		r.LeaseTTL = in.leaseTTL
 	}
+	lease := leaseTTL(r, o)
 	if r.Mode == ModeExclusive {
 		if h := d.Runs[d.Holder]; h != nil && h.ID != r.ID && !h.Ended && !h.Cancelled && now.Before(h.LeaseUntil) {
 			return r, ReasonBusy
@@ -319,6 +334,8 @@ func decideSettle(d *document, entryID string, attempt int, outcome Outcome, val
 		late = !now.Before(e.Deadline())
 	case e.State == StateAmbiguous && e.Abandoned && e.ResolvedBy == "":
 		late = true
+	case e.State == StateFailed && e.ResolvedBy != "":
+		return settleAfterResolution(d, e, outcome, value, now), true, nil
 	default:
 		return Result{}, false, fmt.Errorf("%w: %q attempt %d is already %s", ErrAlreadySettled, entryID, attempt, e.State)
 	}
@@ -330,7 +347,7 @@ func decideSettle(d *document, entryID string, attempt int, outcome Outcome, val
 	case OutcomeCommitted:
 		e.State, e.Value, e.Error = StateCommitted, value, ""
 		if !wasLanded {
-			d.land(e)
+			d.land(e, now)
 		}
 	case OutcomeNotApplied:
 		e.State, e.Error = StateFailed, errText
@@ -338,10 +355,29 @@ func decideSettle(d *document, entryID string, attempt int, outcome Outcome, val
 	default:
 		e.State, e.Error = StateAmbiguous, errText
 		if !wasLanded {
-			d.land(e)
+			d.land(e, now)
 		}
 	}
 	return Result{Status: statusOf(e), Entry: e, Value: e.Value, LateSettle: late}, true, nil
+}
+
+// settleAfterResolution handles the worker's own settle arriving after an
+// operator or reconciler resolved its abandoned attempt as not applied. The
+// worker knows best: if it says the effect applied, the entry becomes
+// committed with its value (so nothing redoes it) and is flagged late; any
+// other outcome agrees with the resolution and only adds the flag.
+func settleAfterResolution(d *document, e *Entry, outcome Outcome, value []byte, now time.Time) Result {
+	e.LateSettle = true
+	if outcome == OutcomeCommitted {
+		e.State, e.Value, e.Error, e.SettledAt = StateCommitted, value, "", now
+		if e.Failures > 0 {
+			e.Failures-- // the resolution counted a failure that was not one
+		}
+		if e.LandedSeq == 0 {
+			d.land(e, now)
+		}
+	}
+	return Result{Status: statusOf(e), Entry: e, Value: e.Value, LateSettle: true}
 }
 
 // decideResolve applies what an operator or reconciler found about an
@@ -362,7 +398,7 @@ func decideResolve(d *document, entryID string, attempt int, outcome Outcome, by
 	case OutcomeCommitted:
 		e.State = StateCommitted
 		if e.LandedSeq == 0 {
-			d.land(e)
+			d.land(e, now)
 		}
 	case OutcomeNotApplied:
 		e.State = StateFailed

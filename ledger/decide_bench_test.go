@@ -20,7 +20,7 @@ func BenchmarkDecideClaim(b *testing.B) {
 				k, _ := resolveKey(Key{Scope: "scope", Intent: "reply", Payload: i})
 				e := claimEntry(base, claimInput{key: k}, nil, now, o)
 				e.State, e.SettledAt = StateCommitted, now
-				base.land(e)
+				base.land(e, now)
 			}
 			run.SeenSeq = base.Seq
 			k, _ := resolveKey(Key{Scope: "scope", Intent: "reply", Payload: "new"})
@@ -49,7 +49,7 @@ func BenchmarkClaimRoundTrip(b *testing.B) {
 				k, _ := resolveKey(Key{Scope: "scope", Intent: "reply", Payload: i})
 				e := claimEntry(d, claimInput{key: k}, nil, now, o)
 				e.State, e.SettledAt = StateCommitted, now
-				d.land(e)
+				d.land(e, now)
 			}
 			raw, _ := json.Marshal(d)
 			k, _ := resolveKey(Key{Scope: "scope", Intent: "reply", Payload: "new"})
@@ -60,7 +60,7 @@ func BenchmarkClaimRoundTrip(b *testing.B) {
 					b.Fatal(err)
 				}
 				dec, _ := decideClaim(doc, claimInput{key: k, conflict: ConflictAny}, now, o)
-				if _, err := doc.finish(now, o.Retention); err != nil || !dec.changed {
+				if _, err := doc.finish(now, o.Retention, nil); err != nil || !dec.changed {
 					b.Fatal(err)
 				}
 			}

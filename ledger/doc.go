@@ -21,14 +21,65 @@
 //     for as long as the retention keeps it.
 //   - Fencing: a run whose fencing token is stale (a later delivery of the
 //     same run, a newer run in supersede mode, or an exclusive lease taken
-//     over) cannot claim.
+//     over) cannot claim, and its End (EndDelivery) changes nothing. A
+//     finished run cannot claim either, nor get a claim from BeginClaim.
 //   - No writing from a stale view: a run's claim is refused with
 //     conversation_changed while another write on the scope is pending, or
 //     when one landed after the run's context was captured. The refusal
 //     records an acknowledgement, so the next attempt (after the caller has
 //     re-read) goes through.
 //   - Ambiguity is preserved: an outcome that is not known is never retried
-//     unless a reconciler or an operator says it did not happen.
+//     unless a reconciler or an operator says it did not happen. An
+//     ambiguous entry, and a pending one that will read as ambiguous when
+//     abandoned, is never pruned: its document loses its expiry until the
+//     entry is resolved or settled.
+//
+// # Claims, leases and abandonment
+//
+// A claim is a lease on one attempt: its holder has until the deadline
+// (claimedAt + pending TTL) to settle. Past the deadline nobody holds it:
+//
+//   - A claim that is not redeliverable reads as ambiguous (abandoned) and
+//     stays until a reconciler, an operator or its own late settle says
+//     what happened.
+//   - A redeliverable claim (the gateway's deliver) lets the next claim
+//     start a new attempt, stops counting as a pending write for other
+//     runs' conflict checks, and is pruned one retention after its
+//     deadline. An abandoned attempt is not a failure: MaxAttempts counts
+//     only attempts known not to have applied.
+//   - A settle after the deadline is recorded and flagged late_settle. If
+//     the attempt was replaced meanwhile, the newer attempt stands and the
+//     settle changes nothing (the ledger cannot recall an effect the newer
+//     attempt already started).
+//   - A worker's settle after an operator or reconciler resolved its
+//     attempt not_applied: the worker's word wins where it says the effect
+//     applied. The entry becomes committed with the worker's value, flagged
+//     late_settle, and is replayed from then on, never redone; the failure
+//     the resolution counted is taken back. Any other late outcome agrees
+//     with the resolution and only adds the flag.
+//
+// An exclusive run's lease renews, on every claim and heartbeat, by the
+// lease TTL the run began with (the ledger's LeaseTTL when none was
+// given). Each delivery starts afresh: a run whose earlier delivery lost
+// the lease takes it again once it is free.
+//
+// # Seeing the scope: contextAt and sequences
+//
+// Every write that lands (committed or ambiguous) takes the next sequence
+// number and is appended to the document's landing list with the time on
+// the clock of the instance that landed it. A run's contextAt maps to the
+// sequence it has seen by walking that list in sequence order and stopping
+// at the first landing stamped after contextAt; wall time never orders
+// writes. Skew bound: with instance clocks at most δ apart, a write counts
+// as seen only if it, and every write before it, was stamped no later than
+// contextAt, so a write that truly landed more than δ after the context was
+// captured is never counted as seen; one within δ of it may be, which is
+// why clock skew must stay well below the time a run takes to read and
+// answer. A contextAt more than MaxContextAhead past the ledger's clock, or
+// outside years 1 to 9999, is refused ErrInvalid.
+//
+// A stored document the ledger cannot read (bad JSON, another format, a
+// null entry or run) is reported as an error wrapping ErrCorrupt.
 //
 // # Choices where the design leaves room
 //
@@ -41,14 +92,77 @@
 //     if nobody ended them: a run nobody touched for a week is dead.
 //   - Supersession is judged among supersede-mode runs only; exclusive and
 //     independent runs are fenced by their own deliveries and leases.
-//   - Canonical payloads are encoding/json output of the payload decoded
-//     into generic values (sorted keys, numbers as written, no HTML
-//     escaping).
+//   - An effect's id (and idempotency key) hashes its scope, intent and
+//     payload, each written after its length, so no two different triples
+//     share one. The payload is hashed in its RFC 8785 (JSON
+//     Canonicalization Scheme) form: keys sorted by UTF-16 code units and
+//     every number as the shortest ECMAScript rendering of its IEEE 754
+//     double, so 2500, 2500.0 and 2.5e3 are one effect whichever language
+//     wrote them. The limit that comes with it: integers beyond 2^53 round
+//     to the nearest double, so two that differ only past that precision
+//     are one effect; send such ids as strings. Invalid UTF-8 in a payload
+//     string becomes U+FFFD first.
+//   - Entries stored before that rule (format 1 ids: fields joined with NUL,
+//     numbers hashed as written) keep their ids, which are the idempotency
+//     keys their effects already sent. A claim, check or resolve by key
+//     looks for its format 1 id when the document has no entry under the
+//     new one, so a redelivery after the upgrade finds what it found
+//     before: the same payload, spelled as it was then.
+//   - Once, Run.Once and the ledger API client's Once are one loop
+//     (RunEffect over the Attempts interface): claim, run the effect until
+//     the claim's deadline, settle; put an ambiguous entry to the
+//     reconciler; wait for an in-flight one by the injected clock.
 //   - Because committed is final, a Ledger remembers the committed entries
 //     it settled or was told of (Options.ReplayCache, bounded) and answers
 //     a later claim for one of them "replayed" without the store, until
 //     ten minutes before its retention ends. That is the one piece of state
 //     outside the store: it makes a provider's redelivery of an event this
 //     process delivered cost no round trip, and it can only say what the
-//     store would say.
+//     store would say: it keeps its own copy of the entry, with the value
+//     in the compact form the document stores, never the caller's buffer.
+//
+// # Queued delivery
+//
+// The outbox lives in the same store step as the ledger's own state, never
+// in a second system. Enqueue makes, in one Transact of the event's scope:
+// the run (begun as for an inline delivery), the deliver entry (a claim,
+// redeliverable), a QueueItem in the document's "queue" map keyed by that
+// entry's id, and one blob (Write.Blobs) holding the event record, its
+// JSON metadata then the raw body. The blob is written by the same store
+// step as the document, so an acknowledged event always has its record and
+// its claim, and a failed step leaves neither. Bodies stay out of the
+// document so that a scope with many events (a supersede conversation)
+// does not carry them in every read; the QueueItem is about 400 bytes.
+//
+// A QueueItem is due when it is queued and its NextAt has come, or
+// delivering and its claim's deadline (LeaseUntil) has passed: a crashed
+// dispatcher's delivery comes back by itself. Every write stores the
+// earliest such time as Write.DueAt, which the store indexes, and
+// DueDeliveries walks that index (Store.ScopesDue) the way Ambiguous walks
+// ScopesToReview. TakeDelivery is the lease: in one Transact it re-checks
+// that the item is due, begins a new delivery of the run (a newer fencing
+// token; the first take of an event accepted without Hold keeps the
+// delivery Enqueue began, so Replyonce-Delivery counts attempts from 1),
+// claims a new attempt of the deliver entry with the lease as its pending
+// TTL, and marks the item delivering until then. Two dispatchers can never
+// both take it, in any number of processes, because the store makes that
+// read-modify-write atomic. FinishDelivery settles the attempt and moves
+// the item (delivered, rejected, queued again at a time the caller chose,
+// or dead), and writes an attempt record blob; the outcome of a holder
+// whose lease ran out and was taken over is kept only as a late record.
+// The schedule, what counts as a failure and pausing are the caller's
+// (the gateway's dispatcher): the ledger only records and fences.
+//
+// Operators find items through the same two indexes: waiting and
+// delivering ones through the due index, dead and rejected ones through
+// the review index (a dead letter waits for an operator, so its document
+// asks for review; Ambiguous reads such scopes and skips them), delivered
+// ones by scope only (ListDeliveries). Pausing a source is one small JSON
+// record in the reserved scope "replyonce:control:paused-sources", which
+// every dispatcher reads on each sweep.
+//
+// Retention: a delivered or rejected item and its blobs are dropped one
+// retention after it finished; any other item once it is older than its
+// MaxAge plus one retention. Dropping happens on the scope's next write,
+// and a document keeps itself alive while it holds items.
 package ledger

@@ -21,6 +21,40 @@ type document struct {
 	Holder    string               `json:"holder,omitempty"` // exclusive-mode lease holder
 	Runs      map[string]*runState `json:"runs,omitempty"`
 	Entries   map[string]*Entry    `json:"entries,omitempty"`
+	// Queue holds the scope's queued deliveries, keyed by their deliver
+	// entry's id (see queue.go). Their bodies live in blobs.
+	Queue map[string]*QueueItem `json:"queue,omitempty"`
+	// LandedBase and Landings map a contextAt to the writes a run has
+	// seen: Landings lists, in sequence order, each write's sequence and
+	// the landing instance's time; LandedBase is the last sequence pruned
+	// from its front.
+	LandedBase uint64    `json:"landedBase,omitempty"`
+	Landings   []landing `json:"landings,omitempty"`
+}
+
+// landing is one write joining the scope's history.
+type landing struct {
+	Seq uint64    `json:"seq"`
+	At  time.Time `json:"at"`
+}
+
+// blobSet collects the side records one decision writes beside the
+// document (nil: delete), for Write.Blobs. It is not part of the document.
+type blobSet struct{ m map[string][]byte }
+
+func (b *blobSet) set(name string, data []byte) {
+	if b.m == nil {
+		b.m = map[string][]byte{}
+	}
+	b.m[name] = data
+}
+
+// drop deletes the item's blobs with the write.
+func (b *blobSet) drop(q *QueueItem) {
+	b.set(eventBlob(q.Blob), nil)
+	for n := 1; n <= q.Attempts; n++ {
+		b.set(attemptBlob(q.Blob, n), nil)
+	}
 }
 
 type runState struct {
@@ -39,6 +73,9 @@ type runState struct {
 	EndedAt    time.Time `json:"endedAt,omitzero"`
 	EndReason  string    `json:"endReason,omitempty"`
 	LostLease  bool      `json:"lostLease,omitempty"`
+	// LeaseTTL is the run's own lease TTL (exclusive mode), kept so that
+	// heartbeats and claims renew the lease by it. Zero: the ledger's.
+	LeaseTTL time.Duration `json:"leaseTtl,omitempty"`
 }
 
 func newDocument(scope string, now time.Time) *document {
@@ -48,26 +85,50 @@ func newDocument(scope string, now time.Time) *document {
 		Token:   uint64(now.UnixMilli()),
 		Runs:    map[string]*runState{},
 		Entries: map[string]*Entry{},
+		Queue:   map[string]*QueueItem{},
 	}
 }
 
 // decodeDocument reads a stored document. A missing or expired document is
 // a fresh one.
 func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) {
+	return decodeDocumentBlobs(scope, raw, now, nil)
+}
+
+// decodeDocumentBlobs is decodeDocument for a decision that will write:
+// the blobs of an expired document's queue go into blobs, for deletion.
+func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet) (*document, error) {
 	if raw == nil {
 		return newDocument(scope, now), nil
 	}
 	var d document
 	if err := unmarshalDocument(raw, &d); err != nil {
-		return nil, fmt.Errorf("ledger: scope %q: stored document is corrupt: %w", scope, err)
+		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
 	if d.Format != formatVersion {
-		return nil, fmt.Errorf("ledger: scope %q: stored document has format %d, this build reads %d", scope, d.Format, formatVersion)
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads %d", ErrCorrupt, scope, d.Format, formatVersion)
 	}
-	if !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt) {
+	for id, e := range d.Entries {
+		if e == nil {
+			return nil, fmt.Errorf("%w: scope %q: entry %q is null", ErrCorrupt, scope, id)
+		}
+	}
+	for id, r := range d.Runs {
+		if r == nil {
+			return nil, fmt.Errorf("%w: scope %q: run %q is null", ErrCorrupt, scope, id)
+		}
+	}
+	if !d.ExpiresAt.IsZero() && !now.Before(d.ExpiresAt) && !d.mustKeep() {
 		fresh := newDocument(scope, now)
 		if d.Token >= fresh.Token {
 			fresh.Token = d.Token
+		}
+		// A store may still hold the expired document's blobs (its clock
+		// is not the ledger's): the next write deletes them.
+		if blobs != nil {
+			for _, q := range d.Queue {
+				blobs.drop(q)
+			}
 		}
 		return fresh, nil
 	}
@@ -77,36 +138,87 @@ func decodeDocument(scope string, raw []byte, now time.Time) (*document, error) 
 	if d.Entries == nil {
 		d.Entries = map[string]*Entry{}
 	}
+	if d.Queue == nil {
+		d.Queue = map[string]*QueueItem{}
+	}
+	d.adoptLegacyLandings()
 	return &d, nil
+}
+
+// mustKeep reports whether the document holds an entry whose outcome is
+// unknown: ambiguous, or pending with no permission to redeliver (which
+// reads as ambiguous once abandoned). Such a document never expires, even
+// one written with an expiry by an older build.
+func (d *document) mustKeep() bool {
+	for _, e := range d.Entries {
+		if e.State == StateAmbiguous || (e.State == StatePending && !e.Redeliverable) {
+			return true
+		}
+	}
+	return false
 }
 
 // land records that an entry's outcome is now part of the scope's history,
 // so runs whose context predates it see the scope as changed.
-func (d *document) land(e *Entry) {
+func (d *document) land(e *Entry, now time.Time) {
 	d.Seq++
 	e.LandedSeq = d.Seq
+	d.Landings = append(d.Landings, landing{Seq: d.Seq, At: now})
 }
 
-// seqAt is the sequence of the last write that had landed by t.
+// seqAt is the sequence up to which a run whose context was captured at t
+// has seen the scope: the longest run of writes, in sequence order, each
+// stamped no later than t. It walks by sequence and stops at the first
+// write stamped after t, so a write that landed later but on an instance
+// whose clock is behind can never make an earlier, unseen write count as
+// seen.
 func (d *document) seqAt(t time.Time) uint64 {
-	var s uint64
-	for _, e := range d.Entries {
-		if e.LandedSeq > s && !e.SettledAt.After(t) {
-			s = e.LandedSeq
+	s := d.LandedBase
+	for _, l := range d.Landings {
+		if l.At.After(t) {
+			break
 		}
+		s = l.Seq
 	}
 	return s
 }
 
-// prune drops what retention no longer requires: settled entries and
-// finished or idle runs. Ambiguous entries stay until resolved.
-func (d *document) prune(now time.Time, retention time.Duration) {
+// adoptLegacyLandings rebuilds the landing list of a document written
+// before it existed, from its entries' sequences and settle times.
+func (d *document) adoptLegacyLandings() {
+	if d.Seq == 0 || len(d.Landings) > 0 || d.LandedBase != 0 {
+		return
+	}
+	for _, e := range d.Entries {
+		if e.LandedSeq != 0 {
+			d.Landings = append(d.Landings, landing{Seq: e.LandedSeq, At: e.SettledAt})
+		}
+	}
+	sort.Slice(d.Landings, func(i, j int) bool { return d.Landings[i].Seq < d.Landings[j].Seq })
+}
+
+// prune drops what retention no longer requires: settled entries,
+// redeliverable claims that expired a retention period ago (nobody is
+// working on them and a new attempt may start anyway) unless a queued
+// delivery still stands for them, and finished or idle runs. Ambiguous
+// entries, and pending ones that will read as ambiguous, stay until resolved.
+func (d *document) prune(now time.Time, retention time.Duration, blobs *blobSet) {
 	cutoff := now.Add(-retention)
 	for id, e := range d.Entries {
-		if (e.State == StateCommitted || e.State == StateFailed) && e.SettledAt.Before(cutoff) {
+		settled := (e.State == StateCommitted || e.State == StateFailed) && e.SettledAt.Before(cutoff)
+		expired := e.State == StatePending && e.Redeliverable && e.Deadline().Before(cutoff) && d.Queue[id] == nil
+		if settled || expired {
 			delete(d.Entries, id)
 		}
 	}
+	d.pruneQueue(now, retention, blobs)
+	// Only a front of the landing list may go: the mapping is by order.
+	n := 0
+	for n < len(d.Landings) && d.Landings[n].At.Before(cutoff) {
+		d.LandedBase = d.Landings[n].Seq
+		n++
+	}
+	d.Landings = d.Landings[n:]
 	for id, r := range d.Runs {
 		finished := (r.Ended || r.Cancelled) && r.EndedAt.Before(cutoff)
 		idle := r.LastActive.Before(cutoff) && r.LeaseUntil.Before(cutoff)
@@ -120,7 +232,7 @@ func (d *document) prune(now time.Time, retention time.Duration) {
 }
 
 // finish computes the document's own expiry and the store hints for a write.
-func (d *document) finish(now time.Time, retention time.Duration) (*Write, error) {
+func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet) (*Write, error) {
 	var expires, review time.Time
 	keep := false
 	later := func(t time.Time) {
@@ -141,6 +253,9 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 		case StatePending:
 			later(e.Deadline().Add(retention))
 			if !e.Redeliverable {
+				// Abandoned, it reads as ambiguous: it must outlive
+				// any retention, like an ambiguous entry.
+				keep = true
 				earlier(e.Deadline())
 			}
 		default:
@@ -159,7 +274,18 @@ func (d *document) finish(now time.Time, retention time.Duration) (*Write, error
 		// news: keep it for one retention period.
 		expires = now.Add(retention)
 	}
-	w := &Write{ReviewAt: review}
+	due := d.queueTimes(retention, later)
+	for _, q := range d.Queue {
+		// Dead and rejected deliveries wait for an operator: the review
+		// index lists them (ListDeliveries) until replayed or dropped.
+		if q.Status == DeliveryDead || q.Status == DeliveryRejected {
+			earlier(q.FinishedAt)
+		}
+	}
+	w := &Write{ReviewAt: review, DueAt: due}
+	if blobs != nil {
+		w.Blobs = blobs.m
+	}
 	if keep {
 		d.ExpiresAt = time.Time{}
 	} else {

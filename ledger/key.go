@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
 )
 
 // Key names one effect: what (Intent) is done to which business object
@@ -21,13 +24,15 @@ type Key struct {
 	Payload any
 }
 
-// canonicalJSON renders v so that equal values give equal bytes: map keys
-// sorted, no HTML escaping, numbers exactly as first written, invalid UTF-8
-// replaced by U+FFFD. The general path goes through encoding/json's generic
-// values; the shapes callers pass most (what encoding/json decodes into, Go
-// integers, string maps) are written directly, to the same bytes, since
+// legacyCanonicalJSON renders v as format 1 did: map keys sorted, no HTML
+// escaping, numbers exactly as first written, invalid UTF-8 replaced by
+// U+FFFD. It is still the first step of canonicalJSON, whose input it
+// makes valid JSON, and it names the entries stored before RFC 8785 (see
+// legacyEntryID). The general path goes through encoding/json's generic
+// values; the shapes callers pass most (what encoding/json decodes into,
+// Go integers, string maps) are written directly, to the same bytes, since
 // every claim hashes its payload.
-func canonicalJSON(v any) (json.RawMessage, error) {
+func legacyCanonicalJSON(v any) (json.RawMessage, error) {
 	if out, ok := appendCanonical(make([]byte, 0, 128), v, 0); ok {
 		return out, nil
 	}
@@ -69,7 +74,7 @@ func encodeCanonical(v any) (json.RawMessage, error) {
 // cyclic ones) take the general path, which reports cycles as errors.
 const maxCanonicalDepth = 32
 
-// appendCanonical appends what the general path of canonicalJSON would
+// appendCanonical appends what the general path of legacyCanonicalJSON would
 // produce for v, or reports false for a value it does not handle directly.
 func appendCanonical(dst []byte, v any, depth int) ([]byte, bool) {
 	if depth > maxCanonicalDepth {
@@ -177,24 +182,119 @@ func appendFloat64(dst []byte, f float64) ([]byte, bool) {
 }
 
 // appendCanonicalString writes s as the general path does: encoding/json's
-// escapes without the HTML ones, and each invalid UTF-8 byte as the
-// replacement character itself (the general path decodes the \ufffd that
-// json.Marshal writes for it, then writes the character unescaped).
-func appendCanonicalString(dst []byte, s string) []byte {
-	return appendQuoted(dst, s, &jsonSafe, true)
+// escapes without the HTML ones (U+2028 and U+2029 included), and each
+// invalid UTF-8 byte as the replacement character itself (the general path
+// decodes the \ufffd that json.Marshal writes for it, then writes the
+// character unescaped).
+func appendCanonicalString(dst []byte, src string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(src); {
+		if c := src[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, src[start:i]...)
+			dst = appendEscapedASCII(dst, c)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(src[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, src[start:i]...)
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, src[start:]...)
+	return append(dst, '"')
 }
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscapedASCII writes the escape encoding/json uses for an ASCII
+// character it does not write as is.
+func appendEscapedASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '\\', '"':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+}
+
+// canonicalJSON renders v in the JSON Canonicalization Scheme (RFC 8785):
+// keys sorted by their UTF-16 code units, no insignificant whitespace,
+// strings escaped only where JSON requires it, and every number as the
+// shortest ECMAScript rendering of the IEEE 754 double it denotes, so that
+// 2500, 2500.0 and 2.5e3 are one value whatever language wrote them. An
+// integer beyond 2^53 is rounded to a double like any other number: two
+// that differ only past that precision are one value (send such ids as
+// strings). legacy is the format 1 rendering, for finding entries stored
+// under it.
+func canonicalJSON(v any) (canonical, legacy json.RawMessage, err error) {
+	legacy, err = legacyCanonicalJSON(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	canonical, err = jcs.Transform(legacy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: payload cannot be canonicalised (RFC 8785): %w", err)
+	}
+	return canonical, legacy, nil
+}
+
+// entryIDDomain starts every hashed entry id, so that the id of an entry
+// cannot equal a hash of anything else written the same way.
+const entryIDDomain = "replyonce/entry/v2"
 
 // entryID is the stable identity of an effect. It doubles as the effect's
 // idempotency key, so it must not depend on the attempt or the worker.
+// Each field is written after its length, so no two (scope, intent,
+// payload) triples hash the same bytes, whatever bytes they hold.
 func entryID(scope, intent string, canonical []byte) string {
-	// One buffer, on the stack for the usual sizes, hashes the same bytes
-	// as writing the parts one by one.
+	// One buffer, on the stack for the usual sizes.
+	var stack [256]byte
+	b := append(stack[:0], entryIDDomain...)
+	for _, field := range [...]string{scope, intent, string(canonical)} {
+		b = binary.AppendUvarint(b, uint64(len(field)))
+		b = append(b, field...)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// legacyEntryID is the id format 1 gave an effect: fields joined with NUL
+// (ambiguous when a scope or an intent holds one) over the legacy
+// canonical payload. Entries stored under it keep it for life, since it is
+// also the idempotency key their effect already sent to a provider; a
+// claim for the same effect finds them through it (resolvedKey.idIn).
+func legacyEntryID(scope, intent string, legacyCanonical []byte) string {
 	var stack [256]byte
 	b := append(stack[:0], scope...)
 	b = append(b, 0)
 	b = append(b, intent...)
 	b = append(b, 0)
-	b = append(b, canonical...)
+	b = append(b, legacyCanonical...)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -204,6 +304,9 @@ type resolvedKey struct {
 	scope, intent string
 	payload       json.RawMessage
 	id            string
+	// legacyPayload is the format 1 rendering; its id is computed only
+	// when a document might hold an entry stored under it.
+	legacyPayload json.RawMessage
 }
 
 func resolveKey(k Key) (resolvedKey, error) {
@@ -213,11 +316,26 @@ func resolveKey(k Key) (resolvedKey, error) {
 	if k.Intent == "" {
 		return resolvedKey{}, fmt.Errorf("%w: intent is empty", ErrInvalid)
 	}
-	c, err := canonicalJSON(k.Payload)
+	c, legacy, err := canonicalJSON(k.Payload)
 	if err != nil {
 		return resolvedKey{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return resolvedKey{scope: k.Scope, intent: k.Intent, payload: c, id: entryID(k.Scope, k.Intent, c)}, nil
+	return resolvedKey{scope: k.Scope, intent: k.Intent, payload: c, id: entryID(k.Scope, k.Intent, c), legacyPayload: legacy}, nil
+}
+
+// idIn is the id under which d keeps this key's entry: its own, or the
+// format 1 id of an entry stored before the change of key format, so that
+// an effect recorded then is replayed (or stays ambiguous) instead of
+// running again under its new id. A key with no entry in d gets its own.
+func (k resolvedKey) idIn(d *document) string {
+	if len(d.Entries) == 0 || d.Entries[k.id] != nil || k.legacyPayload == nil {
+		return k.id
+	}
+	old := legacyEntryID(k.scope, k.intent, k.legacyPayload)
+	if e := d.Entries[old]; e != nil && e.Intent == k.intent {
+		return old
+	}
+	return k.id
 }
 
 // IdempotencyKey returns the key an effect should pass to providers that

@@ -44,14 +44,15 @@ func TestCanonicalHashing(t *testing.T) {
 func TestCanonicalFastPathAgrees(t *testing.T) {
 	for _, payload := range []any{
 		map[string]string{"source": "stripe", "eventId": "evt_<1>&", "z": "", "a": "é"},
+		map[string]string{"lone continuation byte": "a\x80b", "lead byte": "\xc3"},
 		"plain <string>", true, 42, int64(-7),
 	} {
-		fast, err := canonicalJSON(payload)
+		fast, err := legacyCanonicalJSON(payload)
 		if err != nil {
 			t.Fatal(err)
 		}
 		raw, _ := json.Marshal(payload)
-		slow, err := canonicalJSON(json.RawMessage(raw))
+		slow, err := legacyCanonicalJSON(json.RawMessage(raw))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +62,7 @@ func TestCanonicalFastPathAgrees(t *testing.T) {
 	}
 }
 
-// generalCanonical is canonicalJSON's general path, forced: marshal, decode
+// generalCanonical is legacyCanonicalJSON's general path, forced: marshal, decode
 // into generic values with numbers kept as written, encode.
 func generalCanonical(t testing.TB, v any) (string, bool) {
 	t.Helper()
@@ -69,7 +70,7 @@ func generalCanonical(t testing.TB, v any) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	c, err := canonicalJSON(json.RawMessage(raw))
+	c, err := legacyCanonicalJSON(json.RawMessage(raw))
 	if err != nil {
 		t.Fatalf("general path refused %s: %v", raw, err)
 	}
@@ -160,8 +161,8 @@ func TestCanonicalDirectPathAgrees(t *testing.T) {
 		if _, ok := appendCanonical(nil, v, 0); ok {
 			t.Errorf("direct path accepted %v", v)
 		}
-		if _, err := canonicalJSON(v); err == nil {
-			t.Errorf("canonicalJSON accepted %v", v)
+		if _, err := legacyCanonicalJSON(v); err == nil {
+			t.Errorf("legacyCanonicalJSON accepted %v", v)
 		}
 	}
 	deep := any("leaf")
@@ -171,7 +172,7 @@ func TestCanonicalDirectPathAgrees(t *testing.T) {
 	if _, ok := appendCanonical(nil, deep, 0); ok {
 		t.Error("direct path took a value deeper than its bound")
 	}
-	if c, err := canonicalJSON(deep); err != nil || !strings.Contains(string(c), `"leaf"`) {
+	if c, err := legacyCanonicalJSON(deep); err != nil || !strings.Contains(string(c), `"leaf"`) {
 		t.Errorf("deep value: %s, %v", c, err)
 	}
 }
@@ -247,21 +248,137 @@ func FuzzCanonicalDirectPath(f *testing.F) {
 // run twice. The values were produced by the release before the direct
 // path; the last one is the general path's answer, which the string-map
 // shortcut of that release did not give for invalid UTF-8.
+// Ids are pinned: they are the idempotency keys effects already sent to
+// providers, and stored entries are found by them. Changing one is a
+// format change with a compatibility path and a CHANGELOG entry. The
+// format 2 ids below replaced format 1's deliberately (RFC 8785 payloads,
+// framed fields); the format 1 ids stay pinned too, since claims still
+// find entries stored under them.
 func TestIdempotencyKeysAreStable(t *testing.T) {
 	for _, c := range []struct {
-		key  Key
-		want string
+		key       Key
+		want, was string
 	}{
-		{Key{Scope: "stripe:evt_1", Intent: "deliver", Payload: map[string]any{"source": "stripe", "event_id": "evt_1"}}, "ro_f615da233e3636a5a1e92766adee5745"},
-		{Key{Scope: "stripe:evt_1", Intent: "deliver", Payload: map[string]string{"source": "stripe", "event_id": "evt_1"}}, "ro_f615da233e3636a5a1e92766adee5745"},
-		{Key{Scope: "conv:42", Intent: "reply", Payload: map[string]any{"message": "m<1>", "n": 2.5, "tags": []any{"a", nil, true}}}, "ro_8c8ab7567052b97ded7ae38a34f85a8f"},
-		{Key{Scope: "conv:42", Intent: "reply", Payload: json.RawMessage(`{"tags":["a",null,true],"n":2.5,"message":"m\u003c1>"}`)}, "ro_8c8ab7567052b97ded7ae38a34f85a8f"},
-		{Key{Scope: "s", Intent: "x", Payload: map[string]string{"k": "bad\xffv"}}, "ro_" + entryID("s", "x", []byte("{\"k\":\"bad\ufffdv\"}"))},
-		{Key{Scope: "s", Intent: "x", Payload: map[string]any{"k": "bad\xffv"}}, "ro_" + entryID("s", "x", []byte("{\"k\":\"bad\ufffdv\"}"))},
+		{Key{Scope: "stripe:evt_1", Intent: "deliver", Payload: map[string]any{"source": "stripe", "event_id": "evt_1"}}, "ro_92e4e00156f2e463b95c02629c23a10f", "ro_f615da233e3636a5a1e92766adee5745"},
+		{Key{Scope: "stripe:evt_1", Intent: "deliver", Payload: map[string]string{"source": "stripe", "event_id": "evt_1"}}, "ro_92e4e00156f2e463b95c02629c23a10f", "ro_f615da233e3636a5a1e92766adee5745"},
+		{Key{Scope: "conv:42", Intent: "reply", Payload: map[string]any{"message": "m<1>", "n": 2.5, "tags": []any{"a", nil, true}}}, "ro_0f316d258b695b9118fa0f0e48c35afb", "ro_8c8ab7567052b97ded7ae38a34f85a8f"},
+		{Key{Scope: "conv:42", Intent: "reply", Payload: json.RawMessage(`{"tags":["a",null,true],"n":2.5,"message":"m\u003c1>"}`)}, "ro_0f316d258b695b9118fa0f0e48c35afb", "ro_8c8ab7567052b97ded7ae38a34f85a8f"},
+		{Key{Scope: "s", Intent: "x", Payload: map[string]string{"k": "bad\xffv"}}, "ro_" + entryID("s", "x", []byte("{\"k\":\"bad\ufffdv\"}")), "ro_" + legacyEntryID("s", "x", []byte("{\"k\":\"bad\ufffdv\"}"))},
+		{Key{Scope: "s", Intent: "x", Payload: map[string]any{"k": "bad\xffv"}}, "ro_" + entryID("s", "x", []byte("{\"k\":\"bad\ufffdv\"}")), "ro_" + legacyEntryID("s", "x", []byte("{\"k\":\"bad\ufffdv\"}"))},
 	} {
 		got, err := IdempotencyKey(c.key)
 		if err != nil || got != c.want {
 			t.Errorf("%+v: got %s (%v), want %s", c.key, got, err, c.want)
 		}
+		k, err := resolveKey(c.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if was := idempotencyKeyFor(legacyEntryID(k.scope, k.intent, k.legacyPayload)); was != c.was {
+			t.Errorf("%+v: format 1 key %s, want %s", c.key, was, c.was)
+		}
+	}
+}
+
+// Fields are framed, so moving a byte from the scope to the intent makes
+// another effect. Format 1 joined them with NUL and gave both one id.
+func TestEntryIDFramesItsFields(t *testing.T) {
+	a := Key{Scope: "a\x00b", Intent: "c", Payload: "p"}
+	b := Key{Scope: "a", Intent: "b\x00c", Payload: "p"}
+	ka, _ := IdempotencyKey(a)
+	kb, _ := IdempotencyKey(b)
+	if ka == kb {
+		t.Fatalf("scope %q intent %q and scope %q intent %q share idempotency key %s", a.Scope, a.Intent, b.Scope, b.Intent, ka)
+	}
+	if legacyEntryID(a.Scope, a.Intent, []byte(`"p"`)) != legacyEntryID(b.Scope, b.Intent, []byte(`"p"`)) {
+		t.Error("format 1 ids should collide here; the test no longer shows the bug it guards against")
+	}
+}
+
+// One value is one effect whatever language spelled its numbers.
+func TestPayloadNumbersAreOneValueHoweverWritten(t *testing.T) {
+	want, err := IdempotencyKey(Key{Scope: "s", Intent: "refund", Payload: map[string]any{"cents": 2500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []any{
+		json.RawMessage(`{"cents":2500.0}`), json.RawMessage(`{"cents":2.5e3}`), json.RawMessage(`{ "cents" : 25E2 }`),
+		map[string]any{"cents": 2500.0}, map[string]int64{"cents": 2500}, map[string]any{"cents": json.Number("2500.000")},
+	} {
+		if got, err := IdempotencyKey(Key{Scope: "s", Intent: "refund", Payload: p}); err != nil || got != want {
+			t.Errorf("%v: key %s (%v), want %s as for 2500", p, got, err, want)
+		}
+	}
+	if other, _ := IdempotencyKey(Key{Scope: "s", Intent: "refund", Payload: map[string]any{"cents": 2501}}); other == want {
+		t.Error("2501 and 2500 share a key")
+	}
+	// The documented limit: past 2^53 a number is the double nearest it.
+	big1, _ := IdempotencyKey(Key{Scope: "s", Intent: "x", Payload: json.RawMessage(`9007199254740993`)})
+	big2, _ := IdempotencyKey(Key{Scope: "s", Intent: "x", Payload: json.RawMessage(`9007199254740992`)})
+	if big1 != big2 {
+		t.Error("integers beyond 2^53 are expected to round as RFC 8785 says; the doc's stated limit is wrong")
+	}
+}
+
+// RFC 8785's own examples: section 3.2.2 (whitespace, literals, numbers,
+// strings), section 3.2.3 (sorting by UTF-16 code units) and Appendix B
+// (ECMAScript number serialisation, given as IEEE 754 bit patterns).
+func TestCanonicalJSONMatchesRFC8785Vectors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{
+  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+  "literals": [null, true, false]
+}`, `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`},
+		{`{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`,
+			"{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\",\"ö\":\"Latin Small Letter O With Diaeresis\",\"€\":\"Euro Sign\",\"😀\":\"Emoji: Grinning Face\",\"\ufb33\":\"Hebrew Letter Dalet With Dagesh\"}"},
+	} {
+		got, _, err := canonicalJSON(json.RawMessage(c.in))
+		if err != nil || string(got) != c.want {
+			t.Errorf("canonical form of %s:\n got %s (%v)\nwant %s", c.in, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		bits uint64
+		want string
+	}{
+		{0x0000000000000000, "0"}, {0x8000000000000000, "0"},
+		{0x0000000000000001, "5e-324"}, {0x8000000000000001, "-5e-324"},
+		{0x7fefffffffffffff, "1.7976931348623157e+308"}, {0xffefffffffffffff, "-1.7976931348623157e+308"},
+		{0x4340000000000000, "9007199254740992"}, {0xc340000000000000, "-9007199254740992"},
+		{0x4430000000000000, "295147905179352830000"},
+		{0x44b52d02c7e14af5, "9.999999999999997e+22"}, {0x44b52d02c7e14af6, "1e+23"}, {0x44b52d02c7e14af7, "1.0000000000000001e+23"},
+		{0x444b1ae4d6e2ef4e, "999999999999999700000"}, {0x444b1ae4d6e2ef4f, "999999999999999900000"}, {0x444b1ae4d6e2ef50, "1e+21"},
+		{0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"}, {0x3eb0c6f7a0b5ed8d, "0.000001"},
+		{0x41b3de4355555553, "333333333.3333332"}, {0x41b3de4355555554, "333333333.33333325"},
+		{0x41b3de4355555555, "333333333.3333333"}, {0x41b3de4355555556, "333333333.3333334"},
+		{0x41b3de4355555557, "333333333.33333343"},
+		{0xbecbf647612f3696, "-0.0000033333333333333333"}, {0x43143ff3c1cb0959, "1424953923781206.2"},
+	} {
+		f := math.Float64frombits(c.bits)
+		got, _, err := canonicalJSON(f)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%#016x: got %s (%v), want %s", c.bits, got, err, c.want)
+		}
+		// The same double written another way (Go's shortest 'g' form) is
+		// the same canonical number.
+		raw := json.RawMessage(strconv.FormatFloat(f, 'g', -1, 64))
+		if got, _, err := canonicalJSON(raw); err != nil || string(got) != c.want {
+			t.Errorf("%s: got %s (%v), want %s", raw, got, err, c.want)
+		}
+	}
+	for _, bits := range []uint64{0x7fffffffffffffff, 0x7ff0000000000000} {
+		if _, _, err := canonicalJSON(math.Float64frombits(bits)); err == nil {
+			t.Errorf("%#016x (NaN or infinity) accepted", bits)
+		}
+	}
+}
+
+// A payload that contains itself is refused, not followed forever.
+func TestCyclicPayloadIsRefused(t *testing.T) {
+	m := map[string]any{"a": 1}
+	m["self"] = m
+	if _, err := IdempotencyKey(Key{Scope: "s", Intent: "x", Payload: m}); err == nil {
+		t.Error("a payload containing itself was hashed")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -35,10 +34,12 @@ func (l *Ledger) replayed(in claimInput) (Claim, bool) {
 	return claimFrom(in.key.scope, decision{result: Result{Status: StatusReplayed, Value: e.Value, Entry: e}}), true
 }
 
-// rememberReplay keeps the entry of a claim the store answered "replayed".
-func (l *Ledger) rememberReplay(scope string, dec decision) {
+// rememberReplay keeps the entry of a claim the store answered "replayed",
+// under the key's id: an entry stored under its format 1 id is then found
+// by the next claim's lookup too.
+func (l *Ledger) rememberReplay(k resolvedKey, dec decision) {
 	if dec.result.Status == StatusReplayed {
-		l.replays.remember(scope, dec.result.Entry, l.now())
+		l.replays.remember(k.scope, k.id, dec.result.Entry, l.now())
 	}
 }
 
@@ -56,18 +57,25 @@ func (l *Ledger) observe(ev Event) {
 // transact runs decide on the scope's document and writes it back when
 // decide says it changed.
 func (l *Ledger) transact(ctx context.Context, scope string, decide func(d *document, now time.Time) (bool, error)) error {
+	return l.transactBlobs(ctx, scope, func(d *document, now time.Time, _ *blobSet) (bool, error) { return decide(d, now) })
+}
+
+// transactBlobs is transact for decisions that also write blobs beside the
+// document; whatever retention drops, blobs included, is deleted with it.
+func (l *Ledger) transactBlobs(ctx context.Context, scope string, decide func(d *document, now time.Time, blobs *blobSet) (bool, error)) error {
 	return l.store.Transact(ctx, scope, func(current []byte) (*Write, error) {
 		now := l.now()
-		d, err := decodeDocument(scope, current, now)
+		var blobs blobSet
+		d, err := decodeDocumentBlobs(scope, current, now, &blobs)
 		if err != nil {
 			return nil, err
 		}
-		changed, err := decide(d, now)
+		changed, err := decide(d, now, &blobs)
 		if err != nil || !changed {
 			return nil, err
 		}
-		d.prune(now, l.opts.Retention)
-		return d.finish(now, l.opts.Retention)
+		d.prune(now, l.opts.Retention, &blobs)
+		return d.finish(now, l.opts.Retention, &blobs)
 	})
 }
 
@@ -114,9 +122,6 @@ type Claim struct {
 	IdempotencyKey string
 	FencingToken   uint64
 	Deadline       time.Time
-	// needsReconcile is set when the entry is ambiguous and a reconciler
-	// may be asked about it.
-	needsReconcile bool
 }
 
 // Acquired reports whether the caller now owns the attempt.
@@ -147,7 +152,7 @@ func (l *Ledger) claimInput(req ClaimRequest) (claimInput, error) {
 func claimFrom(scope string, dec decision) Claim {
 	// The entry belongs to a document decoded for this call alone and
 	// dropped after it, so the claim may keep it without a copy.
-	c := Claim{Result: dec.result, Scope: scope, needsReconcile: dec.needsReconcile}
+	c := Claim{Result: dec.result, Scope: scope}
 	if e := dec.result.Entry; e != nil {
 		c.EntryID = e.ID
 		c.Attempt = e.Attempt
@@ -172,6 +177,8 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	}
 	var dec decision
 	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+		in := in
+		in.key.id = in.key.idIn(d)
 		var derr error
 		dec, derr = decideClaim(d, in, now, l.opts)
 		return dec.changed, derr
@@ -179,7 +186,7 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	l.rememberReplay(in.key.scope, dec)
+	l.rememberReplay(in.key, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID, Reason: c.Reason})
 	return c, nil
@@ -207,7 +214,9 @@ func (c Claim) Ref() ClaimRef {
 // Settle records the outcome of a claimed attempt: OutcomeCommitted with
 // the effect's value, OutcomeNotApplied (known not to have happened), or
 // OutcomeUnknown (ambiguous). A settle for an attempt that was abandoned
-// and replaced is flagged LateSettle and changes nothing.
+// and replaced is flagged LateSettle and changes nothing; a committed
+// settle after the attempt was resolved not_applied commits it, flagged
+// LateSettle (see the package documentation).
 func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, value any, effectErr error) (Result, error) {
 	if ref.Scope == "" || ref.EntryID == "" {
 		return Result{}, fmt.Errorf("%w: a claim reference needs scope and entry id", ErrInvalid)
@@ -241,7 +250,7 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	}
 	// The write landed (or the document already said so): a committed
 	// entry may answer this process's later claims for it from memory.
-	l.replays.remember(ref.Scope, res.Entry, l.now())
+	l.replays.remember(ref.Scope, ref.EntryID, res.Entry, l.now())
 	res.Err = effectErr
 	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
 	if res.Entry != nil {
@@ -262,7 +271,9 @@ func encodeValue(v any) ([]byte, error) {
 		if !json.Valid(t) {
 			return nil, fmt.Errorf("%w: value is not valid JSON", ErrInvalid)
 		}
-		return t, nil
+		// Marshal copies the caller's buffer, which it may reuse, and
+		// compacts it as the stored document does, so that a replay from
+		// memory and one from the store say the same bytes.
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -295,88 +306,31 @@ func (l *Ledger) Once(ctx context.Context, key Key, effect Effect, opts ...OnceO
 }
 
 func (l *Ledger) once(ctx context.Context, req ClaimRequest, wait time.Duration, effect Effect) (Result, error) {
-	waitUntil := time.Now().Add(wait)
-	reconciled := false
-	for {
-		c, err := l.Claim(ctx, req)
-		if err != nil {
-			return Result{}, err
-		}
-		switch {
-		case c.Acquired():
-			return l.run(ctx, req.Key, c, effect)
-		case c.needsReconcile && l.opts.Reconcile != nil && !reconciled:
-			reconciled = true
-			again, res, err := l.reconcile(ctx, c)
-			if err != nil || !again {
-				return res, err
-			}
-		case c.Status == StatusInFlight && wait > 0 && time.Now().Before(waitUntil):
-			t := time.NewTimer(l.opts.WaitInterval)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return Result{}, ctx.Err()
-			case <-t.C:
-			}
-		default:
-			return c.Result, nil
-		}
-	}
+	return RunEffect(ctx, l, req, effect, LoopOptions{Clock: l.opts.Clock, Classify: l.opts.Classify,
+		Reconcile: l.opts.Reconcile, Wait: wait, WaitInterval: l.opts.WaitInterval})
 }
 
-// run performs the effect of an acquired claim and settles it.
-func (l *Ledger) run(ctx context.Context, key Key, c Claim, effect Effect) (Result, error) {
-	call := Call{Key: key, EntryID: c.EntryID, Attempt: c.Attempt, IdempotencyKey: c.IdempotencyKey,
-		FencingToken: c.FencingToken, Deadline: c.Deadline}
-	// The effect's context ends when its claim would read as abandoned, so
-	// a slow effect stops instead of racing the next attempt.
-	ectx, cancel := context.WithTimeout(ctx, c.Deadline.Sub(l.now()))
-	value, effErr := effect(ectx, call)
-	cancel()
-	outcome := OutcomeCommitted
-	if effErr != nil {
-		outcome = OutcomeUnknown
-		if l.opts.Classify(effErr) == ClassNotApplied {
-			outcome = OutcomeNotApplied
-		}
+// Reconciled records what a reconciler found about the ambiguous attempt
+// ref names. It is fenced on the attempt: ErrNotAmbiguous when the entry
+// has been settled or claimed again meanwhile.
+func (l *Ledger) Reconciled(ctx context.Context, ref ClaimRef, outcome Outcome) (Entry, error) {
+	if ref.Scope == "" || ref.EntryID == "" {
+		return Entry{}, fmt.Errorf("%w: a claim reference needs scope and entry id", ErrInvalid)
 	}
-	res, err := l.Settle(context.WithoutCancel(ctx), c.Ref(), outcome, value, effErr)
-	if err != nil {
-		return Result{}, fmt.Errorf("ledger: effect ran but its outcome could not be recorded: %w", err)
-	}
-	return res, nil
-}
-
-// reconcile asks the reconciler about an ambiguous entry, outside any
-// transaction, and records the answer. again says the caller should claim
-// once more (the effect did not happen).
-func (l *Ledger) reconcile(ctx context.Context, c Claim) (again bool, res Result, err error) {
-	outcome, rerr := l.opts.Reconcile(ctx, *c.Entry)
-	if rerr != nil || outcome == OutcomeUnknown || outcome == "" {
-		return false, c.Result, nil
-	}
-	var entry *Entry
-	err = l.transact(ctx, c.Scope, func(d *document, now time.Time) (bool, error) {
-		e, derr := decideResolve(d, c.EntryID, c.Attempt, outcome, "reconciler", now)
+	var entry Entry
+	err := l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
+		e, derr := decideResolve(d, ref.EntryID, ref.Attempt, outcome, "reconciler", now)
 		if derr != nil {
 			return false, derr
 		}
-		cp := *e
-		entry = &cp
+		entry = *e
 		return true, nil
 	})
-	if errors.Is(err, ErrNotAmbiguous) {
-		return true, Result{}, nil // someone else settled it meanwhile: look again
-	}
 	if err != nil {
-		return false, Result{}, err
+		return Entry{}, err
 	}
-	l.observe(Event{Type: "reconciled", Scope: c.Scope, EntryID: c.EntryID, Intent: entry.Intent})
-	if outcome == OutcomeCommitted {
-		return false, Result{Status: StatusReplayed, Value: entry.Value, Entry: entry}, nil
-	}
-	return true, Result{}, nil
+	l.observe(Event{Type: "reconciled", Scope: ref.Scope, EntryID: ref.EntryID, Intent: entry.Intent})
+	return entry, nil
 }
 
 // CheckResult says whether an effect is done, without changing anything.
@@ -396,7 +350,7 @@ func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
 	if err != nil {
 		return CheckResult{}, err
 	}
-	e := d.Entries[k.id]
+	e := d.Entries[k.idIn(d)]
 	if e == nil {
 		return CheckResult{}, nil
 	}
@@ -430,7 +384,7 @@ func (l *Ledger) Resolve(ctx context.Context, key Key, outcome Outcome) (Entry, 
 	if err != nil {
 		return Entry{}, err
 	}
-	return l.ResolveEntry(ctx, k.scope, k.id, outcome)
+	return l.resolveEntry(ctx, k.scope, k.idIn, outcome)
 }
 
 // ResolveEntry is Resolve by scope and entry id, as listed by Ambiguous.
@@ -438,12 +392,17 @@ func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcom
 	if scope == "" || entryID == "" {
 		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}
+	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome)
+}
+
+// resolveEntry resolves the entry that idIn names in the scope's document.
+func (l *Ledger) resolveEntry(ctx context.Context, scope string, idIn func(*document) string, outcome Outcome) (Entry, error) {
 	if outcome != OutcomeCommitted && outcome != OutcomeNotApplied {
 		return Entry{}, fmt.Errorf("%w: outcome must be %q or %q, got %q", ErrInvalid, OutcomeCommitted, OutcomeNotApplied, outcome)
 	}
 	var out Entry
 	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
-		e, derr := decideResolve(d, entryID, 0, outcome, "operator", now)
+		e, derr := decideResolve(d, idIn(d), 0, outcome, "operator", now)
 		if derr != nil {
 			return false, derr
 		}
@@ -453,7 +412,7 @@ func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcom
 	if err != nil {
 		return Entry{}, err
 	}
-	l.observe(Event{Type: "resolved", Scope: scope, EntryID: entryID, Intent: out.Intent})
+	l.observe(Event{Type: "resolved", Scope: scope, EntryID: out.ID, Intent: out.Intent})
 	return out, nil
 }
 

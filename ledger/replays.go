@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"sync"
 	"time"
 )
@@ -58,8 +59,8 @@ func (c *replayCache) usable(e *Entry, now time.Time) bool {
 }
 
 // get returns a copy of the committed entry, if remembered and still
-// usable at now. The copy shares Payload and Value, which nothing in the
-// ledger modifies.
+// usable at now. The copy has its own Payload and Value: a caller may
+// change what it was handed without changing later replays.
 func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 	if c == nil {
 		return nil, false
@@ -79,21 +80,26 @@ func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 		delete(c.cur, k)
 		return nil, false
 	}
+	e.Payload, e.Value = bytes.Clone(e.Payload), bytes.Clone(e.Value)
 	return &e, true
 }
 
-// remember keeps e if it is committed and still usable at now. Call it only
+// remember keeps e, under the id claims look it up by, if it is committed
+// and still usable at now. Call it only
 // with an entry read from, or written to, the store: never with one from a
 // decision whose write may not have landed.
-func (c *replayCache) remember(scope string, e *Entry, now time.Time) {
+func (c *replayCache) remember(scope, id string, e *Entry, now time.Time) {
 	if c == nil || e == nil || e.State != StateCommitted || e.SettledAt.IsZero() || !c.usable(e, now) {
 		return
 	}
-	k := replayKey{scope, e.ID}
+	k := replayKey{scope, id}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	cp := *e
+	// A copy of the bytes too: the entry's may still be a caller's.
+	cp.Payload, cp.Value = bytes.Clone(e.Payload), bytes.Clone(e.Value)
 	delete(c.old, k)
-	c.add(k, *e)
+	c.add(k, cp)
 }
 
 // add puts e in the current generation, turning it over when full. c.mu

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -285,5 +286,47 @@ func TestReplayCacheUnderConcurrency(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestReplayedValueIsTheStoredOneNotTheCallersBuffer pins that what a
+// process replays from memory is what the store holds: a copy in its
+// compact form, untouched when the caller reuses the buffer it settled
+// with, and the same bytes another instance reads from the store.
+func TestReplayedValueIsTheStoredOneNotTheCallersBuffer(t *testing.T) {
+	e := newReplayEnv()
+	settler := e.ledger(ledger.Options{})
+	other := e.ledger(ledger.Options{ReplayCache: -1})
+	ro, req := deliver("evt_buf")
+	_, c, err := settler.BeginClaim(e.ctx, ro, req)
+	if err != nil || !c.Acquired() {
+		t.Fatalf("claim: %+v, %v", c, err)
+	}
+	buf := []byte(`{ "reply" : "a<b",  "n": 1 }`)
+	if _, err := settler.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, json.RawMessage(buf), nil); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, `{ "reply" : "XXX",  "n": 2 }`) // the caller reuses its buffer
+
+	_, fromStore, err := other.BeginClaim(e.ctx, ro, req)
+	if err != nil || fromStore.Status != ledger.StatusReplayed {
+		t.Fatalf("replay from the store: %+v, %v", fromStore, err)
+	}
+	fromMemory, calls, err := e.redeliver(t, settler, "evt_buf")
+	if err != nil || fromMemory.Status != ledger.StatusReplayed || calls != 0 {
+		t.Fatalf("replay from memory: %+v after %d store calls, %v", fromMemory, calls, err)
+	}
+	const want = `{"reply":"a\u003cb","n":1}`
+	if string(fromStore.Value) != want {
+		t.Errorf("the store replays %s, want %s", fromStore.Value, want)
+	}
+	if string(fromMemory.Value) != string(fromStore.Value) {
+		t.Errorf("memory replays %s, the store %s: two instances would answer differently", fromMemory.Value, fromStore.Value)
+	}
+	// A caller that changes what it was handed changes nothing for the next.
+	fromMemory.Value[2] = 'X'
+	again, _, _ := e.redeliver(t, settler, "evt_buf")
+	if string(again.Value) != want {
+		t.Errorf("after a caller changed its replayed value, memory replays %s", again.Value)
 	}
 }

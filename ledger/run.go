@@ -47,11 +47,22 @@ func (l *Ledger) beginInput(opts RunOptions) (beginInput, error) {
 	if opts.LeaseTTL < 0 {
 		return beginInput{}, fmt.Errorf("%w: lease TTL must not be negative", ErrInvalid)
 	}
+	if !opts.ContextAt.IsZero() && (opts.ContextAt.Year() < 1 || opts.ContextAt.Year() > 9999) {
+		return beginInput{}, fmt.Errorf("%w: contextAt %s is outside years 1 to 9999", ErrInvalid, opts.ContextAt.Format(time.RFC3339Nano))
+	}
 	id := opts.RunID
 	if id == "" {
 		id = newRunID()
 	}
 	return beginInput{runID: id, mode: mode, contextAt: opts.ContextAt, leaseTTL: opts.LeaseTTL}, nil
+}
+
+// checkContextAt refuses a contextAt more than MaxContextAhead past now.
+func checkContextAt(in beginInput, now time.Time) error {
+	if in.contextAt.After(now.Add(MaxContextAhead)) {
+		return fmt.Errorf("%w: contextAt %s is more than %s ahead of the ledger's clock", ErrInvalid, in.contextAt.Format(time.RFC3339Nano), MaxContextAhead)
+	}
+	return nil
 }
 
 func (l *Ledger) runFrom(scope string, r *runState, reason Reason) *Run {
@@ -71,6 +82,9 @@ func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run
 	}
 	var run *Run
 	err = l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		if err := checkContextAt(in, now); err != nil {
+			return false, err
+		}
 		r, reason := decideBegin(d, in, now, l.opts)
 		run = l.runFrom(scope, r, reason)
 		return reason != ReasonRunEnded && reason != ReasonRunCancelled, nil
@@ -86,7 +100,9 @@ func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run
 // req.Key with no run fencing, and only when the claim is granted does it
 // begin or resume the run, so that a duplicate that is answered "in flight"
 // or "done" never takes the run over from the delivery doing the work.
-// The run is nil unless the claim was acquired.
+// The run is nil unless the claim was acquired. A run that has ended or
+// been cancelled gets no claim: the result is refused run_ended or
+// run_cancelled and nothing is written.
 func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimRequest) (*Run, Claim, error) {
 	in, err := l.claimInput(req)
 	if err != nil {
@@ -109,11 +125,22 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	var run *Run
 	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
 		run = nil
+		if err := checkContextAt(bin, now); err != nil {
+			return false, err
+		}
+		in := in
+		in.key.id = in.key.idIn(d)
 		if done := settledState(d, in, now, l.opts); done != nil {
 			dec = *done
 			return dec.changed, nil
 		}
 		r, reason := decideBegin(d, bin, now, l.opts)
+		if reason == ReasonRunEnded || reason == ReasonRunCancelled {
+			// A finished run takes no more deliveries: no claim, so
+			// nothing is forwarded, and nothing is written.
+			dec = decision{result: Result{Status: StatusRefused, Reason: reason, Entry: d.Entries[in.key.id]}}
+			return false, nil
+		}
 		run = l.runFrom(in.key.scope, r, reason)
 		e := claimEntry(d, in, nil, now, l.opts)
 		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery
@@ -123,7 +150,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	if err != nil {
 		return nil, Claim{}, err
 	}
-	l.rememberReplay(in.key.scope, dec)
+	l.rememberReplay(in.key, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID, Reason: c.Reason})
 	return run, c, nil

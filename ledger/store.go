@@ -41,6 +41,18 @@ type Store interface {
 	// scope. A scope may be listed that no longer needs review; callers
 	// re-read it.
 	ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error)
+
+	// ScopesDue returns up to limit scopes whose last Write had a DueAt
+	// that is not zero and not after the given time, earliest first. The
+	// queued-delivery dispatcher uses it to find work without scanning
+	// every scope. Like ScopesToReview it may list a scope that has nothing
+	// due any more; callers decide on the document.
+	ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error)
+
+	// ReadBlob returns the side record name of scope (see Write.Blobs), or
+	// nil when there is none. A blob lives and expires with its scope's
+	// document: once the document reads as absent, so do its blobs.
+	ReadBlob(ctx context.Context, scope, name string) ([]byte, error)
 }
 
 // Write is what a Transact function asks the store to save.
@@ -58,9 +70,23 @@ type Write struct {
 	// ReviewAt is the earliest time (on the ledger's clock) at which this
 	// document may hold an entry that needs an operator or a reconciler:
 	// an ambiguous entry now, or a pending one that turns ambiguous when its
-	// TTL runs out. Zero means nothing to review. Stores index it for
+	// TTL runs out, or a queued delivery that is dead or rejected. Zero
+	// means nothing to review. Stores index it for
 	// ScopesToReview.
 	ReviewAt time.Time
+
+	// DueAt is the earliest time (on the ledger's clock) at which this
+	// document holds a queued delivery that a dispatcher may take: a retry
+	// whose time has come, or a delivery whose claim (its lease) runs out.
+	// Zero means nothing queued. Stores index it for ScopesDue.
+	DueAt time.Time
+
+	// Blobs are side records of the scope, written in the same atomic step
+	// as Doc: a name mapped to its bytes, or to nil to delete it. Names not
+	// mentioned are left as they are. They hold what is too large to ride
+	// in every read of the document (a queued event's body), so Transact
+	// never hands them to fn; ReadBlob reads one.
+	Blobs map[string][]byte
 }
 
 // ErrContention is returned (wrapped) by stores that gave up after a bounded

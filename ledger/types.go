@@ -205,6 +205,17 @@ var (
 	ErrNotAmbiguous   = errors.New("ledger: entry is not ambiguous")
 )
 
+// ErrCorrupt wraps every error about a stored document the ledger cannot
+// read (bad JSON, an unknown format, a null entry or run). It is a store
+// fault, not bad input: the document is left as it is for an operator.
+var ErrCorrupt = errors.New("ledger: stored document is corrupt")
+
+// MaxContextAhead is how far past the ledger's clock a run's contextAt may
+// lie. A later one (a microsecond timestamp read as milliseconds, say) is
+// refused ErrInvalid: taken as given it would outrank every run on the
+// scope for years, or not encode at all.
+const MaxContextAhead = 24 * time.Hour
+
 // Options configure a Ledger. Zero values take the defaults.
 type Options struct {
 	PendingTTL  time.Duration // default 15 min

@@ -1,5 +1,6 @@
 // Package signatures authenticates inbound webhooks for the gateway: one verifier (and, where the
-// scheme has a shared secret or a private key, one signer) per provider listed in PROVIDERS.md, a
+// scheme has a shared secret or a private key, one signer) per provider listed in PROVIDERS.md and
+// PROVIDERS-2.md (providers.go and providers_a.go), a
 // configurable generic HMAC, the providers' endpoint handshakes as pure functions, and static facts
 // the ingress uses as defaults (event id and context templates, headers safe to forward).
 //
@@ -17,9 +18,11 @@
 //   - Timestamps are checked against the now argument, never the wall clock, and are rejected when
 //     they are too old or too far in the future (both directions, unlike stripe-go).
 //   - Timestamped schemes (Provider.Timestamped) check freshness by default, with the provider's
-//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set. Discord and
-//     SendGrid sign a timestamp but document no window: theirs is checked only when Config.Tolerance
-//     is set. Sentry's timestamp header is not signed and so is not checked.
+//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set. Discord,
+//     SendGrid and Sanity sign a timestamp but neither document nor check a window: theirs is
+//     checked only when Config.Tolerance is set. Sentry's timestamp header is not signed and so is
+//     not checked. Providers whose own SDK rejects only old timestamps (WorkOS, Box, Contentful)
+//     are checked in both directions here too.
 //   - Bounded work and no panics on any input: a signature header longer than 8 KiB is malformed,
 //     at most 32 signature candidates are read from one header, and secrets are tried in order.
 //
@@ -42,6 +45,22 @@
 // SubjectPublicKeyInfo, PEM also accepted), and a signer takes a P-256 private key as base64 DER
 // PKCS#8 (PEM also accepted).
 //
-// Where PROVIDERS.md marks a fact as unconfirmed, the code comment at that provider's entry in
-// providers.go says what the verifier follows.
+// Keys: a secret is used as its UTF-8 bytes unless the provider's key is hex (Onfleet), base64
+// (Airtable, Microsoft Teams) or whsec_ base64 (the Standard Webhooks family; OpenAI and Polar take
+// other secrets as raw bytes). Request-context schemes (Twilio, Plivo V3, Mandrill, Trello,
+// Contentful, HubSpot, Square) sign the public URL, so Config.URL is required for them.
+//
+// Secrets of the newer families: Telnyx, the base64 Ed25519 public key (a signer takes the base64
+// seed); Adyen, the hex HMAC key; Braintree, "public_key:private_key"; Vonage and monday.com, the
+// signing secret; SNS, the allowed TopicArns or account ids; PayPal, webhook ids; Plaid,
+// "client_id:secret" with an optional "sandbox:" in front.
+//
+// Fetched keys (sns, paypal, plaid): the certificate or key is fetched at run time through a
+// Fetcher, only from the provider's own hosts, which are compiled in (see Fetcher); it is cached
+// with a bound and a TTL. A fetch that fails for network reasons wraps ErrUnavailable, which the
+// gateway answers with 503 so the provider retries; a URL off the pinned hosts is ErrNoMatch and
+// is never requested. The JWT schemes (plaid, vonage, monday) pin their one algorithm.
+//
+// Where PROVIDERS.md or PROVIDERS-2.md marks a fact as unconfirmed, the code comment at that
+// provider's entry in providers.go or providers_a.go says what the verifier follows.
 package signatures

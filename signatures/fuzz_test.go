@@ -11,7 +11,7 @@ import (
 // that wraps a sentinel unless the input really is authentic (which random input never is).
 
 func sentinel(err error) bool {
-	for _, s := range []error{ErrMissingHeader, ErrMalformed, ErrStale, ErrNoMatch, ErrConfig} {
+	for _, s := range []error{ErrMissingHeader, ErrMalformed, ErrStale, ErrNoMatch, ErrConfig, ErrUnavailable} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -180,7 +180,9 @@ func TestQueryHandshakes(t *testing.T) {
 	for _, p := range Providers() {
 		info, _ := Lookup(p)
 		want := map[string]bool{"slack": true, "zoom": true, "twitch": true, "discord": true, "github": true, "intercom": true,
-			"front": true, "meta": true, "nylas": true, "dropbox": true, "msgraph": true, "x": true, "asana": true}[p]
+			"front": true, "meta": true, "nylas": true, "dropbox": true, "msgraph": true, "x": true, "asana": true,
+			"xero": true, "okta": true, "worldline": true, "trello": true, "mandrill": true, "notion": true, "linkedin": true,
+			"onfleet": true, "buildkite": true, "woocommerce": true}[p] || familyHandshakes[p]
 		if info.Handshake != want {
 			t.Errorf("%s: Handshake=%v", p, info.Handshake)
 		}

@@ -62,11 +62,23 @@ const (
 	tsMillis
 	tsRFC3339
 	tsAuto // unix seconds, or milliseconds when the number is that large, or RFC 3339
+	// tsISOLocal: ISO 8601 without a zone, read as UTC (Orb's 2024-03-27T15:42:29.551); a zone,
+	// when present, is honoured.
+	tsISOLocal
 )
+
+const isoLocalLayout = "2006-01-02T15:04:05.999999999"
 
 // parseTime reads a provider timestamp. Only plain digits count as a number (no sign, no
 // spaces), so "+1" or "1e9" are malformed rather than silently accepted.
 func parseTime(s string, f tsFormat) (time.Time, bool) {
+	if f == tsISOLocal {
+		if t, err := time.Parse(isoLocalLayout, s); err == nil {
+			return t, true
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		return t, err == nil
+	}
 	if f == tsRFC3339 || (f == tsAuto && !startsWithDigits(s)) {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		return t, err == nil
@@ -94,6 +106,8 @@ func formatTime(t time.Time, f tsFormat) string {
 		return strconv.FormatInt(t.UnixMilli(), 10)
 	case tsRFC3339:
 		return t.UTC().Format(time.RFC3339Nano)
+	case tsISOLocal:
+		return t.UTC().Format("2006-01-02T15:04:05.000")
 	}
 	return strconv.FormatInt(t.Unix(), 10)
 }
@@ -115,8 +129,11 @@ func startsWithDigits(s string) bool {
 // checkTime rejects a timestamp more than tol before or after now.
 func checkTime(ts, now time.Time, tol time.Duration, name string) error {
 	d := now.Sub(ts)
-	if d > tol || d < -tol {
-		return fmt.Errorf("%w: %s is %s from now, tolerance %s", ErrStale, name, d.Round(time.Second), tol)
+	switch {
+	case d > tol:
+		return fmt.Errorf("%w: %s is %s ago, tolerance %s", ErrStale, name, d.Round(time.Second), tol)
+	case d < -tol:
+		return fmt.Errorf("%w: %s is %s ahead of this clock, tolerance %s", ErrStale, name, (-d).Round(time.Second), tol)
 	}
 	return nil
 }

@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,20 +54,51 @@ func lit(s string) seg { return seg{kind: segLit, lit: s} }
 type sigFormat uint8
 
 const (
-	fmtSingle sigFormat = iota // the whole value, after the prefix
-	fmtList                    // values separated by sep, each after the prefix
-	fmtKV                      // key=value pairs separated by sep (Stripe, Paddle, Calendly)
+	fmtSingle  sigFormat = iota // the whole value, after the prefix
+	fmtList                     // values separated by sep, each after the prefix
+	fmtKV                       // key=value pairs separated by sep (Stripe, Paddle, Calendly)
+	fmtTSFirst                  // the timestamp, then signatures, separated by sep (Recurly)
+)
+
+// keyForm says how a configured secret becomes the HMAC key.
+type keyForm uint8
+
+const (
+	keyRaw        keyForm = iota // the secret's UTF-8 bytes
+	keyHex                       // hex-decoded (Onfleet)
+	keyBase64                    // standard base64-decoded (Airtable, Microsoft Teams)
+	keyWhsec                     // base64 after an optional whsec_ prefix (Standard Webhooks)
+	keyWhsecOrRaw                // whsec_ → base64-decoded, anything else → its UTF-8 bytes (OpenAI, Polar)
+)
+
+// sigEnc is how the signature is written in the header.
+type sigEnc uint8
+
+const (
+	encHex    sigEnc = iota
+	encBase64        // standard base64 with padding
+	encB64URL        // base64url without padding (Sanity); padding is tolerated
 )
 
 type hmacDef struct {
 	hash    func() hash.Hash
-	b64     bool
+	b64     bool   // shorthand for enc: encBase64
+	enc     sigEnc // encHex unless b64 is set
+	key     keyForm
 	headers []string // signature headers; the first one present is used, the first is signed
-	prefix  string
-	format  sigFormat
-	sep     byte
-	tsKey   string // fmtKV: key holding the timestamp
-	sigKey  string // fmtKV: key holding a signature
+	// allHeaders: every listed header present contributes candidates (Box sends a primary and a
+	// secondary signature); the signer writes headers[i] with secret i.
+	allHeaders bool
+	// numbered: headers[0] is a prefix and every header prefix+N (N = 1, 2, ...) holds one
+	// signature, one per active key (DocuSign's X-DocuSign-Signature-1..N).
+	numbered bool
+	// fixed headers must be present with exactly these values (Box's version and algorithm).
+	fixed  [][2]string
+	prefix string
+	format sigFormat
+	sep    byte
+	tsKey  string // fmtKV: key holding the timestamp
+	sigKey string // fmtKV: key holding a signature
 
 	tsHeader string // header holding the timestamp
 	tsJSON   string // or a gjson path into the (signed) body
@@ -91,13 +124,123 @@ func newHMAC(d *hmacDef, cfg Config) (*hmacScheme, error) {
 	if d.urlForm != nil {
 		s.urlForm = d.urlForm(cfg.URL)
 	}
-	for _, sec := range cfg.Secrets {
-		s.keys = append(s.keys, []byte(sec))
+	for i, sec := range cfg.Secrets {
+		k, err := deriveKey(d.key, sec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: secrets[%d]: %v", ErrConfig, i, err)
+		}
+		s.keys = append(s.keys, k)
 	}
-	if d.tolerance > 0 {
+	switch {
+	case d.tolerance > 0:
 		s.tol = tolerance(cfg, d.tolerance)
+	case d.hasTimestamp():
+		// A signed timestamp the provider's own library does not check (Sanity): checked only
+		// when the source sets a tolerance.
+		s.tol = cfg.Tolerance
 	}
 	return s, nil
+}
+
+func deriveKey(f keyForm, sec string) ([]byte, error) {
+	switch f {
+	case keyHex:
+		b, err := hex.DecodeString(strings.TrimSpace(sec))
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("want a hex-encoded key")
+		}
+		return b, nil
+	case keyBase64:
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(sec))
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("want a base64-encoded key")
+		}
+		return b, nil
+	case keyWhsec, keyWhsecOrRaw:
+		rest, prefixed := strings.CutPrefix(sec, "whsec_")
+		if f == keyWhsecOrRaw && !prefixed {
+			return []byte(sec), nil
+		}
+		b, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("not a whsec_ base64 secret")
+		}
+		return b, nil
+	}
+	return []byte(sec), nil
+}
+
+func (d *hmacDef) hasTimestamp() bool {
+	return d.tsHeader != "" || d.tsJSON != "" || d.format == fmtKV || d.format == fmtTSFirst
+}
+
+func (d *hmacDef) encoding() sigEnc {
+	if d.b64 {
+		return encBase64
+	}
+	return d.enc
+}
+
+func (d *hmacDef) encode(sum []byte) string {
+	switch d.encoding() {
+	case encBase64:
+		return base64.StdEncoding.EncodeToString(sum)
+	case encB64URL:
+		return base64.RawURLEncoding.EncodeToString(sum)
+	}
+	return hex.EncodeToString(sum)
+}
+
+func (d *hmacDef) decode(dst []byte, s string) (int, bool) {
+	switch d.encoding() {
+	case encBase64:
+		return decodeSig(dst, s, true)
+	case encB64URL:
+		s = strings.TrimRight(s, "=")
+		if base64.RawURLEncoding.DecodedLen(len(s)) > len(dst) {
+			return 0, false
+		}
+		l, err := base64.RawURLEncoding.Decode(dst, []byte(s))
+		return l, err == nil
+	}
+	return decodeSig(dst, s, false)
+}
+
+// rawHeaders collects the signature header values the scheme reads, returning how many and the
+// name of the first (for errors).
+func (d *hmacDef) rawHeaders(h http.Header, out *[maxCandidates]string) (int, string) {
+	switch {
+	case d.numbered:
+		n := 0
+		for i := 1; i <= maxCandidates; i++ {
+			v := headerValue(h, d.headers[0]+strconv.Itoa(i))
+			if v == "" {
+				break
+			}
+			out[n] = v
+			n++
+		}
+		return n, d.headers[0] + "1"
+	case d.allHeaders:
+		n, name := 0, ""
+		for _, hn := range d.headers {
+			if v := headerValue(h, hn); v != "" && n < maxCandidates {
+				if name == "" {
+					name = hn
+				}
+				out[n] = v
+				n++
+			}
+		}
+		return n, name
+	}
+	for _, hn := range d.headers {
+		if v := headerValue(h, hn); v != "" {
+			out[0] = v
+			return 1, hn
+		}
+	}
+	return 0, ""
 }
 
 func (s *hmacScheme) Verify(r *Request, now time.Time) error {
@@ -108,30 +251,53 @@ func (s *hmacScheme) Verify(r *Request, now time.Time) error {
 // match verifies r and returns the index of the secret that matched (Zoom's handshake needs it).
 func (s *hmacScheme) match(r *Request, now time.Time) (int, error) {
 	d := s.d
-	name, raw := "", ""
-	for _, h := range d.headers {
-		if raw = headerValue(r.Header, h); raw != "" {
-			name = h
-			break
+	var raws [maxCandidates]string
+	nraw, name := d.rawHeaders(r.Header, &raws)
+	if nraw == 0 {
+		first := d.headers[0]
+		if d.numbered {
+			first += "1"
+		}
+		return -1, fmt.Errorf("%w: %s", ErrMissingHeader, first)
+	}
+	for _, f := range d.fixed {
+		v, err := requireHeader(r.Header, f[0])
+		if err != nil {
+			return -1, err
+		}
+		if v != f[1] {
+			return -1, fmt.Errorf("%w: %s is %q, want %q", ErrMalformed, f[0], v, f[1])
 		}
 	}
-	if raw == "" {
-		return -1, fmt.Errorf("%w: %s", ErrMissingHeader, d.headers[0])
-	}
-	if len(raw) > maxHeaderLen {
-		return -1, fmt.Errorf("%w: %s is longer than %d bytes", ErrMalformed, name, maxHeaderLen)
-	}
-
 	var cands [maxCandidates]string
-	n, ts, err := d.parse(raw, &cands)
-	if err != nil {
-		return -1, fmt.Errorf("%w: %s: %s", ErrMalformed, name, err)
+	n, ts := 0, ""
+	for i := 0; i < nraw && n < maxCandidates; i++ {
+		if len(raws[i]) > maxHeaderLen {
+			return -1, fmt.Errorf("%w: %s is longer than %d bytes", ErrMalformed, name, maxHeaderLen)
+		}
+		if nraw == 1 { // the common case: parse in place
+			pn, pts, err := d.parse(raws[0], &cands)
+			if err != nil {
+				return -1, fmt.Errorf("%w: %s: %s", ErrMalformed, name, err)
+			}
+			n, ts = pn, pts
+			break
+		}
+		var part [maxCandidates]string
+		pn, pts, err := d.parse(raws[i], &part)
+		if err != nil {
+			return -1, fmt.Errorf("%w: %s: %s", ErrMalformed, name, err)
+		}
+		if ts == "" {
+			ts = pts
+		}
+		n += copy(cands[n:], part[:pn])
 	}
 	var sigs [maxCandidates][sha512.Size]byte
 	var lens [maxCandidates]int
 	decoded := 0
 	for i := 0; i < n; i++ {
-		if l, ok := decodeSig(sigs[decoded][:], cands[i], d.b64); ok {
+		if l, ok := d.decode(sigs[decoded][:], cands[i]); ok {
 			lens[decoded] = l
 			decoded++
 		}
@@ -140,6 +306,7 @@ func (s *hmacScheme) match(r *Request, now time.Time) (int, error) {
 		return -1, fmt.Errorf("%w: %s: no decodable signature", ErrMalformed, name)
 	}
 
+	var err error
 	if d.tsHeader != "" {
 		if ts, err = requireHeader(r.Header, d.tsHeader); err != nil {
 			return -1, err
@@ -152,6 +319,8 @@ func (s *hmacScheme) match(r *Request, now time.Time) (int, error) {
 		ts = v.Raw
 	} else if d.format == fmtKV && ts == "" {
 		return -1, fmt.Errorf("%w: %s has no %s= timestamp", ErrMissingHeader, name, d.tsKey)
+	} else if d.format == fmtTSFirst && ts == "" {
+		return -1, fmt.Errorf("%w: %s has no timestamp", ErrMissingHeader, name)
 	}
 	if s.tol > 0 {
 		if err := freshTimestamp(ts, d.tsFormat, now, s.tol, s.tsName()); err != nil {
@@ -270,6 +439,20 @@ func (d *hmacDef) parse(raw string, out *[maxCandidates]string) (n int, ts strin
 			return 0, "", fmt.Errorf("no %q signature", d.prefix)
 		}
 		return n, "", nil
+	case fmtTSFirst:
+		ts, rest, _ := strings.Cut(raw, string(d.sep))
+		for rest != "" && n < maxCandidates {
+			var item string
+			item, rest, _ = strings.Cut(rest, string(d.sep))
+			if v := strings.TrimSpace(item); v != "" {
+				out[n] = v
+				n++
+			}
+		}
+		if n == 0 {
+			return 0, "", fmt.Errorf("no signature after the timestamp")
+		}
+		return n, strings.TrimSpace(ts), nil
 	}
 	rest, pairs := raw, 0
 	for rest != "" && pairs < 2*maxCandidates {
@@ -316,7 +499,7 @@ func decodeSig(dst []byte, s string, b64 bool) (int, bool) {
 func (s *hmacScheme) Sign(r *Request, now time.Time) error {
 	d := s.d
 	ts := ""
-	if d.tsHeader != "" || d.format == fmtKV {
+	if d.tsHeader != "" || d.format == fmtKV || d.format == fmtTSFirst {
 		ts = formatTime(now, d.tsFormat)
 		if d.tsHeader != "" {
 			setHeader(r, d.tsHeader, ts)
@@ -335,16 +518,33 @@ func (s *hmacScheme) Sign(r *Request, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	sum := s.mac(s.keys[0], r, ts, id, u, nil)
-	enc := hex.EncodeToString(sum)
-	if d.b64 {
-		enc = base64.StdEncoding.EncodeToString(sum)
+	for _, f := range d.fixed {
+		setHeader(r, f[0], f[1])
 	}
-	v := d.prefix + enc
-	if d.format == fmtKV {
-		v = d.tsKey + "=" + ts + string(d.sep) + d.sigKey + "=" + enc
+	value := func(key []byte) string {
+		enc := d.encode(s.mac(key, r, ts, id, u, nil))
+		switch d.format {
+		case fmtKV:
+			return d.tsKey + "=" + ts + string(d.sep) + d.sigKey + "=" + enc
+		case fmtTSFirst:
+			return ts + string(d.sep) + enc
+		}
+		return d.prefix + enc
 	}
-	setHeader(r, d.headers[0], v)
+	switch {
+	case d.numbered:
+		for i, k := range s.keys {
+			setHeader(r, d.headers[0]+strconv.Itoa(i+1), value(k))
+		}
+	case d.allHeaders:
+		for i, k := range s.keys {
+			if i < len(d.headers) {
+				setHeader(r, d.headers[i], value(k))
+			}
+		}
+	default:
+		setHeader(r, d.headers[0], value(s.keys[0]))
+	}
 	return nil
 }
 

@@ -61,7 +61,6 @@ type signingScheme interface {
 
 var (
 	_ signingScheme = (*hmacScheme)(nil)
-	_ signingScheme = (*standardScheme)(nil)
 	_ signingScheme = (*tokenScheme)(nil)
 	_ signingScheme = (*basicScheme)(nil)
 	_ signingScheme = (*twilioScheme)(nil)
@@ -99,13 +98,13 @@ var registry = map[string]*def{
 		info: Provider{EventID: []string{"{header:webhook-id}"}, ContextAt: "{header:webhook-timestamp}",
 			SignatureHeaders: []string{"Webhook-Signature", "Webhook-Id", "Webhook-Timestamp"},
 			Timestamped:      true, DefaultTolerance: tol5m, BodySigned: true},
-		build: wrap(newStandard("webhook")),
+		hmac: stdDef("webhook", keyWhsec),
 	},
 	"svix": {
 		info: Provider{EventID: []string{"{header:svix-id}"}, ContextAt: "{header:svix-timestamp}",
 			SignatureHeaders: []string{"Svix-Signature", "Svix-Id", "Svix-Timestamp"},
 			Timestamped:      true, DefaultTolerance: tol5m, BodySigned: true},
-		build: wrap(newStandard("svix")),
+		hmac: stdDef("svix", keyWhsec),
 	},
 	"stripe": {
 		info: Provider{EventID: []string{"{json:id}"}, ContextAt: "{json:created}",

@@ -150,25 +150,7 @@ func twilioParams(u *url.URL, body []byte) ([]byte, error) {
 		}
 		return nil, nil
 	}
-	vals, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: form body: %v", ErrMalformed, err)
-	}
-	keys := make([]string, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b := make([]byte, 0, len(body))
-	for _, k := range keys {
-		vs := vals[k]
-		slices.Sort(vs)
-		for _, v := range vs {
-			b = append(b, k...)
-			b = append(b, v...)
-		}
-	}
-	return b, nil
+	return sortedParams(body)
 }
 
 // portVariants: the URL exactly as given, then as Twilio's SDKs retry it: with an explicit port

@@ -42,6 +42,10 @@ type Config struct {
 	VerifyToken string
 	// HMAC configures the generic "hmac" provider and is required for it.
 	HMAC *HMACConfig
+	// Fetcher fetches and caches the certificates and keys of the schemes that look them up at
+	// run time (sns, paypal, plaid). Share one across sources so the cache is shared; nil gives
+	// each verifier its own with default settings (system roots, a 10 s timeout).
+	Fetcher *Fetcher
 }
 
 // HMACConfig describes a generic HMAC scheme for providers not listed by name.
@@ -105,6 +109,14 @@ type Provider struct {
 	HandshakeByGET bool
 	// NeedsVerifyToken is true when the handshake checks Config.VerifyToken (Meta).
 	NeedsVerifyToken bool
+	// Split is the gjson path ("@this" for the root) of the array that a batched delivery
+	// carries, used when a source sets split: default; SplitEventID is the event id rule applied
+	// to each element. Empty when the provider does not batch.
+	Split        string
+	SplitEventID []string
+	// Scheme and HandshakeNote describe the verification and the handshake in one line each,
+	// for people (`gateway providers`); filled in by Lookup.
+	Scheme, HandshakeNote string
 }
 
 // HandshakeResponse is the answer to a provider's endpoint verification request.
@@ -113,6 +125,9 @@ type HandshakeResponse struct {
 	ContentType string
 	Header      http.Header
 	Body        []byte
+	// Note is for the operator's log, never sent: what the operator must copy from this
+	// handshake (Notion's verification token).
+	Note string
 }
 
 // New builds the verifier for a provider. Unknown names wrap ErrUnknownProvider; missing or bad
@@ -155,13 +170,26 @@ func Lookup(provider string) (Provider, error) {
 	p.ForwardHeaders = slices.Clone(p.ForwardHeaders)
 	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
 	p.Handshake = d.handshake != nil
+	p.Scheme = describe(provider, d)
+	if sd, ok := splitDefaults[provider]; ok {
+		p.Split, p.SplitEventID = sd.path, slices.Clone(sd.eventID)
+	}
+	if p.Handshake {
+		p.HandshakeNote = handshakeNotes[provider]
+	}
 	return p, nil
 }
 
 // Providers returns the registered provider names, sorted.
 func Providers() []string {
-	names := make([]string, 0, len(registry))
+	names := make([]string, 0, len(registry)+len(registryA)+len(familyRegistry))
 	for n := range registry {
+		names = append(names, n)
+	}
+	for n := range registryA {
+		names = append(names, n)
+	}
+	for n := range familyRegistry {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -171,7 +199,8 @@ func Providers() []string {
 // Handshake answers a provider's endpoint verification request, if r is one. handled=false means
 // "not a handshake, go on to Verify". Where the provider signs its handshake (Slack, Zoom, Twitch,
 // Discord, GitHub and Intercom pings, Front), the signature is verified here and its error returned;
-// the gateway answers 401. Pure function: no I/O, the clock is now.
+// the gateway answers 401. No I/O and the clock is now, with one exception: Amazon SNS's
+// SubscriptionConfirmation is confirmed by a GET of its SubscribeURL through Config.Fetcher.
 func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *HandshakeResponse, handled bool, err error) {
 	d, err := lookup(provider)
 	if err != nil {
@@ -185,6 +214,12 @@ func Handshake(provider string, cfg Config, r *Request, now time.Time) (resp *Ha
 
 func lookup(provider string) (*def, error) {
 	d, ok := registry[provider]
+	if !ok {
+		d, ok = registryA[provider]
+	}
+	if !ok {
+		d, ok = familyRegistry[provider]
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, provider)
 	}

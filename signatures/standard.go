@@ -1,100 +1,23 @@
 package signatures
 
 import (
-	"fmt"
-	"net/http"
+	"crypto/sha256"
 	"strings"
-	"time"
-
-	svix "github.com/svix/svix-webhooks/go"
 )
 
-// standardScheme covers Standard Webhooks and Svix through svix-webhooks/go. The library's Verify
-// reads the wall clock with a fixed 5-minute window, so this checks the timestamp itself against
-// the configured tolerance and now, then calls VerifyIgnoringTimestamp. The library also falls back
-// from svix-* to webhook-* headers; handing it a header set holding only this provider's three
-// headers keeps the two providers from accepting each other's header names.
-type standardScheme struct {
-	prefix string // "webhook" or "svix"
-	hooks  []*svix.Webhook
-	tol    time.Duration
-}
+// Standard Webhooks (and Svix, which sends the same scheme under svix-* headers): base64
+// HMAC-SHA256 of "{id}.{timestamp}.{body}", "v1,<sig>" entries separated by spaces, the key the
+// base64 after "whsec_". It runs on the shared HMAC core rather than through svix-webhooks/go:
+// the library concatenates id, timestamp and body into a new buffer and re-encodes the MAC for
+// every candidate, which cost 2.8x a bare HMAC on 1 KiB bodies against 1.2–1.4x here. The
+// library remains the reference: standard_test.go checks both directions against it. Each
+// provider reads only its own three headers, so standard-webhooks and svix never accept each
+// other's names; entries of other versions (v1a) are ignored, and a header without a v1 entry is
+// malformed.
 
-func newStandard(prefix string) func(Config) (*standardScheme, error) {
-	return func(cfg Config) (*standardScheme, error) {
-		s := &standardScheme{prefix: prefix, tol: tolerance(cfg, 300*time.Second)}
-		for i, sec := range cfg.Secrets {
-			wh, err := svix.NewWebhook(sec)
-			if err != nil {
-				return nil, fmt.Errorf("%w: secrets[%d]: not a whsec_ base64 secret: %v", ErrConfig, i, err)
-			}
-			s.hooks = append(s.hooks, wh)
-		}
-		return s, nil
-	}
-}
-
-func (s *standardScheme) names() (id, ts, sig string) {
-	p := s.prefix + "-"
-	return p + "id", p + "timestamp", p + "signature"
-}
-
-func (s *standardScheme) Verify(r *Request, now time.Time) error {
-	idName, tsName, sigName := s.names()
-	sig, err := requireHeader(r.Header, sigName)
-	if err != nil {
-		return err
-	}
-	id, err := requireHeader(r.Header, idName)
-	if err != nil {
-		return err
-	}
-	ts, err := requireHeader(r.Header, tsName)
-	if err != nil {
-		return err
-	}
-	if err := freshTimestamp(ts, tsSeconds, now, s.tol, tsName); err != nil {
-		return err
-	}
-	// Keep at most maxCandidates space-separated entries and require at least one v1 entry, so
-	// the library does bounded work and a header of only unknown versions reads as malformed.
-	capped, v1 := sig, 0
-	for i, rest := 0, sig; rest != ""; i++ {
-		if i == maxCandidates {
-			capped = strings.TrimSuffix(sig[:len(sig)-len(rest)], " ")
-			break
-		}
-		var item string
-		item, rest, _ = strings.Cut(rest, " ")
-		if strings.HasPrefix(item, "v1,") && len(item) > 3 {
-			v1++
-		}
-	}
-	if v1 == 0 {
-		return fmt.Errorf("%w: %s has no v1 signature", ErrMalformed, sigName)
-	}
-	h := http.Header{"Webhook-Id": {id}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {capped}}
-	for _, wh := range s.hooks {
-		if wh.VerifyIgnoringTimestamp(r.Body, h) == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrNoMatch, sigName)
-}
-
-func (s *standardScheme) Sign(r *Request, now time.Time) error {
-	idName, tsName, sigName := s.names()
-	id := headerValue(r.Header, idName)
-	if id == "" {
-		id = "msg_" + randomID()
-	}
-	ts := time.Unix(now.Unix(), 0)
-	sig, err := s.hooks[0].Sign(id, ts, r.Body)
-	if err != nil {
-		return err
-	}
-	setHeader(r, idName, id)
-	setHeader(r, tsName, formatTime(ts, tsSeconds))
-	setHeader(r, sigName, sig)
-	return nil
+func stdDef(prefix string, key keyForm) *hmacDef {
+	p := strings.ToUpper(prefix[:1]) + prefix[1:]
+	return &hmacDef{hash: sha256.New, enc: encBase64, key: key, headers: []string{p + "-Signature"}, prefix: "v1,",
+		format: fmtList, sep: ' ', idHeader: p + "-Id", tsHeader: p + "-Timestamp", tsFormat: tsSeconds,
+		content: []seg{sID, lit("."), sTS, lit("."), sBody}, tolerance: tol5m}
 }

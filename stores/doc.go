@@ -2,4 +2,28 @@
 // backend, each named after what it stores in: memory, bolt, postgres and
 // redis. Every one of them passes the same conformance and race suite,
 // stores/storetest.
+//
+// # Queued delivery in the stores
+//
+// A Write may carry blobs (side records of the scope, such as a queued
+// event's body) and a due time. Each store writes them in the same atomic
+// step as the document, indexes the due time next to the review time, and
+// lets blobs expire with their document:
+//
+//   - memory: both kept in the scope's record under the store's mutex.
+//   - bolt: a "due" bucket keyed (time, scope) like "review", and a
+//     "blobs" bucket keyed (length-prefixed scope, name), all in the
+//     group commit's transaction.
+//   - postgres: a due_at column with a partial index, like review_at, and
+//     a <table>_blobs table (ON DELETE CASCADE from the scope's row). A
+//     write with blobs is one statement: the compare-and-set in a CTE, the
+//     blob upserts and deletes joined to its RETURNING row, so they land
+//     exactly when it wins, in the same transaction (and group commit).
+//   - redis: a per-bucket "due" sorted set beside "review", and one hash
+//     of blobs per scope in the scope's hash slot, written by the same
+//     compare-and-set script and given the document's TTL on every write.
+//
+// The queue's own rules (what is due, who holds a delivery, what it came
+// to) are the ledger's, decided on the document like every other rule, so
+// the stores share them through stores/storetest.
 package stores

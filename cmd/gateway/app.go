@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -33,10 +36,12 @@ const usage = `usage: gateway <command> [flags]
 commands:
   serve   --config FILE       run the gateway
   check   --config FILE       validate a configuration and print its routes
-  send    --config FILE --source NAME [--event-id ID] [--body FILE] [--to URL]
-          [--conversation ID --message TEXT]
-                              sign a test event as the provider would and send it
+  send    --config FILE --source NAME [--event-id ID] [--body FILE [--content-type T]] [--header K:V] [--to URL]
+          [--conversation ID --message TEXT] [--sample TYPE]
+                              sign a test event (or a realistic sample) as the provider would and send it
   migrate --config FILE       create the Postgres schema
+  health  [--url URL | --config FILE]
+                              exit 0 when the gateway's /readyz answers 200
   demo    [--seed N] [--conversations N] [--store memory|bolt] [--store-path FILE]
                               simulated support conversations under injected faults, with and without the gateway
   bench   [--store memory|bolt|postgres|redis] [--n N] [--concurrency C] [--duplicates F] [--repeat R] [--json]
@@ -44,7 +49,13 @@ commands:
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
-  version                     print the version`
+  events  list [--source S] [--status S] [--scope X] [--since T] | show SOURCE EVENT_ID | replay ...
+                              queued events: list, show with every attempt, deliver again
+  sources pause|resume NAME   stop or restart dispatching a queued source (it keeps accepting)
+  providers [NAME]            list the providers (scheme, default event id, handshake), or print a source for one
+  version                     print the version
+
+gateway COMMAND --help describes a command, its flags and an example.`
 
 // Run runs one command.
 func (a *App) Run(ctx context.Context, args []string) error {
@@ -57,7 +68,16 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError{usage}
 	}
-	cmd, rest := args[0], args[1:]
+	err := a.dispatch(ctx, args[0], args[1:])
+	var h helpRequested
+	if errors.As(err, &h) {
+		a.printHelp(h.fs)
+		return nil
+	}
+	return err
+}
+
+func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	switch cmd {
 	case "serve":
 		return a.serve(ctx, rest)
@@ -69,10 +89,18 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		return a.migrate(ctx, rest)
 	case "ledger":
 		return a.ledgerCmd(ctx, rest)
+	case "events":
+		return a.eventsCmd(ctx, rest)
+	case "sources":
+		return a.sourcesCmd(ctx, rest)
 	case "demo":
 		return a.demo(ctx, rest)
 	case "bench":
 		return a.bench(ctx, rest)
+	case "providers":
+		return a.providers(rest)
+	case "health":
+		return a.health(ctx, rest)
 	case "version", "--version", "-v":
 		fmt.Fprintln(a.Stdout, "replyonce gateway", Version)
 		return nil
@@ -80,18 +108,65 @@ func (a *App) Run(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.Stdout, usage)
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown command %q\n\n%s", cmd, usage)}
+	return usageError{fmt.Sprintf("unknown command %q%s\n\n%s", cmd, suggest.Hint(cmd, commands), usage)}
 }
+
+// commandHelp is what `gateway CMD --help` prints around the flags.
+var commandHelp = map[string]struct{ summary, example string }{
+	"serve":            {"Run the gateway: verify, deduplicate and forward webhooks.", "gateway serve --config gateway.yaml"},
+	"check":            {"Validate a configuration, listing every problem, and print its routes.", "gateway check --config gateway.yaml"},
+	"send":             {"Sign a test event as the source's provider would and send it to a running gateway.", "gateway send --config gateway.yaml --source stripe --event-id evt_1"},
+	"migrate":          {"Create the PostgreSQL table, sequence and indexes the ledger needs (other stores need none).", "gateway migrate --config gateway.yaml   # store: {kind: postgres, url: ${DATABASE_URL}}"},
+	"demo":             {"Simulated support conversations under injected faults, with and without the gateway.", "gateway demo --seed 7 --conversations 200"},
+	"bench":            {"Measure the gateway against a bare reverse proxy on loopback.", "gateway bench --store bolt --n 20000 --concurrency 32"},
+	"health":           {"Exit 0 if the gateway at --url answers its readiness check, 1 if not (for container healthchecks).", "gateway health --url http://127.0.0.1:8081/readyz"},
+	"ledger history":   {"A scope's effect entries, oldest first, with each outcome.", "gateway ledger history 'stripe:evt_1' --config gateway.yaml"},
+	"ledger ambiguous": {"Entries whose outcome is unknown and needs a person.", "gateway ledger ambiguous --config gateway.yaml"},
+	"ledger resolve":   {"Record what you found about an ambiguous entry.", "gateway ledger resolve SCOPE ENTRY_ID --outcome not_applied --config gateway.yaml"},
+	"events list":      {"Queued events, oldest first: waiting, delivering, rejected and dead ones (delivered ones with --scope).", "gateway events list --status dead --source github --config gateway.yaml"},
+	"events show":      {"A queued event and every delivery attempt: time, agent status, latency, error, the answer's first bytes.", "gateway events show github 72d3162e-cc78-11e3-81ab-4c9367dc0958 --config gateway.yaml"},
+	"events replay":    {"Deliver queued events again, as new deliveries of the same runs: one event, or all matching --status.", "gateway events replay --status dead --source github --config gateway.yaml"},
+	"sources pause":    {"Stop dispatching a source's queued events in every instance; it keeps accepting and storing them.", "gateway sources pause github --config gateway.yaml"},
+	"sources resume":   {"Dispatch a paused source's queued events again.", "gateway sources resume github --config gateway.yaml"},
+}
+
+// commands are the names Run knows, for suggestions.
+var commands = []string{"serve", "check", "send", "migrate", "demo", "bench", "health", "ledger", "events", "sources", "version", "help"}
 
 func (a *App) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
+	// Run prints help, on stdout, for --help; a mistake is reported once,
+	// by the error parse returns.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
+}
+
+// helpRequested ends a command whose --help was asked for: Run prints the
+// help and exits 0.
+type helpRequested struct{ fs *flag.FlagSet }
+
+func (h helpRequested) Error() string { return h.fs.Name() + ": help requested" }
+
+// printHelp writes the command's one-line description, its flags and an
+// example.
+func (a *App) printHelp(fs *flag.FlagSet) {
+	h := commandHelp[fs.Name()]
+	fmt.Fprintf(a.Stdout, "%s\n\nusage: gateway %s [flags]\n\nflags:\n", h.summary, fs.Name())
+	fs.SetOutput(a.Stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	if h.example != "" {
+		fmt.Fprintf(a.Stdout, "\nexample:\n  %s\n", h.example)
+	}
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+		if errors.Is(err, flag.ErrHelp) {
+			return helpRequested{fs}
+		}
+		return usageError{fmt.Sprintf("%s: %v (see gateway %s --help)", fs.Name(), err, fs.Name())}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
@@ -109,10 +184,34 @@ func (a *App) loadConfig(path string) (config.Config, error) {
 	}
 	cfg, err := config.Parse(data, a.LookupEnv)
 	if err != nil {
-		return config.Config{}, fmt.Errorf("%s: %w", path, err)
+		return config.Config{}, configError{path, err}
 	}
 	return cfg, nil
 }
+
+// configError prints every problem of a file on its own line.
+type configError struct {
+	path string
+	err  error
+}
+
+func (e configError) Error() string {
+	problems := config.Problems(e.err)
+	switch len(problems) {
+	case 0:
+		return e.path + ": " + e.err.Error()
+	case 1:
+		return e.path + ": " + problems[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problems:", e.path, len(problems))
+	for _, p := range problems {
+		b.WriteString("\n  " + p.Error())
+	}
+	return b.String()
+}
+
+func (e configError) Unwrap() error { return e.err }
 
 // configOnly runs the flag parsing of commands whose one flag is --config
 // and loads that file.
@@ -133,9 +232,13 @@ func (a *App) check(args []string) error {
 	}
 	sources, err := cfg.BuildSources()
 	if err != nil {
-		return err
+		return configError{path, err}
 	}
-	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, cfg.Admin.Listen, cfg.Store.Kind)
+	admin := cfg.Admin.Listen
+	if admin == "" {
+		admin = "disabled"
+	}
+	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, admin, cfg.Store.Kind)
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}

@@ -16,6 +16,8 @@ func (a *App) bench(ctx context.Context, args []string) error {
 	var c bench.Config
 	fs.StringVar(&c.Store, "store", "memory", "ledger store: memory | bolt | postgres | redis")
 	fs.StringVar(&c.Provider, "provider", "stripe", "how events are signed: stripe | standard-webhooks")
+	fs.StringVar(&c.Mode, "mode", "inline", "the bench source's forward.mode: inline | queued (queued passes also wait for and report the dispatcher's drain)")
+	fs.IntVar(&c.DispatchConcurrency, "dispatch-concurrency", 0, "forward.concurrency in queued mode (default 16)")
 	fs.IntVar(&c.Requests, "n", bench.DefaultRequests, "requests per full-speed pass")
 	fs.IntVar(&c.HalfLoad, "half-n", 0, "requests per half-load pass (default n/2; negative skips the half-load passes)")
 	fs.IntVar(&c.Concurrency, "concurrency", bench.DefaultConcurrency, "concurrent senders")

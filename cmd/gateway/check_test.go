@@ -92,3 +92,48 @@ func TestExampleConfigsPassCheck(t *testing.T) {
 		}
 	}
 }
+
+// A file with five mistakes: check prints all five, one per line, each
+// with its field, in one run.
+func TestCheckPrintsEveryProblem(t *testing.T) {
+	const file = `lisen: 127.0.0.1:8080
+server: {shutdown_grace: 30}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [${STRIPE_SECRT}]
+    max_body: 1MB
+    forward: {url: "http://127.0.0.1:9000/events", timeout: ${FORWARD_TIMEOUT}}
+`
+	_, err := runCheck(t, file, map[string]string{"FORWARD_TIMEOUT": ""})
+	if err == nil {
+		t.Fatal("check accepted a broken file")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		"5 problems:",
+		"  lisen: unknown field, did you mean `listen`? (line 1)",
+		"  server.shutdown_grace: 30 has no unit: write 30s",
+		"  sources.stripe.secrets[0]: ${STRIPE_SECRT} is not set (line 6)",
+		"  sources.stripe.max_body: \"1MB\" is ambiguous",
+		"  sources.stripe.forward.timeout: ${FORWARD_TIMEOUT} is set but empty (line 8)",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("check printed %d lines, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d = %q, want it to contain %q", i, lines[i], w)
+		}
+	}
+}
+
+func TestCheckSaysAdminDisabled(t *testing.T) {
+	out, err := runCheck(t, "admin: {listen: \"\"}\n"+validSource, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "admin disabled") {
+		t.Fatalf("output:\n%s", out)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
+	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -58,16 +60,12 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 		return nil
 	case "history", "ambiguous", "resolve":
 	default:
-		return usageError{fmt.Sprintf("ledger: unknown command %q\n\n%s", sub, ledgerUsage)}
+		return usageError{fmt.Sprintf("ledger: unknown command %q%s\n\n%s", sub, suggest.Hint(sub, []string{"history", "ambiguous", "resolve"}), ledgerUsage)}
 	}
 
 	var f ledgerFlags
 	fs := a.flags("ledger " + sub)
-	fs.StringVar(&f.admin, "admin", "", "admin API base URL")
-	fs.StringVar(&f.config, "config", "", "gateway configuration file")
-	fs.StringVar(&f.token, "token", "", "admin bearer token")
-	fs.BoolVar(&f.json, "json", false, "print JSON")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "request timeout")
+	adminFlags(fs, &f)
 	if sub == "ambiguous" {
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
 	}
@@ -134,7 +132,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err.Error()}
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, helpRequested{fs}
+			}
+			return nil, usageError{fmt.Sprintf("%s: %v (see gateway %s --help)", fs.Name(), err, fs.Name())}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -204,6 +205,12 @@ func explain(err error) error {
 	case errors.Is(err, ledger.ErrNotAmbiguous):
 		return fmt.Errorf("%w (only ambiguous entries can be resolved; see gateway ledger ambiguous)", err)
 	case errors.Is(err, ledgerapi.ErrUnavailable):
+		var answered *ledgerapi.Error
+		if errors.As(err, &answered) {
+			// Something answered at that URL, so it is right; the ledger
+			// behind it is what is down.
+			return fmt.Errorf("%w (the gateway answered but cannot reach its ledger store: check the store and the gateway's log)", err)
+		}
 		return fmt.Errorf("%w (is the gateway running, and is --admin right?)", err)
 	}
 	return err
@@ -231,11 +238,11 @@ func (a *App) printHistory(scope string, es []ledger.Entry) {
 		fmt.Fprintf(a.Stdout, "scope %s: no entries (never written, or past retention)\n", printable(scope))
 		return
 	}
-	fmt.Fprintf(a.Stdout, "scope %s: %d entries, oldest first\n\n", printable(scope), len(es))
+	fmt.Fprintf(a.Stdout, "scope %s: %s, oldest first\n\n", printable(scope), plural(len(es), "entry", "entries"))
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLAIMED\tSTATE\tINTENT\tPAYLOAD\tATTEMPT\tRUN\tENTRY ID\tNOTE")
 	for _, e := range es {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ClaimedAt.UTC().Format(timeLayout), e.State, printable(e.Intent),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ClaimedAt.UTC().Format(timeLayout), stateText(e), printable(e.Intent),
 			payloadText(e.Payload, 60), e.Attempt, orDash(runText(e)), e.ID, orDash(note(e)))
 	}
 	_ = tw.Flush()
@@ -258,6 +265,34 @@ func (a *App) printAmbiguous(es []ledger.Entry) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(a.Stdout, "\n%d ambiguous. Find out whether each happened, then:\n  gateway ledger resolve SCOPE ENTRY_ID --outcome committed|not_applied\n", len(es))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// stateText is the entry's state, and for the gateway's own deliver
+// entries what the agent answered: a committed delivery may be one the
+// agent refused, which an operator must not read as done.
+func stateText(e ledger.Entry) string {
+	if e.Intent != ingress.IntentDeliver || e.State != ledger.StateCommitted || len(e.Value) == 0 {
+		return string(e.State)
+	}
+	// The gateway's deliver value: {"outcome": "delivered"|"rejected", "agentStatus": N}.
+	var v struct {
+		Outcome     string `json:"outcome"`
+		AgentStatus int    `json:"agentStatus"`
+	}
+	if json.Unmarshal(e.Value, &v) != nil || v.Outcome == "" {
+		return string(e.State)
+	}
+	if v.AgentStatus > 0 {
+		return fmt.Sprintf("%s (agent %d)", printable(v.Outcome), v.AgentStatus)
+	}
+	return printable(v.Outcome)
 }
 
 func runText(e ledger.Entry) string {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
@@ -33,7 +34,7 @@ sources:
   stripe:
     provider: stripe
     secrets: [${STRIPE_SECRET}]
-    forward: {url: %s/events, timeout: 2s}
+    forward: {url: %s/events, timeout: 2s, mode: inline}
 `, adminListen, sinkURL)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -70,7 +71,7 @@ func TestLedgerCommandsAgainstServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"scope stripe:evt_ledger_1: 1 entries", "CLAIMED", "committed", "deliver", `{"eventId":"evt_ledger_1","source":"stripe"}`, "stripe:evt_ledger_1 #1"} {
+	for _, want := range []string{"scope stripe:evt_ledger_1: 1 entry,", "CLAIMED", "delivered (agent 200)", "deliver", `{"eventId":"evt_ledger_1","source":"stripe"}`, "stripe:evt_ledger_1 #1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("history table lacks %q:\n%s", want, out)
 		}
@@ -206,6 +207,41 @@ func TestLedgerCommandFindsTheAdminAPIFromConfig(t *testing.T) {
 	_, err = runLedger(t, lookup, "history", "conv-7", "--config", path, "--admin", "http://127.0.0.1:1")
 	if !errors.Is(err, ledgerapi.ErrUnavailable) || !strings.Contains(err.Error(), "is the gateway running") {
 		t.Fatalf("unreachable admin: %v", err)
+	}
+}
+
+// A delivery the agent refused is committed in the ledger (it must not be
+// redelivered), but history shows the refusal, not "committed".
+func TestLedgerHistoryShowsRejections(t *testing.T) {
+	sink := newSink(t)
+	// 422: the event itself is refused (a 401 is a configuration fault,
+	// retried, never a rejection).
+	sink.answer = func(int, *http.Request) (int, time.Duration) { return http.StatusUnprocessableEntity, 0 }
+	path := ledgerConfig(t, "127.0.0.1:0", sink.srv.URL)
+	g := startGatewayWithEnv(t, path, map[string]string{"GATEWAY_ADMIN_TOKEN": adminToken})
+	body, header := stripeEvent(t, "evt_refused", nil)
+	post(t, newClient(t), g.hook("stripe"), body, header)
+	out, err := runLedger(t, noEnv, "history", "stripe:evt_refused", "--admin", "http://"+g.admin, "--token", adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "rejected (agent 422)") || strings.Contains(out, " committed ") {
+		t.Fatalf("history of a refused delivery:\n%s", out)
+	}
+}
+
+// A 503 in the API's own shape comes from a running gateway: the hint is
+// about its store, not about whether it runs or where.
+func TestLedger503FromARunningGateway(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"store_unavailable","message":"ledger store: connection refused"}}`))
+	}))
+	defer srv.Close()
+	_, err := runLedger(t, noEnv, "history", "s", "--admin", srv.URL, "--token", adminToken)
+	if !errors.Is(err, ledgerapi.ErrUnavailable) || strings.Contains(err.Error(), "--admin") || !strings.Contains(err.Error(), "store") {
+		t.Fatalf("503 from a running gateway: %v", err)
 	}
 }
 

@@ -116,6 +116,11 @@ func (b *syncBuffer) String() string {
 // writeConfig writes a config file with a stripe source forwarding to sinkURL.
 func writeConfig(t *testing.T, store, extra string, sinkURL string) string {
 	t.Helper()
+	if !strings.Contains(extra, "      mode:") {
+		// These tests are about inline delivery unless they say otherwise;
+		// queued is the configuration's default.
+		extra = "      mode: inline\n" + extra
+	}
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 store: %s

@@ -21,7 +21,7 @@ import (
 
 // downStore fails every call the way a Postgres that went away does, with
 // an error naming the user, database and address.
-type downStore struct{}
+type downStore struct{ ledger.Store }
 
 var errDown = errors.New(`failed to connect to user=gateway database=ledger host=10.1.2.3:5432: connection refused`)
 

@@ -10,9 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
+	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/signatures"
 )
 
@@ -23,13 +26,22 @@ func (a *App) send(ctx context.Context, args []string) error {
 	path := fs.String("config", "", "configuration file")
 	name := fs.String("source", "", "source to send to")
 	eventID := fs.String("event-id", "", "event id (default: a new one)")
-	bodyFile := fs.String("body", "", "file with the raw body to send (default: a small JSON event carrying the id)")
+	bodyFile := fs.String("body", "", "file with the raw body to send (default: a small JSON event carrying the id); "+
+		"an id the source reads from a header is put there, one read from the body is printed")
 	to := fs.String("to", "", "URL to post to (default: http://{listen}/hooks/{source})")
 	conversation := fs.String("conversation", "", "make the default event a chat message in this conversation "+
 		`({"conversation_id", "message_id": the event id, "text"}), as the example agent reads it`)
 	message := fs.String("message", "", "the chat message's text (with --conversation)")
+	sample := fs.String("sample", "", "send a realistic sample event of this type for the source's provider "+
+		"(an unknown type lists the available ones)")
+	var headers headerFlags
+	fs.Var(&headers, "header", "extra request header K:V, before signing (repeatable)")
+	contentType := fs.String("content-type", "", "Content-Type of --body (default application/json)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *sample != "" && (*bodyFile != "" || *conversation != "") {
+		return usageError{"--sample does not mix with --body or --conversation"}
 	}
 	if *message != "" && *conversation == "" {
 		return usageError{"--message needs --conversation"}
@@ -43,7 +55,16 @@ func (a *App) send(ctx context.Context, args []string) error {
 	}
 	src, ok := cfg.Sources[*name]
 	if !ok {
-		return usageError{fmt.Sprintf("--source: %q is not a source in %s", *name, *path)}
+		names := make([]string, 0, len(cfg.Sources))
+		for n := range cfg.Sources {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		what := fmt.Sprintf("%q is not a source in %s", *name, *path)
+		if *name == "" {
+			what = "required"
+		}
+		return usageError{fmt.Sprintf("--source: %s%s (sources: %s)", what, suggest.Hint(*name, names), strings.Join(names, ", "))}
 	}
 	id := *eventID
 	if id == "" {
@@ -74,9 +95,30 @@ func (a *App) send(ctx context.Context, args []string) error {
 		if req.Body, err = os.ReadFile(*bodyFile); err != nil {
 			return fmt.Errorf("--body: %w", err)
 		}
-		req.Header.Set("Content-Type", "application/json")
+		ct := *contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+		// The body is the user's; an id the rule reads from a header goes
+		// there, so that a second send with the same --event-id is the
+		// same event to the gateway.
+		if len(templates) == 0 {
+			// no rule to follow: the provider has none and the source sets none
+		} else if kind, hname, ok := singlePlaceholder(templates[0]); ok && kind == "header" {
+			req.Header.Set(hname, id)
+		}
+	} else if *sample != "" {
+		if id, err = applySample(req, src.Provider, *sample, id, *eventID != "", now); err != nil {
+			return err
+		}
 	} else if err := sampleEvent(req, templates, id, now, chatMessage{*conversation, *message}); err != nil {
 		return err
+	} else if *contentType != "" {
+		req.Header.Set("Content-Type", *contentType)
+	}
+	for _, h := range headers {
+		req.Header.Set(h[0], h[1])
 	}
 	sc := signatures.Config{Secrets: src.Secrets, Tolerance: src.Tolerance, URL: src.URL, VerifyToken: src.VerifyToken}
 	if h := src.HMAC; h != nil {
@@ -95,6 +137,20 @@ func (a *App) send(ctx context.Context, args []string) error {
 		return fmt.Errorf("--to: %w", err)
 	}
 	hreq.Header = req.Header
+	// What the gateway will read as the event id, from the request as sent.
+	if rule, err := extract.ParseRule(templates); err == nil {
+		got, found := rule.Resolve(&extract.Input{Header: req.Header, Body: req.Body, ContentType: req.Header.Get("Content-Type"), Query: queryOf(target)})
+		switch {
+		case !found:
+			fmt.Fprintf(a.Stderr, "warning: the gateway will find no event id in this request (rule %s)\n", rule)
+			id = "(none)"
+		case *eventID != "" && got != *eventID:
+			fmt.Fprintf(a.Stderr, "warning: --event-id %q is not the event id: the source's rule %s reads %q from the request\n", *eventID, rule, got)
+			id = got
+		default:
+			id = got
+		}
+	}
 	client := &http.Client{Timeout: 60 * time.Second}
 	resp, err := client.Do(hreq)
 	if err != nil {
@@ -107,6 +163,28 @@ func (a *App) send(ctx context.Context, args []string) error {
 		return fmt.Errorf("gateway answered %s", resp.Status)
 	}
 	return nil
+}
+
+// headerFlags collects repeated --header K:V.
+type headerFlags [][2]string
+
+func (h *headerFlags) String() string { return fmt.Sprint(*h) }
+
+func (h *headerFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("%q is not K:V", v)
+	}
+	*h = append(*h, [2]string{strings.TrimSpace(k), strings.TrimSpace(val)})
+	return nil
+}
+
+func queryOf(target string) url.Values {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil
+	}
+	return u.Query()
 }
 
 // chatMessage, when its conversation is set, makes the sample event a chat

@@ -199,3 +199,71 @@ func TestSendChatMessageEvent(t *testing.T) {
 		}
 	}
 }
+
+// send --body with the same --event-id twice is one event to the gateway,
+// whichever way the provider carries the id: a header (GitHub, Standard
+// Webhooks, whose webhook-id must not change between sends) or the body
+// (Stripe, where the id printed is the body's).
+func TestSendBodyTwiceIsOneEvent(t *testing.T) {
+	agent := newSink(t)
+	extra := `  github:
+    provider: github
+    secrets: [gh-secret]
+    forward: {url: ` + agent.srv.URL + `/gh, mode: inline}
+  std:
+    provider: standard-webhooks
+    secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
+    forward: {url: ` + agent.srv.URL + `/std, mode: inline}
+`
+	cfg := writeConfig(t, "{kind: memory}", extra, agent.srv.URL)
+	g := startGateway(t, cfg)
+	sendCfg := filepath.Join(t.TempDir(), "send.yaml")
+	raw, _ := os.ReadFile(cfg)
+	if err := os.WriteFile(sendCfg, []byte(strings.Replace(string(raw), "listen: 127.0.0.1:0", "listen: "+g.public, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send := func(source, body, eventID string, more ...string) (string, string) {
+		t.Helper()
+		bodyFile := filepath.Join(t.TempDir(), "body.json")
+		if err := os.WriteFile(bodyFile, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		app := &App{Stdout: &out, Stderr: &errOut, LookupEnv: env(nil), Clock: time.Now}
+		args := append([]string{"send", "--config", sendCfg, "--source", source, "--body", bodyFile, "--event-id", eventID}, more...)
+		if err := app.Run(context.Background(), args); err != nil {
+			t.Fatalf("send %s: %v\n%s", source, err, out.String())
+		}
+		return out.String(), errOut.String()
+	}
+	for _, c := range []struct{ source, body, id string }{
+		{"github", `{"action":"opened","number":1}`, "gh-delivery-1"},
+		{"std", `{"type":"invoice.paid","data":{}}`, "msg_std_1"},
+		{"stripe", `{"id":"evt_body_1","type":"invoice.paid"}`, "evt_body_1"},
+	} {
+		before := agent.count()
+		first, warn := send(c.source, c.body, c.id)
+		if !strings.Contains(first, `"status":"delivered"`) || !strings.Contains(first, "(event "+c.id+")") || warn != "" {
+			t.Errorf("%s first send:\n%s%s", c.source, first, warn)
+		}
+		second, _ := send(c.source, c.body, c.id)
+		if !strings.Contains(second, `"status":"duplicate"`) {
+			t.Errorf("%s second send:\n%s", c.source, second)
+		}
+		if agent.count() != before+1 {
+			t.Errorf("%s: the agent got %d forwards, want 1", c.source, agent.count()-before)
+		}
+	}
+	// Stripe reads the id from the body: a different --event-id is named
+	// as such, and the id printed is the real one.
+	out, warn := send("stripe", `{"id":"evt_body_2"}`, "evt_other", "--header", "X-Test: 1", "--content-type", "application/json")
+	if !strings.Contains(out, "(event evt_body_2)") || !strings.Contains(warn, `--event-id "evt_other" is not the event id`) {
+		t.Errorf("mismatched --event-id:\n%s%s", out, warn)
+	}
+	// --source names the sources there are.
+	app := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(nil)}
+	err := app.Run(context.Background(), []string{"send", "--config", sendCfg, "--source", "strip"})
+	if err == nil || !strings.Contains(err.Error(), "did you mean `stripe`?") || !strings.Contains(err.Error(), "sources: github, std, stripe") {
+		t.Errorf("unknown source: %v", err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -65,9 +66,17 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	lopts := cfg.LedgerOptions()
 	lopts.Clock = a.Clock
 	l := ledger.New(store, lopts)
+	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock)
+	// Every serve process dispatches queued sources; several processes on
+	// one store share the work through the ledger.
+	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: sources, Logger: log.Named("dispatch"),
+		Metrics: dispatch.NewMetrics(reg), Clock: a.Clock})
+	if err != nil {
+		return err
+	}
 	gw, err := ingress.New(ingress.Options{
-		Sources: sources, Ledger: l, Forwarder: forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock),
-		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, StoreTimeout: cfg.Server.StoreTimeout,
+		Sources: sources, Ledger: l, Forwarder: fwd,
+		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
 	})
 	if err != nil {
 		return err
@@ -113,6 +122,13 @@ func (a *App) serve(ctx context.Context, args []string) error {
 
 	errs := make(chan error, len(servers))
 	var wg sync.WaitGroup
+	dispCtx, stopDispatch := context.WithCancel(context.Background())
+	defer stopDispatch()
+	dispDone := make(chan struct{})
+	go func() {
+		defer close(dispDone)
+		disp.Run(dispCtx)
+	}()
 	for i, srv := range servers {
 		wg.Add(1)
 		go func() {
@@ -130,7 +146,22 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
 	stopping.Store(true)
-	a.drain(log, gw, servers, cfg.Server)
+	end := a.drain(log, gw, servers[0], cfg.Server)
+	// The dispatcher stops taking work, and its deliveries in flight get
+	// what is left of the grace period; a cut one is left due.
+	stopDispatch()
+	<-dispDone
+	grace, cancelGrace := context.WithDeadline(context.Background(), end)
+	defer cancelGrace()
+	if err := disp.Shutdown(grace); err != nil {
+		log.Warn("queued deliveries cut by shutdown; they are due again", zap.Error(err))
+	}
+	// The admin listener goes last: agents settle through it meanwhile.
+	for _, srv := range servers[1:] {
+		if err := srv.Shutdown(grace); err != nil {
+			_ = srv.Close()
+		}
+	}
 	wg.Wait()
 	log.Info("gateway stopped")
 	return serveErr
@@ -143,13 +174,11 @@ func (a *App) serve(ctx context.Context, args []string) error {
 // settled as not applied, leaving the settles the rest of the grace (at
 // most half of it, at least a store timeout when the grace allows); at
 // the end every connection is closed.
-func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, servers []*http.Server, c config.Server) {
-	start := time.Now()
-	end := start.Add(c.ShutdownGrace)
+func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c config.Server) (end time.Time) {
+	end = time.Now().Add(c.ShutdownGrace)
 	reserve := min(c.StoreTimeout+time.Second, c.ShutdownGrace/2)
 	cancelAt, cancel := context.WithDeadline(context.Background(), end.Add(-reserve))
 	defer cancel()
-	public := servers[0]
 	if err := public.Shutdown(cancelAt); err != nil {
 		log.Warn("grace period nearly over with deliveries still running; cancelling their forwards",
 			zap.Duration("left", time.Until(end)))
@@ -170,13 +199,7 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, servers []*http.Server
 		// exits anyway, and the claim expires on its TTL.
 		log.Error("grace period over with webhook handlers still waiting on the store")
 	}
-	for _, srv := range servers[1:] {
-		left, cancelLeft := context.WithDeadline(context.Background(), end)
-		if err := srv.Shutdown(left); err != nil {
-			_ = srv.Close()
-		}
-		cancelLeft()
-	}
+	return end
 }
 
 // adminHandler serves the private listener: the ledger API under /v1/

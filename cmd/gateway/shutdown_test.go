@@ -34,7 +34,7 @@ sources:
   stripe:
     provider: stripe
     secrets: [${STRIPE_SECRET}]
-    forward: {url: ` + agent.srv.URL + `/events, timeout: 90s}
+    forward: {mode: inline, url: ` + agent.srv.URL + `/events, timeout: 90s}
 `
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

@@ -73,11 +73,42 @@ func (a *App) migrate(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.Stdout, "store %s needs no migration\n", cfg.Store.Kind)
 		return nil
 	}
-	_, closeStore, err := a.openStore(ctx, cfg.Store)
+	pool, err := pgxpool.New(ctx, cfg.Store.URL)
+	if err != nil {
+		return fmt.Errorf("store.url: %w", err)
+	}
+	defer pool.Close()
+	objects := postgres.SchemaObjects(postgres.DefaultTable)
+	before, err := existing(ctx, pool, objects)
 	if err != nil {
 		return err
 	}
-	closeStore()
-	fmt.Fprintln(a.Stdout, "postgres schema is up to date")
+	if err := postgres.New(pool, postgres.Options{}).Migrate(ctx); err != nil {
+		return err
+	}
+	var created []string
+	for _, o := range objects {
+		if !before[o.Name] {
+			created = append(created, o.Kind+" "+o.Name)
+		}
+	}
+	if len(created) == 0 {
+		fmt.Fprintf(a.Stdout, "postgres: schema already up to date (table %s)\n", postgres.DefaultTable)
+		return nil
+	}
+	fmt.Fprintf(a.Stdout, "postgres: created %s\n", strings.Join(created, ", "))
 	return nil
+}
+
+// existing reports which of the schema's objects are already there.
+func existing(ctx context.Context, pool *pgxpool.Pool, objects []postgres.SchemaObject) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, o := range objects {
+		var found bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", o.Name).Scan(&found); err != nil {
+			return nil, fmt.Errorf("migrate: look for %s %s: %w", o.Kind, o.Name, err)
+		}
+		out[o.Name] = found
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -558,6 +559,10 @@ func (failingStore) Read(context.Context, string) ([]byte, error) { return nil, 
 func (failingStore) ScopesToReview(context.Context, time.Time, int) ([]string, error) {
 	return nil, errDown
 }
+func (failingStore) ScopesDue(context.Context, time.Time, int) ([]string, error) {
+	return nil, errDown
+}
+func (failingStore) ReadBlob(context.Context, string, string) ([]byte, error) { return nil, errDown }
 
 func TestStoreFailureIs503(t *testing.T) {
 	e := newEnv(t, failingStore{})
@@ -606,5 +611,56 @@ func TestNewClientRejectsBadURLs(t *testing.T) {
 		if _, err := ledgerapi.NewClient(u, "", nil); err == nil {
 			t.Errorf("%q accepted", u)
 		}
+	}
+}
+
+// The queued-delivery endpoints: shown, listed and replayed on the wire in
+// the API's snake_case, with bad input a 400 naming the field.
+func TestDeliveryEndpoints(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	key := ledger.Key{Scope: "gh:d-1", Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": "d-1"}}
+	res, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+		Event: ledger.QueuedEvent{Source: "gh", EventID: "d-1", Scope: "gh:d-1", ContentType: "application/json", Body: []byte(`{"a":1}`)},
+		Run:   ledger.RunOptions{RunID: "gh:d-1", Mode: ledger.ModeIndependent},
+		Claim: ledger.ClaimRequest{Key: key, PendingTTL: time.Minute},
+		Hold:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim},
+		Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{AgentStatus: 500, Answer: []byte("oops")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, body := e.call(t, "GET", "/v1/deliveries/show?source=gh&event_id=d-1", bearer, "")
+	if status != 200 {
+		t.Fatalf("show: %d %v", status, body)
+	}
+	d := body["delivery"].(map[string]any)
+	att := body["attempts"].([]any)
+	ev := body["event"].(map[string]any)
+	if d["status"] != "dead" || d["run_id"] != "gh:d-1" || len(att) != 1 || att[0].(map[string]any)["answer"] != "oops" || ev["body"] != `{"a":1}` {
+		t.Fatalf("show: %v", body)
+	}
+	if status, body := e.call(t, "GET", "/v1/deliveries?status=dead", bearer, ""); status != 200 || len(body["deliveries"].([]any)) != 1 {
+		t.Fatalf("list dead: %d %v", status, body)
+	}
+	if status, body := e.call(t, "GET", "/v1/deliveries?status=lost", bearer, ""); status != 400 || !strings.Contains(fmt.Sprint(body), "status") {
+		t.Fatalf("bad status: %d %v", status, body)
+	}
+	if status, body := e.call(t, "POST", "/v1/deliveries/replay", bearer, `{"filter":{"status":"dead"}}`); status != 200 || len(body["deliveries"].([]any)) != 1 {
+		t.Fatalf("bulk replay: %d %v", status, body)
+	}
+	if status, _ := e.call(t, "GET", "/v1/deliveries/show?source=gh&event_id=nope", bearer, ""); status != 404 {
+		t.Fatalf("unknown event: %d", status)
+	}
+	if status, _ := e.call(t, "GET", "/v1/deliveries", "", ""); status != 401 {
+		t.Fatalf("without the token: %d", status)
+	}
+	paused, err := e.client.PauseSource(ctx, "gh", true)
+	if err != nil || len(paused) != 1 || paused[0] != "gh" {
+		t.Fatalf("pause: %v %v", paused, err)
 	}
 }

@@ -66,13 +66,16 @@ func (e *Error) Unwrap() error {
 // concurrent use. It never retries on its own: a claim whose answer was
 // lost reads as in_flight on the next try, which the caller must judge.
 type Client struct {
-	base     string
-	token    string
-	hc       *http.Client
-	now      func() time.Time
-	classify func(error) ledger.ErrorClass
-	poll     time.Duration
+	base      string
+	token     string
+	hc        *http.Client
+	now       func() time.Time
+	classify  func(error) ledger.ErrorClass
+	reconcile ledger.Reconciler
+	poll      time.Duration
 }
+
+var _ ledger.Attempts = (*Client)(nil)
 
 // ClientOption tunes a Client.
 type ClientOption func(*Client)
@@ -87,6 +90,11 @@ func WithClock(now func() time.Time) ClientOption { return func(c *Client) { c.n
 func WithClassifier(f func(error) ledger.ErrorClass) ClientOption {
 	return func(c *Client) { c.classify = f }
 }
+
+// WithReconciler sets the reconciler a Once asks about an ambiguous
+// effect, here in the agent's process, as ledger.Options.Reconcile does in
+// process; its answer is recorded on the ledger, fenced on the attempt.
+func WithReconciler(r ledger.Reconciler) ClientOption { return func(c *Client) { c.reconcile = r } }
 
 // WithWaitInterval sets how often a Once with Wait polls an in-flight
 // effect (default 50 ms).
@@ -274,49 +282,19 @@ func claimRequest(key ledger.Key, runID string, token uint64, o ledger.OnceOptio
 }
 
 func (c *Client) once(ctx context.Context, req ledger.ClaimRequest, wait time.Duration, effect ledger.Effect) (ledger.Result, error) {
-	waitUntil := c.now().Add(wait)
-	for {
-		cl, err := c.Claim(ctx, req)
-		if err != nil {
-			return ledger.Result{}, err
-		}
-		if cl.Acquired() {
-			return c.perform(ctx, req.Key, cl, effect)
-		}
-		if cl.Status != ledger.StatusInFlight || wait <= 0 || !c.now().Before(waitUntil) {
-			return cl.Result, nil
-		}
-		t := time.NewTimer(c.poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ledger.Result{}, ctx.Err()
-		case <-t.C:
-		}
-	}
+	return ledger.RunEffect(ctx, c, req, effect, ledger.LoopOptions{Clock: c.now, Classify: c.classify,
+		Reconcile: c.reconcile, Wait: wait, WaitInterval: c.poll})
 }
 
-// perform runs an acquired claim's effect and settles it. The effect's
-// context ends at the claim's deadline, so a slow effect stops instead of
-// racing the attempt that would replace it.
-func (c *Client) perform(ctx context.Context, key ledger.Key, cl ledger.Claim, effect ledger.Effect) (ledger.Result, error) {
-	call := ledger.Call{Key: key, EntryID: cl.EntryID, Attempt: cl.Attempt, IdempotencyKey: cl.IdempotencyKey,
-		FencingToken: cl.FencingToken, Deadline: cl.Deadline}
-	ectx, cancel := context.WithTimeout(ctx, cl.Deadline.Sub(c.now()))
-	value, effErr := effect(ectx, call)
-	cancel()
-	outcome := ledger.OutcomeCommitted
-	if effErr != nil {
-		outcome = ledger.OutcomeUnknown
-		if c.classify(effErr) == ledger.ClassNotApplied {
-			outcome = ledger.OutcomeNotApplied
-		}
+// Reconciled records what a reconciler found about the ambiguous attempt
+// ref names, fenced on that attempt as in process: an error matching
+// ledger.ErrNotAmbiguous when the entry moved on meanwhile.
+func (c *Client) Reconciled(ctx context.Context, ref ledger.ClaimRef, outcome ledger.Outcome) (ledger.Entry, error) {
+	if ref.EntryID == "" || ref.Attempt < 1 {
+		return ledger.Entry{}, fmt.Errorf("%w: a reconciled attempt needs its entry id and attempt", ledger.ErrInvalid)
 	}
-	res, err := c.Settle(context.WithoutCancel(ctx), cl.Ref(), outcome, value, effErr)
-	if err != nil {
-		return ledger.Result{}, fmt.Errorf("ledgerapi: effect ran but its outcome could not be recorded: %w", err)
-	}
-	return res, nil
+	return c.resolve(ctx, ResolveRequest{Scope: ref.Scope, EntryID: ref.EntryID, Attempt: ref.Attempt,
+		By: ResolvedByReconciler, Outcome: string(outcome)})
 }
 
 // Check reports whether key's effect has already happened.

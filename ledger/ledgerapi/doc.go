@@ -36,10 +36,14 @@
 //     3339 in UTC, fencing tokens JSON numbers.
 //   - A scope in a path (history) is percent-encoded as one segment; the
 //     scopes "." and ".." cannot be addressed that way.
-//   - end and cancel are not fenced by a token, because the ledger's End and
-//     Cancel are not: an agent should end a run only after its own work
-//     went through, never after a superseded refusal.
-//   - Reconcilers are an in-process option of the ledger: over HTTP an
-//     ambiguous entry is reported, and resolved with /v1/entries/resolve.
+//   - end with a token is fenced on that delivery, as the ledger's Run.End
+//     is: a stale delivery's end changes nothing. Without a token, and for
+//     cancel, it is an operator's action on whichever delivery holds the run.
+//   - A reconciler runs where the effect runs. The Go client's Once takes
+//     one (WithReconciler) and runs the ledger's own claim → effect →
+//     settle loop (ledger.RunEffect), so an ambiguous entry is put to it as
+//     in process, and its answer recorded with /v1/entries/resolve
+//     "by":"reconciler", fenced on the attempt. Without one, an ambiguous
+//     entry is reported and waits for an operator.
 //   - The client never retries by itself.
 package ledgerapi

@@ -45,6 +45,7 @@ const (
 	CodeAlreadySettled   = "already_settled"
 	CodeNotAmbiguous     = "not_ambiguous"
 	CodeStoreUnavailable = "store_unavailable"
+	CodeDeliveryInFlight = "delivery_in_flight"
 )
 
 // statusFor is the one place where an error becomes an HTTP status and a
@@ -73,6 +74,8 @@ func statusFor(err error) (int, string) {
 		return http.StatusConflict, CodeAlreadySettled
 	case errors.Is(err, ledger.ErrNotAmbiguous):
 		return http.StatusConflict, CodeNotAmbiguous
+	case errors.Is(err, ledger.ErrDeliveryInFlight):
+		return http.StatusConflict, CodeDeliveryInFlight
 	}
 	return http.StatusServiceUnavailable, CodeStoreUnavailable
 }
@@ -107,6 +110,7 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 	s.route(mux, http.MethodGet, "/v1/scopes/{scope}/history", s.history)
 	s.route(mux, http.MethodGet, "/v1/ambiguous", s.ambiguous)
 	s.route(mux, http.MethodPost, "/v1/entries/resolve", s.resolve)
+	s.routeDeliveries(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.fail(w, r, errNoRoute) })
 	return RequireToken(token, mux, logger)
 }
@@ -385,6 +389,14 @@ func (s *server) resolve(r *http.Request) (any, error) {
 	switch {
 	case req.EntryID != "" && (req.Intent != "" || len(req.Payload) > 0):
 		return nil, fmt.Errorf("%w: name the entry by entry_id or by intent and payload, not both", ledger.ErrInvalid)
+	case req.By != "" && req.By != ResolvedByOperator && req.By != ResolvedByReconciler:
+		return nil, fmt.Errorf("%w: by %q (want %s or %s)", ledger.ErrInvalid, req.By, ResolvedByOperator, ResolvedByReconciler)
+	case req.By == ResolvedByReconciler && (req.EntryID == "" || req.Attempt < 1):
+		return nil, fmt.Errorf("%w: a reconciler names the entry by entry_id and the attempt it found ambiguous", ledger.ErrInvalid)
+	case req.By == ResolvedByReconciler:
+		e, err = s.l.Reconciled(r.Context(), ledger.ClaimRef{Scope: req.Scope, EntryID: req.EntryID, Attempt: req.Attempt}, outcome)
+	case req.Attempt != 0:
+		return nil, fmt.Errorf("%w: attempt is for by=reconciler", ledger.ErrInvalid)
 	case req.EntryID != "":
 		e, err = s.l.ResolveEntry(r.Context(), req.Scope, req.EntryID, outcome)
 	default:

@@ -136,7 +136,18 @@ type ResolveRequest struct {
 	Intent  string          `json:"intent,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Outcome string          `json:"outcome"`
+	// By is "operator" (the default) or "reconciler". A reconciler names
+	// the entry by EntryID and the Attempt it found ambiguous, and is
+	// refused not_ambiguous when the entry has moved on.
+	By      string `json:"by,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
+
+// Who resolved an entry, as ResolveRequest.By names it.
+const (
+	ResolvedByOperator   = "operator"
+	ResolvedByReconciler = "reconciler"
+)
 
 // EntryOnlyJSON answers a resolve.
 type EntryOnlyJSON struct {

@@ -16,6 +16,8 @@ var (
 	bucketDocs   = []byte("docs")
 	bucketMeta   = []byte("meta")
 	bucketReview = []byte("review")
+	bucketDue    = []byte("due")
+	bucketBlobs  = []byte("blobs")
 )
 
 // Options tune the store. Zero values take the defaults.
@@ -56,7 +58,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview} {
+		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview, bucketDue, bucketBlobs} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -75,20 +77,53 @@ func Open(path string, opts Options) (*Store, error) {
 // Close releases the file.
 func (s *Store) Close() error { return s.db.Close() }
 
-type meta struct{ expires, review int64 }
+// meta is a scope's expiry and index times, in Unix nanoseconds (0: none).
+// Files written before queued delivery hold 16 bytes: no due time.
+type meta struct{ expires, review, due int64 }
 
 func readMeta(b []byte) meta {
-	if len(b) != 16 {
+	if len(b) != 16 && len(b) != 24 {
 		return meta{}
 	}
-	return meta{int64(binary.BigEndian.Uint64(b[:8])), int64(binary.BigEndian.Uint64(b[8:]))}
+	m := meta{expires: int64(binary.BigEndian.Uint64(b[:8])), review: int64(binary.BigEndian.Uint64(b[8:16]))}
+	if len(b) == 24 {
+		m.due = int64(binary.BigEndian.Uint64(b[16:]))
+	}
+	return m
 }
 
 func (m meta) bytes() []byte {
-	var b [16]byte
+	var b [24]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(m.expires))
-	binary.BigEndian.PutUint64(b[8:], uint64(m.review))
+	binary.BigEndian.PutUint64(b[8:16], uint64(m.review))
+	binary.BigEndian.PutUint64(b[16:], uint64(m.due))
 	return b[:]
+}
+
+// blobPrefix starts the keys of a scope's blobs: the scope's length, so no
+// scope's prefix is another's, then the scope.
+func blobPrefix(scope string) []byte {
+	k := binary.AppendUvarint(nil, uint64(len(scope)))
+	return append(k, scope...)
+}
+
+func blobKey(scope, name string) []byte { return append(blobPrefix(scope), name...) }
+
+// deleteBlobs removes every blob of scope.
+func deleteBlobs(tx *bbolt.Tx, scope string) error {
+	b := tx.Bucket(bucketBlobs)
+	prefix := blobPrefix(scope)
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func reviewKey(at int64, scope string) []byte {
@@ -126,9 +161,23 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 	key := []byte(scope)
 	metas, reviews := tx.Bucket(bucketMeta), tx.Bucket(bucketReview)
-	old := readMeta(metas.Get(key))
+	dues, blobs := tx.Bucket(bucketDue), tx.Bucket(bucketBlobs)
+	oldRaw := metas.Get(key)
+	old := readMeta(oldRaw)
 	if old.review != 0 {
 		if err := reviews.Delete(reviewKey(old.review, scope)); err != nil {
+			return err
+		}
+	}
+	if old.due != 0 {
+		if err := dues.Delete(reviewKey(old.due, scope)); err != nil {
+			return err
+		}
+	}
+	if oldRaw != nil && old.expires != 0 && s.now().UnixNano() >= old.expires {
+		// The document this write replaces had expired: its blobs went
+		// with it.
+		if err := deleteBlobs(tx, scope); err != nil {
 			return err
 		}
 	}
@@ -139,6 +188,23 @@ func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 	if !w.ReviewAt.IsZero() {
 		m.review = w.ReviewAt.UnixNano()
 		if err := reviews.Put(reviewKey(m.review, scope), nil); err != nil {
+			return err
+		}
+	}
+	if !w.DueAt.IsZero() {
+		m.due = w.DueAt.UnixNano()
+		if err := dues.Put(reviewKey(m.due, scope), nil); err != nil {
+			return err
+		}
+	}
+	for name, b := range w.Blobs {
+		var err error
+		if b == nil {
+			err = blobs.Delete(blobKey(scope, name))
+		} else {
+			err = blobs.Put(blobKey(scope, name), b)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -166,25 +232,65 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 
 // ScopesToReview implements ledger.Store.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	out, err := s.scopesIn(ctx, bucketReview, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: list scopes to review: %w", err)
+	}
+	return out, nil
+}
+
+// ScopesDue implements ledger.Store.
+func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	out, err := s.scopesIn(ctx, bucketDue, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: list scopes due: %w", err)
+	}
+	return out, nil
+}
+
+// scopesIn walks a time index (keys: big-endian time, then scope) from its
+// start, skipping scopes whose document has expired.
+func (s *Store) scopesIn(ctx context.Context, bucket []byte, notAfter time.Time, limit int) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var out []string
 	limitKey := notAfter.UnixNano()
+	now := s.now().UnixNano()
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		c := tx.Bucket(bucketReview).Cursor()
+		metas := tx.Bucket(bucketMeta)
+		c := tx.Bucket(bucket).Cursor()
 		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > limitKey {
 				break
+			}
+			if m := readMeta(metas.Get(k[8:])); m.expires != 0 && now >= m.expires {
+				continue
 			}
 			out = append(out, string(k[8:]))
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("bolt store: list scopes to review: %w", err)
+	return out, err
+}
+
+// ReadBlob implements ledger.Store.
+func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return out, nil
+	var blob []byte
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		if s.current(tx, scope) == nil {
+			return nil
+		}
+		blob = bytes.Clone(tx.Bucket(bucketBlobs).Get(blobKey(scope, name)))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: read blob %q of %q: %w", name, scope, err)
+	}
+	return blob, nil
 }
 
 // DeleteExpired removes documents past their physical expiry and returns
@@ -213,6 +319,14 @@ func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
 				if err := tx.Bucket(bucketReview).Delete(reviewKey(m.review, string(k))); err != nil {
 					return err
 				}
+			}
+			if m.due != 0 {
+				if err := tx.Bucket(bucketDue).Delete(reviewKey(m.due, string(k))); err != nil {
+					return err
+				}
+			}
+			if err := deleteBlobs(tx, string(k)); err != nil {
+				return err
 			}
 			if err := metas.Delete(k); err != nil {
 				return err

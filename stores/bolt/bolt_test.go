@@ -112,3 +112,12 @@ func BenchmarkOnce(b *testing.B) {
 	defer s.Close()
 	storetest.BenchmarkOnce(b, s)
 }
+
+func BenchmarkEnqueueBacklog(b *testing.B) {
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "ledger.db"), bolt.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkEnqueueBacklog(b, s)
+}

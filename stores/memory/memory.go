@@ -21,6 +21,8 @@ type record struct {
 	doc      []byte
 	expires  time.Time // zero: no physical expiry
 	reviewAt time.Time
+	dueAt    time.Time
+	blobs    map[string][]byte // live and die with the document
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -59,7 +61,20 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 	if err != nil || w == nil {
 		return err
 	}
-	r := record{doc: clone(w.Doc), reviewAt: w.ReviewAt}
+	r := record{doc: clone(w.Doc), reviewAt: w.ReviewAt, dueAt: w.DueAt, blobs: s.docs[scope].blobs}
+	if cur == nil {
+		r.blobs = nil // an expired document's blobs went with it
+	}
+	for name, b := range w.Blobs {
+		if b == nil {
+			delete(r.blobs, name)
+			continue
+		}
+		if r.blobs == nil {
+			r.blobs = map[string][]byte{}
+		}
+		r.blobs[name] = clone(b)
+	}
 	if w.TTL > 0 {
 		r.expires = s.now().Add(w.TTL)
 	}
@@ -77,11 +92,36 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 	return clone(s.current(scope)), nil
 }
 
-// ScopesToReview implements ledger.Store.
-func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+// ReadBlob implements ledger.Store.
+func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current(scope) == nil {
+		return nil, nil
+	}
+	return clone(s.docs[scope].blobs[name]), nil
+}
+
+// ScopesToReview implements ledger.Store.
+func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	return s.scopesBy(ctx, notAfter, limit, func(r record) time.Time { return r.reviewAt })
+}
+
+// ScopesDue implements ledger.Store.
+func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	return s.scopesBy(ctx, notAfter, limit, func(r record) time.Time { return r.dueAt })
+}
+
+// scopesBy lists scopes whose time (as at picks it) is set and not after
+// notAfter, earliest first. A scan is fine for a test store.
+func (s *Store) scopesBy(ctx context.Context, notAfter time.Time, limit int, at func(record) time.Time) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.now()
 	s.mu.Lock()
 	type due struct {
 		scope string
@@ -89,8 +129,8 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 	}
 	var all []due
 	for scope, r := range s.docs {
-		if !r.reviewAt.IsZero() && !r.reviewAt.After(notAfter) {
-			all = append(all, due{scope, r.reviewAt})
+		if t := at(r); !t.IsZero() && !t.After(notAfter) && (r.expires.IsZero() || now.Before(r.expires)) {
+			all = append(all, due{scope, t})
 		}
 	}
 	s.mu.Unlock()

@@ -13,3 +13,5 @@ func TestConformance(t *testing.T) {
 }
 
 func BenchmarkOnce(b *testing.B) { storetest.BenchmarkOnce(b, memory.New(nil)) }
+
+func BenchmarkEnqueueBacklog(b *testing.B) { storetest.BenchmarkEnqueueBacklog(b, memory.New(nil)) }

@@ -127,16 +127,8 @@ func (s *Store) runBatch(ctx context.Context, batch []*groupcommit.Item[pendingW
 	var b pgx.Batch
 	for _, it := range batch {
 		p := it.Write
-		ttl := ttlMicros(p.w.TTL)
-		var review any // NULL unless set
-		if !p.w.ReviewAt.IsZero() {
-			review = p.w.ReviewAt
-		}
-		if p.expected == 0 {
-			b.Queue(s.q.insert, p.scope, p.w.Doc, ttl, review)
-		} else {
-			b.Queue(s.q.update, p.scope, p.w.Doc, ttl, review, p.expected)
-		}
+		sql, args := s.writeArgs(p.scope, p.expected, p.w)
+		b.Queue(sql, args...)
 	}
 	results := s.pool.SendBatch(ctx, &b)
 	for _, it := range batch {

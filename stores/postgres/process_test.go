@@ -17,6 +17,7 @@ import (
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/postgres"
+	"github.com/replyonce/gateway/stores/storetest"
 )
 
 // The cross-process tests re-run this test binary as several OS processes
@@ -156,6 +157,42 @@ func TestCrossProcessOnce(t *testing.T) {
 	}
 }
 
+// TestCrossProcessQueue: processes enqueue the same events and dispatch
+// them from one table; each event is taken exactly once (counted in a
+// table outside the ledger), because a take is a lease.
+func TestCrossProcessQueue(t *testing.T) {
+	pool := newPool(t, testDSN(t), 0)
+	table := newTable(t, pool)
+	schema, _, _ := strings.Cut(table, ".")
+	effects := schema + ".takes"
+	ctx := testContext(t)
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+quote(effects)+" (key text NOT NULL, proc int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	runChildren(t, "queue", helperTable+"="+table, helperEffects+"="+effects)
+	counts := map[string]int{}
+	rows, err := pool.Query(ctx, "SELECT key, count(*) FROM "+quote(effects)+" GROUP BY key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		counts[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range storetest.QueueEvents {
+		if id := storetest.QueueEventID(i); counts[id] != 1 {
+			t.Errorf("event %s was taken %d times, want once", id, counts[id])
+		}
+	}
+}
+
 func onceKeyName(scope, key int) string { return fmt.Sprintf("scope-%d/reply-%d", scope, key) }
 
 // TestHelperProcess is the child side of the cross-process tests.
@@ -186,6 +223,16 @@ func TestHelperProcess(t *testing.T) {
 					}
 				}
 			})
+		}
+	case "queue":
+		effects := quote(os.Getenv(helperEffects))
+		l := ledger.New(s, ledger.Options{})
+		err := storetest.QueueChild(ctx, l, func(ctx context.Context, id string) error {
+			_, err := pool.Exec(ctx, "INSERT INTO "+effects+" (key, proc) VALUES ($1, $2)", id, proc)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	case "once":
 		executed := runOnce(ctx, t, s, pool, proc, &wg, errs)

@@ -19,6 +19,8 @@ type names struct {
 	sequence string // quoted, same schema as the table
 	review   string // index name, unqualified: indexes live in the table's schema
 	expires  string
+	due      string // index on due_at
+	blobs    string // quoted, same schema as the table
 }
 
 // parseTable splits "schema.table" at the first dot. A name without a dot
@@ -44,7 +46,26 @@ func parseTable(table string) names {
 		sequence: qualify(name + "_version_seq"),
 		review:   pgx.Identifier{name + "_review_idx"}.Sanitize(),
 		expires:  pgx.Identifier{name + "_expires_idx"}.Sanitize(),
+		due:      pgx.Identifier{name + "_due_idx"}.Sanitize(),
+		blobs:    qualify(name + "_blobs"),
 	}
+}
+
+// SchemaObject is one database object SchemaSQL creates.
+type SchemaObject struct {
+	Kind string // table, sequence or index
+	Name string // as to_regclass reads it: quoted, schema-qualified when the table is
+}
+
+// SchemaObjects lists what SchemaSQL(table) creates, so that a migration
+// can say what it added.
+func SchemaObjects(table string) []SchemaObject {
+	n := parseTable(table)
+	schema := ""
+	if i := strings.IndexByte(n.table, '.'); i >= 0 && strings.HasPrefix(n.table, `"`) {
+		schema = n.table[:i+1]
+	}
+	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}}
 }
 
 // SchemaSQL returns the DDL that Migrate runs for the given table name
@@ -56,6 +77,14 @@ func parseTable(table string) names {
 // contract asks for the bytes to come back exactly as written; json keeps
 // the text verbatim yet still rejects malformed documents and supports the
 // usual operators for inspection (doc->'runs').
+//
+// Queued delivery adds due_at (with a partial index, like review_at) and a
+// second table of blobs, rows keyed by (scope, name) that go with their
+// scope's row: ON DELETE CASCADE, and written only by the statement that
+// wins the scope's compare-and-set. A table made by an older version gets
+// the column once; the ALTER runs only then, and before the index
+// statements, because its exclusive lock taken after their share lock
+// would deadlock with writers of the live table.
 //
 // Versions come from one sequence rather than a per-row counter: a row that
 // expires, is deleted and is created again must never reuse a version that
@@ -70,12 +99,25 @@ CREATE TABLE IF NOT EXISTS %[1]s (
     version    bigint      NOT NULL,
     expires_at timestamptz,
     review_at  timestamptz,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    due_at     timestamptz
 );
+DO $migrate$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '%[7]s'::regclass AND attname = 'due_at' AND NOT attisdropped) THEN
+        ALTER TABLE %[1]s ADD COLUMN due_at timestamptz;
+    END IF;
+END $migrate$;
 ALTER SEQUENCE %[2]s OWNED BY %[1]s.version;
 CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (review_at, scope) WHERE review_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (expires_at) WHERE expires_at IS NOT NULL;
-`, n.table, n.sequence, n.review, n.expires)
+CREATE INDEX IF NOT EXISTS %[5]s ON %[1]s (due_at, scope) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS %[6]s (
+    scope text  NOT NULL REFERENCES %[1]s (scope) ON DELETE CASCADE,
+    name  text  NOT NULL,
+    data  bytea NOT NULL,
+    PRIMARY KEY (scope, name)
+);
+`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table))
 }
 
 // Migrate creates the store's table, sequence and indexes if they are

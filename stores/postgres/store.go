@@ -90,8 +90,12 @@ var _ ledger.Store = (*Store)(nil)
 type statements struct {
 	load, loadForUpdate string
 	insert, update      string
-	review              string
-	deleteExpired       string
+	// The same writes with blobs: one statement each, so the blobs land
+	// only with a won compare-and-set, in its transaction.
+	insertBlobs, updateBlobs string
+	review, due              string
+	readBlob                 string
+	deleteExpired            string
 }
 
 // New returns a Store using pool. It does not touch the database; call
@@ -148,35 +152,94 @@ func buildStatements(n names) statements {
 	const expires = `CASE WHEN $3::bigint = 0 THEN NULL ELSE now() + greatest($3::bigint, 0) * interval '1 microsecond' END`
 	const live = `(expires_at IS NULL OR expires_at > now())`
 	t := n.table
+	// Creating a scope succeeds when there is no row, and also when the
+	// row there has expired: an expired document counts as absent. A live
+	// row makes the WHERE false, nothing is returned, and the caller knows
+	// it decided on a stale view.
+	insert := `INSERT INTO ` + t + ` AS t (scope, doc, version, expires_at, review_at, due_at, updated_at)
+VALUES ($1, $2, ` + seq + `, ` + expires + `, $4, $5, now())
+ON CONFLICT (scope) DO UPDATE SET doc = excluded.doc, version = excluded.version,
+    expires_at = excluded.expires_at, review_at = excluded.review_at, due_at = excluded.due_at,
+    updated_at = excluded.updated_at
+WHERE t.expires_at IS NOT NULL AND t.expires_at <= now()
+RETURNING version`
+	// Compare-and-set on the version. Under READ COMMITTED a concurrent
+	// writer makes PostgreSQL re-check the WHERE against the newest row,
+	// so exactly one of two racing updates from the same version wins.
+	update := `UPDATE ` + t + ` SET doc = $2, version = ` + seq + `, expires_at = ` + expires + `,
+    review_at = $4, due_at = $5, updated_at = now()
+WHERE scope = $1 AND version = $6 AND ` + live + `
+RETURNING version`
+	// The blob statements wrap those: the puts (names, data) and
+	// deletes run only when the write returned a row. A created (or
+	// revived) scope keeps no blob but the ones it puts: a revived row's
+	// old blobs died with it.
+	b := n.blobs
+	puts := func(names, datas string) string {
+		return `put AS (INSERT INTO ` + b + ` (scope, name, data)
+    SELECT $1, x.n, x.d FROM w, unnest(` + names + `::text[], ` + datas + `::bytea[]) AS x(n, d)
+    ON CONFLICT (scope, name) DO UPDATE SET data = excluded.data)`
+	}
 	return statements{
 		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
 		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
-		// Creating a scope succeeds when there is no row, and also when the
-		// row there has expired: an expired document counts as absent. A
-		// live row makes the WHERE false, nothing is returned, and the
-		// caller knows it decided on a stale view.
-		insert: `INSERT INTO ` + t + ` AS t (scope, doc, version, expires_at, review_at, updated_at)
-VALUES ($1, $2, ` + seq + `, ` + expires + `, $4, now())
-ON CONFLICT (scope) DO UPDATE SET doc = excluded.doc, version = excluded.version,
-    expires_at = excluded.expires_at, review_at = excluded.review_at, updated_at = excluded.updated_at
-WHERE t.expires_at IS NOT NULL AND t.expires_at <= now()
-RETURNING version`,
-		// Compare-and-set on the version. Under READ COMMITTED a concurrent
-		// writer makes PostgreSQL re-check the WHERE against the newest row,
-		// so exactly one of two racing updates from the same version wins.
-		update: `UPDATE ` + t + ` SET doc = $2, version = ` + seq + `, expires_at = ` + expires + `,
-    review_at = $4, updated_at = now()
-WHERE scope = $1 AND version = $5 AND ` + live + `
-RETURNING version`,
+		insert:        insert,
+		update:        update,
+		insertBlobs: `WITH w AS (` + insert + `),
+` + puts("$6", "$7") + `,
+del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND NOT (name = ANY($6::text[])))
+SELECT version FROM w`,
+		updateBlobs: `WITH w AS (` + update + `),
+` + puts("$7", "$8") + `,
+del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($9::text[]))
+SELECT version FROM w`,
 		review: `SELECT scope FROM ` + t + `
 WHERE review_at IS NOT NULL AND review_at <= $1 AND ` + live + `
 ORDER BY review_at, scope LIMIT $2`,
+		due: `SELECT scope FROM ` + t + `
+WHERE due_at IS NOT NULL AND due_at <= $1 AND ` + live + `
+ORDER BY due_at, scope LIMIT $2`,
+		readBlob: `SELECT b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
+WHERE b.scope = $1 AND b.name = $2 AND (t.expires_at IS NULL OR t.expires_at > now())`,
 		// SKIP LOCKED leaves alone a row some Transact is reviving right now;
 		// the outer condition re-checks expiry on the row actually deleted.
 		deleteExpired: `DELETE FROM ` + t + ` WHERE scope IN (
     SELECT scope FROM ` + t + ` WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`,
 	}
+}
+
+// writeArgs is the statement and arguments that save w for scope if its
+// live row still has version expected (0: no live row).
+func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string, []any) {
+	ttl := ttlMicros(w.TTL)
+	var review, due any // NULL unless set
+	if !w.ReviewAt.IsZero() {
+		review = w.ReviewAt
+	}
+	if !w.DueAt.IsZero() {
+		due = w.DueAt
+	}
+	if len(w.Blobs) == 0 {
+		if expected == 0 {
+			return s.q.insert, []any{scope, w.Doc, ttl, review, due}
+		}
+		return s.q.update, []any{scope, w.Doc, ttl, review, due, expected}
+	}
+	names := make([]string, 0, len(w.Blobs))
+	datas := make([][]byte, 0, len(w.Blobs))
+	var dels []string
+	for name, b := range w.Blobs {
+		if b == nil {
+			dels = append(dels, name)
+			continue
+		}
+		names, datas = append(names, name), append(datas, b)
+	}
+	if expected == 0 {
+		return s.q.insertBlobs, []any{scope, w.Doc, ttl, review, due, names, datas}
+	}
+	return s.q.updateBlobs, []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels}
 }
 
 func escapeLiteral(s string) string {
@@ -368,17 +431,8 @@ func (s *Store) load(ctx context.Context, q querier, scope string, forUpdate boo
 // write saves w if the scope's live row still has version expected (or, for
 // expected 0, if there is no live row). ok is false when it had moved on.
 func (s *Store) write(ctx context.Context, q querier, scope string, expected int64, w *ledger.Write) (version int64, ok bool, err error) {
-	ttl := ttlMicros(w.TTL)
-	var review any // NULL unless set
-	if !w.ReviewAt.IsZero() {
-		review = w.ReviewAt
-	}
-	var row pgx.Row
-	if expected == 0 {
-		row = q.QueryRow(ctx, s.q.insert, scope, w.Doc, ttl, review)
-	} else {
-		row = q.QueryRow(ctx, s.q.update, scope, w.Doc, ttl, review, expected)
-	}
+	sql, args := s.writeArgs(scope, expected, w)
+	row := q.QueryRow(ctx, sql, args...)
 	switch err := row.Scan(&version); {
 	case errors.Is(err, pgx.ErrNoRows), retryable(err):
 		// No row matched, or the server rolled the statement back (see
@@ -456,6 +510,37 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 		return nil, fmt.Errorf("postgres store: scopes to review: %w", err)
 	}
 	return scopes, nil
+}
+
+// ScopesDue implements ledger.Store through the partial index on due_at,
+// as ScopesToReview does through review_at: its cost follows the number of
+// scopes with a queued delivery, not the table's size.
+func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.due, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
+	}
+	scopes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
+	}
+	return scopes, nil
+}
+
+// ReadBlob implements ledger.Store.
+func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	var data []byte
+	err := s.pool.QueryRow(ctx, s.q.readBlob, scope, name).Scan(&data)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("postgres store: read blob %q of %q: %w", name, scope, err)
+	}
+	return data, nil
 }
 
 // DeleteExpired removes rows whose TTL has run out and returns how many it

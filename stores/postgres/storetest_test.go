@@ -26,3 +26,11 @@ func BenchmarkConformanceOnce(b *testing.B) {
 	warm(b, pool)
 	storetest.BenchmarkOnce(b, postgres.New(pool, postgres.Options{Table: newTable(b, pool)}))
 }
+
+// BenchmarkEnqueueBacklog is the suite's accept-with-a-backlog benchmark.
+func BenchmarkEnqueueBacklog(b *testing.B) {
+	pool := newPool(b, testDSN(b), 64+4)
+	s := postgres.New(pool, postgres.Options{Table: newTable(b, pool)})
+	defer s.Close()
+	storetest.BenchmarkEnqueueBacklog(b, s)
+}

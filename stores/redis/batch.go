@@ -70,7 +70,8 @@ type casArgs struct {
 }
 
 func (a casArgs) keys(s *Store) []string {
-	return []string{a.key, s.indexKey(bucketOf(a.scope))}
+	b := bucketOf(a.scope)
+	return []string{a.key, s.indexKey(b), s.dueKeys[b], s.blobKey(a.scope)}
 }
 
 func (a casArgs) argv() []any {
@@ -84,7 +85,26 @@ func (a casArgs) argv() []any {
 	if !a.w.ReviewAt.IsZero() {
 		review = strconv.FormatInt(a.w.ReviewAt.UnixMilli(), 10)
 	}
-	return []any{a.expect, a.next, a.w.Doc, ttl, review, a.scope}
+	due := ""
+	if !a.w.DueAt.IsZero() {
+		due = strconv.FormatInt(a.w.DueAt.UnixMilli(), 10)
+	}
+	args := make([]any, 0, 8+2*len(a.w.Blobs))
+	args = append(args, a.expect, a.next, a.w.Doc, ttl, review, a.scope, due, 0)
+	puts := 0
+	for name, b := range a.w.Blobs {
+		if b != nil {
+			args = append(args, name, b)
+			puts++
+		}
+	}
+	args[7] = puts
+	for name, b := range a.w.Blobs {
+		if b == nil {
+			args = append(args, name)
+		}
+	}
+	return args
 }
 
 // casReply is what the write script answered: won, or lost with the

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/storetest"
 )
 
 // Documents about the size of a scope with one delivery claimed.
@@ -49,12 +50,12 @@ func BenchmarkClaimSettle(b *testing.B) {
 			rawStore := New(c, Options{KeyPrefix: testPrefix(b, c)})
 			raw := func(i int64) error {
 				scope := "stripe:evt_" + strconv.FormatInt(i, 10)
-				keys := []string{rawStore.docKey(scope), rawStore.indexKey(bucketOf(scope))}
+				keys := casArgs{scope: scope, key: rawStore.docKey(scope)}.keys(rawStore)
 				claim := newToken()
-				if err := casScript.EvalSha(ctx, c, keys, "", claim, benchClaimDoc, "3600000", reviewArg, scope).Err(); err != nil {
+				if err := casScript.EvalSha(ctx, c, keys, "", claim, benchClaimDoc, "3600000", reviewArg, scope, "", 0).Err(); err != nil {
 					return err
 				}
-				return casScript.EvalSha(ctx, c, keys, claim, newToken(), benchSettleDoc, "3600000", "", scope).Err()
+				return casScript.EvalSha(ctx, c, keys, claim, newToken(), benchSettleDoc, "3600000", "", scope, "", 0).Err()
 			}
 			s := New(c, Options{KeyPrefix: testPrefix(b, c)})
 			claim := func([]byte) (*ledger.Write, error) {
@@ -149,4 +150,10 @@ func serverCPU(b *testing.B, c goredis.UniversalClient) time.Duration {
 		b.Fatal(err)
 	}
 	return d
+}
+
+// BenchmarkEnqueueBacklog is the suite's accept-with-a-backlog benchmark.
+func BenchmarkEnqueueBacklog(b *testing.B) {
+	s, _ := newTestStore(b, Options{})
+	storetest.BenchmarkEnqueueBacklog(b, s)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/storetest"
 )
 
 // The cross-process tests re-execute this test binary; these variables tell
@@ -88,6 +89,14 @@ func TestHelperProcess(t *testing.T) {
 		}
 		wg.Wait()
 		fmt.Printf("executed=%d\nreplayed=%d in_flight=%d\n", executed.Load(), replayed.Load(), inflight.Load())
+	case "queue":
+		l := ledger.New(s, ledger.Options{})
+		err := storetest.QueueChild(ctx, l, func(ctx context.Context, id string) error {
+			return s.client.Incr(ctx, prefix+"takes:"+id).Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	default:
 		t.Fatalf("unknown %s %q", helperModeEnv, mode)
 	}
@@ -195,6 +204,21 @@ func TestCrossProcessOnce(t *testing.T) {
 			if err != nil || got != 1 {
 				t.Errorf("%s = %d (%v); want exactly 1", key, got, err)
 			}
+		}
+	}
+}
+
+// Processes enqueue the same events and dispatch them from one Redis; each
+// event is taken exactly once (counted in Redis outside the ledger),
+// because a take is a lease.
+func TestCrossProcessQueue(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	runChildren(t, "queue", s.prefix)
+	ctx := ctxT(t)
+	for i := range storetest.QueueEvents {
+		key := s.prefix + "takes:" + storetest.QueueEventID(i)
+		if got, err := c.Get(ctx, key).Int(); err != nil || got != 1 {
+			t.Errorf("%s = %d (%v); want exactly 1", key, got, err)
 		}
 	}
 }

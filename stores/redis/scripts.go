@@ -19,10 +19,18 @@ import goredis "github.com/redis/go-redis/v9"
 // Absent values are encoded by the reply's length, never by Lua false, which
 // reaches RESP3 clients as a boolean rather than a nil.
 //
-// KEYS[1] scope hash, KEYS[2] review index of the scope's bucket.
+// The due index works like the review index. The scope's blobs live in a
+// hash of their own (same hash tag) that expires with the document: every
+// write gives it the document's TTL, and a document created afresh starts
+// with no blobs.
+//
+// KEYS[1] scope hash, KEYS[2] review index of the scope's bucket, KEYS[3]
+// due index of the bucket, KEYS[4] the scope's blob hash.
 // ARGV[1] expected token ("" = no document), ARGV[2] new token, ARGV[3] doc,
 // ARGV[4] TTL in ms ("0" = no expiry), ARGV[5] review time in unix ms
-// ("" = none), ARGV[6] scope (the index member).
+// ("" = none), ARGV[6] scope (the index member), ARGV[7] due time in unix
+// ms ("" = none), ARGV[8] n, the number of blobs to put; then n name, data
+// pairs; then the names of blobs to delete.
 var casScript = goredis.NewScript(`
 local tok = redis.call('HGET', KEYS[1], 't') or ''
 if tok ~= ARGV[1] then
@@ -42,16 +50,36 @@ if ARGV[5] == '' then
 else
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
 end
+if ARGV[7] == '' then
+  redis.call('ZREM', KEYS[3], ARGV[6])
+else
+  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[6])
+end
+if tok == '' then
+  redis.call('DEL', KEYS[4])
+end
+local puts = tonumber(ARGV[8])
+local i = 9
+for _ = 1, puts do
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i <= #ARGV do
+  redis.call('HDEL', KEYS[4], ARGV[i])
+  i = i + 1
+end
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[4], ttl)
 else
   redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[4])
 end
 return {1}
 `)
 
-// pruneScript drops an index entry whose document has gone (expired or
+// pruneScript drops an index entry (review or due) whose document has gone (expired or
 // deleted by hand). Checking and removing in one step means a writer that
 // recreates the document at the same moment cannot lose its fresh entry.
 //

@@ -3,6 +3,7 @@ package redis
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -105,8 +106,10 @@ type Store struct {
 
 	// Per bucket, the start of its scopes' keys and its index key, built
 	// once so the hot path allocates one string per key.
-	docPrefixes [reviewBuckets]string
-	indexKeys   [reviewBuckets]string
+	docPrefixes  [reviewBuckets]string
+	indexKeys    [reviewBuckets]string
+	dueKeys      [reviewBuckets]string
+	blobPrefixes [reviewBuckets]string
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -152,6 +155,8 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		tag := opts.KeyPrefix + bucketTag(uint32(b))
 		s.docPrefixes[b] = tag + ":s:"
 		s.indexKeys[b] = tag + ":review"
+		s.dueKeys[b] = tag + ":due"
+		s.blobPrefixes[b] = tag + ":b:"
 	}
 	return s
 }
@@ -309,14 +314,50 @@ const maxPruneRounds = 4
 // The index is kept exact by the write script, so expiry is the only way
 // it can name a scope that does not need review.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	out, err := s.scopesIn(ctx, &s.indexKeys, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: scopes to review: %w", err)
+	}
+	return out, nil
+}
+
+// ScopesDue implements ledger.Store the same way, over the due indexes.
+func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	out, err := s.scopesIn(ctx, &s.dueKeys, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: scopes due: %w", err)
+	}
+	return out, nil
+}
+
+// ReadBlob implements ledger.Store. The blob hash expires with the
+// document, so a blob is there only while its document is.
+func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	v, err := s.client.HGet(ctx, s.blobKey(scope), name).Bytes()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("redis store: read blob %q of %q: %w", name, scope, err)
+	}
+	return v, nil
+}
+
+// blobKey is prefix{bb}:b:scope, in the scope's slot.
+func (s *Store) blobKey(scope string) string {
+	return s.blobPrefixes[bucketOf(scope)] + scope
+}
+
+// scopesIn lists scopes from one kind of per-bucket time index.
+func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, notAfter time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	stop := strconv.FormatInt(notAfter.UnixMilli(), 10)
 	for round := 0; ; round++ {
-		cands, err := s.reviewCandidates(ctx, stop, limit)
+		cands, err := s.reviewCandidates(ctx, index, stop, limit)
 		if err != nil {
-			return nil, fmt.Errorf("redis store: scopes to review: %w", err)
+			return nil, err
 		}
 		exists := make([]*goredis.IntCmd, len(cands))
 		if len(cands) > 0 {
@@ -327,7 +368,7 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 				return nil
 			})
 			if err != nil {
-				return nil, fmt.Errorf("redis store: scopes to review: %w", err)
+				return nil, err
 			}
 		}
 		out := make([]string, 0, len(cands))
@@ -344,9 +385,9 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 		}
 		for _, scope := range gone {
 			b := bucketOf(scope)
-			err := pruneScript.Run(ctx, s.client, []string{s.indexKey(b), s.docKey(scope)}, scope).Err()
+			err := pruneScript.Run(ctx, s.client, []string{index[b], s.docKey(scope)}, scope).Err()
 			if err != nil {
-				return nil, fmt.Errorf("redis store: scopes to review: prune %q: %w", scope, err)
+				return nil, fmt.Errorf("prune %q: %w", scope, err)
 			}
 		}
 	}
@@ -357,12 +398,12 @@ type candidate struct {
 	at    float64
 }
 
-func (s *Store) reviewCandidates(ctx context.Context, stop string, limit int) ([]candidate, error) {
+func (s *Store) reviewCandidates(ctx context.Context, index *[reviewBuckets]string, stop string, limit int) ([]candidate, error) {
 	cmds := make([]*goredis.ZSliceCmd, reviewBuckets)
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for b := range reviewBuckets {
 			cmds[b] = p.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{
-				Key:     s.indexKey(uint32(b)),
+				Key:     index[b],
 				ByScore: true,
 				Start:   "-inf",
 				Stop:    stop,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replyonce/gateway/ledger"
 )
@@ -37,3 +38,78 @@ func BenchmarkOnce(b *testing.B, store ledger.Store) {
 		})
 	}
 }
+
+// BenchmarkEnqueueBacklog measures one accept (Enqueue of a 1 KiB event,
+// its run and claim) at 16 goroutines while 10, 1,000 or 100,000 events
+// already wait in the queue, and one sweep's read of the due index. The
+// index is an ordered structure in every store, so the accept's cost must
+// not grow with the backlog. The 100,000 case fills the store first, which
+// takes a while; run it with -benchtime=2000x or so.
+func BenchmarkEnqueueBacklog(b *testing.B, store ledger.Store) {
+	l := ledger.New(store, ledger.Options{})
+	ctx := context.Background()
+	body := make([]byte, 1024)
+	enqueue := func(prefix string, i int64) error {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		scope := "backlog:" + id
+		_, err := l.Enqueue(ctx, ledger.EnqueueRequest{
+			Event: ledger.QueuedEvent{Source: "bench", EventID: id, Scope: scope, Body: body},
+			Run:   ledger.RunOptions{RunID: "bench:" + id, Mode: ledger.ModeIndependent},
+			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: id}, PendingTTL: 15 * time.Second},
+		})
+		return err
+	}
+	queued := int64(0)
+	for _, backlog := range []int64{10, 1000, 100000} {
+		// Fill up to the backlog with 64 writers.
+		var next atomic.Int64
+		next.Store(queued)
+		var failed atomic.Value
+		done := make(chan struct{})
+		for range 64 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for {
+					i := next.Add(1)
+					if i > backlog {
+						return
+					}
+					if err := enqueue("fill", i); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			}()
+		}
+		for range 64 {
+			<-done
+		}
+		if err, _ := failed.Load().(error); err != nil {
+			b.Fatal(err)
+		}
+		queued = backlog
+		b.Run(fmt.Sprintf("backlog=%d/accept", backlog), func(b *testing.B) {
+			var n atomic.Int64
+			prefix := fmt.Sprintf("accept-%d-%d", backlog, b.N)
+			b.SetParallelism(max(1, 16/runtimeProcs()))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := enqueue(prefix, n.Add(1)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("backlog=%d/due-page", backlog), func(b *testing.B) {
+			for range b.N {
+				if _, err := store.ScopesDue(ctx, farFuture, 64); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// farFuture lists a whole due index.
+var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)

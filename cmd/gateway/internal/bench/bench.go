@@ -16,6 +16,12 @@ import (
 type Config struct {
 	Store    string // memory (default) | bolt | postgres | redis
 	Provider string // stripe (default) | standard-webhooks
+	// Mode is the bench source's forward.mode: inline (default) or queued.
+	// Queued passes wait after sending until the dispatcher has delivered
+	// every unique event, and report that drain.
+	Mode string
+	// DispatchConcurrency is forward.concurrency in queued mode (default 16).
+	DispatchConcurrency int
 
 	Requests    int     // per full-speed pass (default 20000)
 	HalfLoad    int     // requests per half-load pass; 0: Requests/2; negative: skip those passes
@@ -66,6 +72,9 @@ func (c Config) withDefaults() Config {
 	if c.Provider == "" {
 		c.Provider = "stripe"
 	}
+	if c.Mode == "" {
+		c.Mode = "inline"
+	}
 	if c.Requests <= 0 {
 		c.Requests = DefaultRequests
 	}
@@ -108,6 +117,14 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("bench: store %q is not one of memory, bolt, postgres, redis", c.Store)
+	}
+	switch c.Mode {
+	case "", "inline", "queued":
+	default:
+		return fmt.Errorf("bench: mode %q is not inline or queued", c.Mode)
+	}
+	if c.DispatchConcurrency < 0 {
+		return errors.New("bench: dispatch concurrency must not be negative")
 	}
 	switch c.Provider {
 	case "stripe", "standard-webhooks":
@@ -162,6 +179,13 @@ type Pass struct {
 
 	// Store is the time spent inside the ledger store, gateway passes only.
 	Store *StoreTiming `json:"store_calls,omitempty"`
+
+	// Queued mode: DrainSeconds is how long after its last answer the
+	// dispatcher took to forward every unique event; DeliveredRate is
+	// unique events over the pass's sending time plus that drain (a lower
+	// bound: other targets' slices ran in between).
+	DrainSeconds  float64 `json:"drain_seconds,omitempty"`
+	DeliveredRate float64 `json:"delivered_rps,omitempty"`
 }
 
 // Repeat is one round of passes and the ratios drawn from it.
@@ -234,6 +258,7 @@ type Target struct {
 // Report is everything a run measured.
 type Report struct {
 	Store       string    `json:"store"`
+	Mode        string    `json:"mode"`
 	StoreNotes  string    `json:"store_notes,omitempty"`
 	Provider    string    `json:"provider"`
 	Requests    int       `json:"requests"`
@@ -263,7 +288,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cfg = cfg.withDefaults()
 	rep := &Report{
-		Store: cfg.Store, Provider: cfg.Provider, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
+		Store: cfg.Store, Mode: cfg.Mode, Provider: cfg.Provider, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
 		Duplicates: cfg.Duplicates, Slice: cfg.Slice, BodySize: cfg.BodySize, SignForward: cfg.SignForward, Log: cfg.Log,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Started: time.Now().UTC(),
 	}

@@ -399,14 +399,65 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 	t := e.sink.reset()
 	defer e.sink.current.Store(nil)
 	err := e.runSlices(ctx, cfg, tag, loads)
+	drains := make([]time.Duration, len(loads))
+	if err == nil && e.dispatcher != nil {
+		// Queued answers come before the forwards: wait for the dispatcher
+		// to deliver every unique event the gateway accepted.
+		start := time.Now()
+		for i, l := range loads {
+			if l.store == nil {
+				continue
+			}
+			if err = e.drain(ctx, t, l); err != nil {
+				break
+			}
+			drains[i] = time.Since(start)
+		}
+	}
 	// The warm-ups were counted on the tally just reset; their ids are
 	// their own, so they do not touch the passes' figures.
 	passes := make([]Pass, len(loads))
 	for i, l := range loads {
 		passes[i] = l.result(t, rate)
+		if d := drains[i]; d > 0 || (e.dispatcher != nil && l.store != nil) {
+			passes[i].DrainSeconds = d.Seconds()
+			if total := passes[i].Seconds + d.Seconds(); total > 0 {
+				passes[i].DeliveredRate = float64(passes[i].Unique) / total
+			}
+		}
 		e.progress(cfg, passes[i])
 	}
 	return passes, loads, err
+}
+
+// maxDrain bounds the wait for a queued pass's deliveries.
+const maxDrain = 10 * time.Minute
+
+// drain waits until the sink has seen every unique event of l.
+func (e *env) drain(ctx context.Context, t *tally, l *load) error {
+	deadline := time.Now().Add(maxDrain)
+	n := int(l.nextNew.Load())
+	for {
+		missing := 0
+		t.mu.Lock()
+		for i := range n {
+			if t.counts[l.events[i].id] == 0 {
+				missing++
+			}
+		}
+		t.mu.Unlock()
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %d of %d queued events still undelivered after %s", missing, n, maxDrain)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // pairRatios divides a's slice rates by b's, slice by slice: each pair ran

@@ -17,8 +17,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the report for people: every pass of every repeat,
 // then the ratios with their spread over the repeats, then the targets.
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "gateway bench: store=%s provider=%s requests=%d concurrency=%d duplicates=%.0f%% body=%dB slice=%d sign_forward=%t log=%s\n",
-		r.Store, r.Provider, r.Requests, r.Concurrency, r.Duplicates*100, r.BodySize, r.Slice, r.SignForward, r.Log)
+	fmt.Fprintf(w, "gateway bench: store=%s mode=%s provider=%s requests=%d concurrency=%d duplicates=%.0f%% body=%dB slice=%d sign_forward=%t log=%s\n",
+		r.Store, r.Mode, r.Provider, r.Requests, r.Concurrency, r.Duplicates*100, r.BodySize, r.Slice, r.SignForward, r.Log)
 	fmt.Fprintf(w, "machine: GOMAXPROCS=%d NumCPU=%d %s; generator, sink and middle box share this process and its CPUs\n", r.GOMAXPROCS, r.NumCPU, r.GoVersion)
 	if r.StoreNotes != "" {
 		fmt.Fprintf(w, "store: %s\n", r.StoreNotes)
@@ -48,6 +48,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if err := r.writeStoreTiming(w); err != nil {
 		return err
+	}
+	for i, rr := range r.Repeats {
+		for _, p := range []*Pass{&rr.Gateway, rr.GatewayHalf} {
+			if p != nil && p.DeliveredRate > 0 {
+				fmt.Fprintf(w, "repeat %d %s: accepted %.0f events/s; every unique event delivered %.2f s after the last answer; delivered >= %.0f events/s (%.2f× accepted)\n",
+					i+1, p.Name, p.Throughput, p.DrainSeconds, p.DeliveredRate, p.DeliveredRate/p.Throughput)
+			}
+		}
 	}
 	fmt.Fprintln(w)
 	for i, rr := range r.Repeats {

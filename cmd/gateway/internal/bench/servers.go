@@ -22,6 +22,7 @@ import (
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 )
@@ -124,11 +125,16 @@ type env struct {
 	sinkSrv    *server
 	gateway    *ingress.Gateway
 	gwSrv      *server
-	proxySrv   *server
-	transports []*http.Transport
-	logFile    *os.File
-	provider   string
-	signer     signatures.Signer
+	// dispatcher delivers queued events (queued mode only); stopDispatch
+	// ends its loop, dispatchDone closes when it has.
+	dispatcher   *dispatch.Dispatcher
+	stopDispatch context.CancelFunc
+	dispatchDone chan struct{}
+	proxySrv     *server
+	transports   []*http.Transport
+	logFile      *os.File
+	provider     string
+	signer       signatures.Signer
 }
 
 // benchSecret is the provider secret of the bench source: a Standard
@@ -165,7 +171,8 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 
 	// The gateway, wired as `serve` wires it, but for the store timing
 	// around its store and its handler.
-	fc := ingress.ForwardConfig{URL: e.sinkSrv.url + "/events"}
+	fc := ingress.ForwardConfig{URL: e.sinkSrv.url + "/events",
+		Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(cfg.Mode), Concurrency: cfg.DispatchConcurrency}}
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
 	}
@@ -191,9 +198,27 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	}
 	fwdClient := forward.NewClient(forward.ClientOptions{})
 	e.transports = append(e.transports, fwdClient.Transport.(*http.Transport))
+	l := ledger.New(e.storeTimer, ledger.Options{})
+	fwd := forward.New(fwdClient, nil)
+	var handoff ingress.Handoff
+	if cfg.Mode == "queued" {
+		d, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: []*ingress.Source{src}, Logger: log,
+			Metrics: dispatch.NewMetrics(prometheus.NewRegistry()), Poll: 50 * time.Millisecond})
+		if err != nil {
+			return nil, err
+		}
+		e.dispatcher, handoff = d, d
+		var dctx context.Context
+		dctx, e.stopDispatch = context.WithCancel(context.Background())
+		e.dispatchDone = make(chan struct{})
+		go func() {
+			defer close(e.dispatchDone)
+			d.Run(dctx)
+		}()
+	}
 	gw, err := ingress.New(ingress.Options{
-		Sources: []*ingress.Source{src}, Ledger: ledger.New(e.storeTimer, ledger.Options{}),
-		Forwarder: forward.New(fwdClient, nil), Logger: log, Metrics: ingress.NewMetrics(prometheus.NewRegistry()),
+		Sources: []*ingress.Source{src}, Ledger: l,
+		Forwarder: fwd, Logger: log, Metrics: ingress.NewMetrics(prometheus.NewRegistry()), Handoff: handoff,
 	})
 	if err != nil {
 		return nil, err
@@ -249,6 +274,13 @@ func (e *env) close() {
 	}
 	if e.gateway != nil {
 		e.gateway.Wait()
+	}
+	if e.dispatcher != nil {
+		e.stopDispatch()
+		<-e.dispatchDone
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = e.dispatcher.Shutdown(ctx)
+		cancel()
 	}
 	if e.sinkSrv != nil {
 		e.sinkSrv.stop()

@@ -71,6 +71,16 @@ func (s *timedStore) ScopesToReview(ctx context.Context, notAfter time.Time, lim
 	return s.store.ScopesToReview(ctx, notAfter, limit)
 }
 
+// ScopesDue forwards untimed: dispatchers call it, never a webhook.
+func (s *timedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	return s.store.ScopesDue(ctx, notAfter, limit)
+}
+
+// ReadBlob forwards untimed: dispatchers and operators call it.
+func (s *timedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	return s.store.ReadBlob(ctx, scope, name)
+}
+
 // handler wraps the gateway's handler so that, while a pass is recording,
 // each request's store calls are collected and handed to that pass when the
 // request is done. Outside a recording it costs one atomic load.

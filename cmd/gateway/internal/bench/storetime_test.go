@@ -54,6 +54,14 @@ func (s *scriptedStore) ScopesToReview(ctx context.Context, notAfter time.Time, 
 	return s.scopes, s.err
 }
 
+func (s *scriptedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	return nil, s.err
+}
+
+func (s *scriptedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	return nil, s.err
+}
+
 func serveOnce(h http.Handler) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/hooks/"+sourceName, nil))
 }

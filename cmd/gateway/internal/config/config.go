@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
@@ -85,6 +87,7 @@ type Source struct {
 	MaxBody     ByteSize      `yaml:"max_body"`
 	RetryAfter  time.Duration `yaml:"retry_after"`
 	Forward     Forward       `yaml:"forward"`
+	Split       string        `yaml:"split"`
 }
 
 // HMAC configures the generic HMAC provider.
@@ -106,6 +109,17 @@ type Forward struct {
 	Timeout       time.Duration     `yaml:"timeout"`
 	Headers       map[string]string `yaml:"headers"`
 	SigningSecret string            `yaml:"signing_secret"`
+	// Queued delivery (see ingress.QueueConfig).
+	Mode        string `yaml:"mode"` // queued | inline
+	Concurrency int    `yaml:"concurrency"`
+	Retry       Retry  `yaml:"retry"`
+	Reject      []int  `yaml:"reject"` // agent statuses that reject an event for good, besides 400, 413, 415, 422
+}
+
+// Retry is a queued source's retry policy.
+type Retry struct {
+	Schedule []time.Duration `yaml:"schedule"`
+	MaxAge   time.Duration   `yaml:"max_age"`
 }
 
 // Templates is one extraction template or a list of them (first that
@@ -129,10 +143,10 @@ func (t *Templates) UnmarshalYAML(n *yaml.Node) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a template or a list of templates", n.Line)}}
 }
 
-// ByteSize is a size such as 512KiB, 1MiB or 1048576.
+// ByteSize is a size such as 512KiB, 1MiB or 1048576 (bytes).
 type ByteSize int64
 
-// UnmarshalYAML parses sizes with B, KB, KiB, MB, MiB, GB, GiB suffixes.
+// UnmarshalYAML parses sizes with the B, KiB, MiB and GiB suffixes.
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseByteSize(n.Value)
 	if err != nil {
@@ -142,25 +156,75 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ParseByteSize parses a size such as "1MiB".
+// ParseByteSize parses a size such as "1MiB". KB, MB and GB are refused:
+// people write them meaning either 1000 or 1024, and a limit that is off
+// by 5% is a limit nobody can reason about.
 func ParseByteSize(s string) (ByteSize, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"B", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
+	in := strings.TrimSpace(s)
+	num, unit := in, ""
+	if i := strings.IndexFunc(in, func(r rune) bool { return (r < '0' || r > '9') && r != '-' && r != '+' }); i >= 0 {
+		num, unit = strings.TrimSpace(in[:i]), strings.TrimSpace(in[i:])
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	m, ok := mult[unit]
+	if !ok {
+		binary := map[string]string{"K": "KiB", "KB": "KiB", "k": "KiB", "kB": "KiB", "kb": "KiB", "M": "MiB", "MB": "MiB", "mb": "MiB", "G": "GiB", "GB": "GiB", "gb": "GiB"}
+		if b, ok := binary[unit]; ok {
+			return 0, fmt.Errorf("%q is ambiguous (1000 or 1024?): write %s%s, or the number of bytes", in, num, b)
+		}
+		return 0, fmt.Errorf("%q is not a size: write a number of bytes or a size like 512KiB or 1MiB", in)
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/m {
+		return 0, fmt.Errorf("%q is not a size: write a positive number of bytes or a size like 512KiB or 1MiB (at most 1024GiB)", in)
+	}
+	return ByteSize(n * m), nil
+}
+
+// FieldError is one problem in a configuration file: the field it is in
+// (dotted, such as "sources.stripe.forward.timeout") and the line, when
+// known. Parse returns every problem it finds, joined with errors.Join.
+type FieldError struct {
+	Field string
+	Line  int // 0: not known
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	msg := e.Field + ": " + e.Err.Error()
+	if e.Line > 0 {
+		msg += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return msg
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field string, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// Problems lists the field errors inside err, in order (nil when err holds
+// none).
+func Problems(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, c := range j.Unwrap() {
+				walk(c)
+			}
+			return
+		}
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			out = append(out, fe)
 		}
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("%q is not a size like 512KiB or 1MiB", s)
+	if err != nil {
+		walk(err)
 	}
-	return ByteSize(n * mult), nil
+	return out
 }
 
 // Default returns the configuration every file starts from.
@@ -175,8 +239,25 @@ func Default() Config {
 	}
 }
 
+// parser gathers every problem of one file instead of stopping at the
+// first, so that one `gateway check` run lists them all.
+type parser struct {
+	lookup func(string) (string, bool)
+	errs   []*FieldError
+	lines  map[string]int // field path → line, to place later errors
+	paths  map[int][]scalarAt
+}
+
+func (p *parser) add(n *yaml.Node, path string, err error) {
+	p.errs = append(p.errs, &FieldError{Field: path, Line: n.Line, Err: err})
+	// Decoding must not report the same value again: a bad value becomes
+	// no value.
+	n.Kind, n.Tag, n.Value, n.Style, n.Content = yaml.ScalarNode, "!!null", "", 0, nil
+}
+
 // Parse reads a configuration file's bytes. lookup resolves ${VAR}
-// (os.LookupEnv in production).
+// (os.LookupEnv in production). Its error joins one *FieldError per
+// problem (see Problems), unless the file is not YAML at all.
 func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(markVariables(data), &root); err != nil {
@@ -186,54 +267,138 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 		return Config{}, errors.New("config: the file is empty")
 	}
 	doc := root.Content[0]
-	if err := checkKnown(doc, reflect.TypeOf(Config{}), ""); err != nil {
-		return Config{}, err
-	}
-	paths := map[int][]scalarAt{}
-	if err := expand(doc, reflect.TypeOf(Config{}), "", lookup, paths); err != nil {
-		return Config{}, err
-	}
+	p := &parser{lookup: lookup, lines: map[string]int{}, paths: map[int][]scalarAt{}}
+	p.expand(doc, "")
+	p.walk(doc, reflect.TypeOf(Config{}), "")
 	cfg := Default()
 	if err := doc.Decode(&cfg); err != nil {
-		return Config{}, nameFields(err, paths)
+		p.decodeErrors(err)
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		for _, fe := range Problems(err) {
+			if p.covered(fe.Field) {
+				continue // a consequence of a problem already reported
+			}
+			if fe.Line == 0 {
+				fe.Line = p.lineOf(fe.Field)
+			}
+			p.errs = append(p.errs, fe)
+		}
+	}
+	if len(p.errs) == 0 {
+		return cfg, nil
+	}
+	// In file order; problems with no line (a missing field) last.
+	slices.SortStableFunc(p.errs, func(a, b *FieldError) int {
+		if (a.Line == 0) != (b.Line == 0) {
+			return b.Line - a.Line
+		}
+		return a.Line - b.Line
+	})
+	errs := make([]error, len(p.errs))
+	for i, e := range p.errs {
+		errs[i] = e
+	}
+	return cfg, errors.Join(errs...)
 }
 
-// checkKnown refuses keys the configuration does not have, naming them:
-// a typo must not silently leave a default in place.
-func checkKnown(n *yaml.Node, t reflect.Type, path string) error {
+// covered reports whether field is, contains or is inside a field with a
+// problem already reported.
+func (p *parser) covered(field string) bool {
+	within := func(inner, outer string) bool {
+		return inner == outer || strings.HasPrefix(inner, outer) && (inner[len(outer)] == '.' || inner[len(outer)] == '[')
+	}
+	for _, e := range p.errs {
+		if within(field, e.Field) || within(e.Field, field) {
+			return true
+		}
+	}
+	return false
+}
+
+// lineOf finds the line of field or of its nearest enclosing field.
+func (p *parser) lineOf(field string) int {
+	for f := field; f != ""; {
+		if l, ok := p.lines[f]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return 0
+}
+
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	byteSizeType = reflect.TypeOf(ByteSize(0))
+)
+
+// walk checks the document against the Config type: unknown keys (with
+// the closest valid name), durations and sizes, each with a message that
+// says what to write instead.
+func (p *parser) walk(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
 	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode {
+			p.add(n, path, errors.New("want a duration such as 10s"))
+			return
+		}
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil && n.Value != "0" {
+			p.add(n, path, fmt.Errorf("%s has no unit: write %ss (or %sms, %sm)", n.Value, n.Value, n.Value, n.Value))
+			return
+		}
+		if n.Value == "0" {
+			n.Value, n.Tag = "0s", "!!str"
+		}
+		if _, err := time.ParseDuration(n.Value); err != nil {
+			p.add(n, path, fmt.Errorf("%q is not a duration: write one such as 10s, 500ms or 1m30s", n.Value))
+		}
+	case t == byteSizeType:
+		if _, err := ParseByteSize(n.Value); err != nil || n.Kind != yaml.ScalarNode {
+			if err == nil {
+				err = errors.New("want a size such as 1MiB")
+			}
+			p.add(n, path, err)
+		}
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
 		fields := map[string]reflect.Type{}
+		var names []string
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			if name != "" && name != "-" {
 				fields[name] = f.Type
+				names = append(names, name)
 			}
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			ft, ok := fields[key]
+			key := n.Content[i]
+			ft, ok := fields[key.Value]
 			if !ok {
-				return fmt.Errorf("config: %s: unknown field (line %d)", join(path, key), n.Content[i].Line)
+				p.errs = append(p.errs, &FieldError{Field: join(path, key.Value), Line: key.Line,
+					Err: fmt.Errorf("unknown field%s", suggest.Hint(key.Value, names))})
+				continue
 			}
-			if err := checkKnown(n.Content[i+1], ft, join(path, key)); err != nil {
-				return err
-			}
+			p.walk(n.Content[i+1], ft, join(path, key.Value))
 		}
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Map:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKnown(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
-				return err
-			}
+			p.walk(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			p.walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
 	}
-	return nil
 }
 
 func join(path, key string) string {
@@ -243,84 +408,106 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// nameFields puts the field's name in front of yaml's "line N:" errors.
 // scalarAt remembers which field a scalar on some line belongs to.
 type scalarAt struct{ path, value string }
 
-func nameFields(err error, paths map[int][]scalarAt) error {
+// decodeErrors turns yaml's "line N: ..." messages into field errors.
+func (p *parser) decodeErrors(err error) {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return fmt.Errorf("config: %w", err)
+		p.errs = append(p.errs, &FieldError{Field: "(file)", Err: err})
+		return
 	}
-	msgs := make([]string, 0, len(te.Errors))
 	for _, m := range te.Errors {
 		var line int
+		field := "(file)"
 		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil {
-			if p := fieldOn(paths[line], m); p != "" {
-				m = p + ": " + m
+			m = strings.TrimSpace(strings.TrimPrefix(m, fmt.Sprintf("line %d:", line)))
+			if f := fieldOn(p.paths[line], m); f != "" {
+				field = f
 			}
 		}
-		msgs = append(msgs, m)
+		p.errs = append(p.errs, &FieldError{Field: field, Line: line, Err: errors.New(m)})
 	}
-	return fmt.Errorf("config: %s", strings.Join(msgs, "; "))
 }
 
-// expand replaces ${VAR} in every scalar value, naming the field of any
-// variable that is not set. t is the Go type the node decodes into: it
-// decides whether an expanded value is text or is read as YAML reads a
-// plain scalar (numbers, durations, sizes, booleans).
-// It also records which field each line holds, for naming fields in
-// decoding errors.
-func expand(n *yaml.Node, t reflect.Type, path string, lookup func(string) (string, bool), paths map[int][]scalarAt) error {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
+// expand replaces ${VAR} in every scalar value, reporting each variable
+// that is unset or empty under its field. It also records which field
+// each line holds, for naming fields in decoding errors.
+func (p *parser) expand(n *yaml.Node, path string) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			if err := expand(n.Content[i+1], childType(t, key), join(path, key), lookup, paths); err != nil {
-				return err
+			k := join(path, n.Content[i].Value)
+			if _, ok := p.lines[k]; !ok {
+				p.lines[k] = n.Content[i].Line
 			}
+			p.expand(n.Content[i+1], k)
 		}
 	case yaml.SequenceNode:
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
 		for i, c := range n.Content {
-			if err := expand(c, elem, fmt.Sprintf("%s[%d]", path, i), lookup, paths); err != nil {
-				return err
-			}
+			k := fmt.Sprintf("%s[%d]", path, i)
+			p.lines[k] = c.Line
+			p.expand(c, k)
 		}
 	case yaml.ScalarNode:
+		if strings.Contains(n.Value, "$") {
+			v, err := expandString(n.Value, p.lookup)
+			if err != nil {
+				p.add(n, path, err)
+				return
+			}
+			n.Value = v
+			// An expanded value is text, whatever it looks like.
+			n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
+			if !isStringish(typeAt(reflect.TypeOf(Config{}), path)) {
+				n.Tag, n.Style = "", 0
+			}
+		}
 		// Recorded after expansion: decoding errors quote the final value.
-		defer func() { paths[n.Line] = append(paths[n.Line], scalarAt{path, n.Value}) }()
-		if !strings.Contains(n.Value, "$") {
-			return nil
-		}
-		v, err := expandString(n.Value, lookup)
-		if err != nil {
-			return fmt.Errorf("config: %s: %w", path, err)
-		}
-		n.Value = v
-		// An expanded value is text, whatever it looks like, unless the
-		// field is not a string: then YAML reads it as if written there.
-		n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
-		if isStringish(t) {
-			return nil
-		}
-		n.Tag, n.Style = "", 0
+		p.paths[n.Line] = append(p.paths[n.Line], scalarAt{path, n.Value})
 	case yaml.AliasNode:
-		return fmt.Errorf("config: %s: YAML aliases are not supported", path)
+		p.add(n, path, errors.New("YAML aliases are not supported"))
 	}
-	return nil
+}
+
+// fieldOn picks the field a decoding error on one line is about: the only
+// scalar there, or the one whose value the message quotes.
+func fieldOn(candidates []scalarAt, msg string) string {
+	if len(candidates) == 1 {
+		return candidates[0].path
+	}
+	for _, c := range candidates {
+		if strings.Contains(msg, "`"+c.value+"`") {
+			return c.path
+		}
+	}
+	return ""
+}
+
+// typeAt is the Go type a field path such as "sources.x.forward.timeout"
+// or "sources.x.secrets[0]" decodes into; nil when unknown. Source names
+// hold no '.' or '[' (ingress refuses them), so segments split cleanly.
+func typeAt(t reflect.Type, path string) reflect.Type {
+	for _, seg := range strings.Split(path, ".") {
+		name, idx, _ := strings.Cut(seg, "[")
+		t = childType(t, name)
+		for ; idx != "" && t != nil; _, idx, _ = strings.Cut(idx, "[") {
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return nil
+			}
+			t = t.Elem()
+		}
+	}
+	return t
 }
 
 // childType is the type of key inside a value of type t: a struct field
-// by its yaml tag, or a map's element. nil when unknown (checkKnown has
-// refused unknown keys already).
+// by its yaml tag, or a map's element.
 func childType(t reflect.Type, key string) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch {
 	case t == nil:
 		return nil
@@ -340,6 +527,9 @@ func childType(t reflect.Type, key string) reflect.Type {
 // isStringish says whether a scalar for type t is text: a string field, a
 // list of strings written as one (Templates), or a type we do not know.
 func isStringish(t reflect.Type) bool {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if t == nil {
 		return true
 	}
@@ -347,20 +537,6 @@ func isStringish(t reflect.Type) bool {
 		t = t.Elem()
 	}
 	return t.Kind() == reflect.String
-}
-
-// fieldOn picks the field a decoding error on one line is about: the only
-// scalar there, or the one whose value the message quotes.
-func fieldOn(candidates []scalarAt, msg string) string {
-	if len(candidates) == 1 {
-		return candidates[0].path
-	}
-	for _, c := range candidates {
-		if strings.Contains(msg, "`"+c.value+"`") {
-			return c.path
-		}
-	}
-	return ""
 }
 
 // markVariables rewrites ${NAME} as $(env:NAME) before parsing: braces
@@ -418,8 +594,11 @@ func expandString(s string, lookup func(string) (string, bool)) (string, error) 
 				return "", fmt.Errorf("${%s}: a variable name is letters, digits and _, not starting with a digit", name)
 			}
 			v, ok := lookup(name)
-			if !ok || v == "" {
+			if !ok {
 				return "", fmt.Errorf("${%s} is not set", name)
+			}
+			if v == "" {
+				return "", fmt.Errorf("${%s} is set but empty", name)
 			}
 			b.WriteString(v)
 			i += end
@@ -432,57 +611,68 @@ func expandString(s string, lookup func(string) (string, bool)) (string, error) 
 	return b.String(), nil
 }
 
-// Validate checks everything that does not need a source built.
+// Validate checks everything that does not need a source built. Its
+// error joins one *FieldError per problem.
 func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("config: listen: %q is not host:port", c.Listen)
+		bad("listen", "%q is not host:port", c.Listen)
 	}
 	if c.Admin.Listen != "" {
 		host, _, err := net.SplitHostPort(c.Admin.Listen)
-		if err != nil {
-			return fmt.Errorf("config: admin.listen: %q is not host:port", c.Admin.Listen)
-		}
-		if c.Admin.Token == "" && !isLoopback(host) {
-			return fmt.Errorf("config: admin.token: required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+		switch {
+		case err != nil:
+			bad("admin.listen", "%q is not host:port", c.Admin.Listen)
+		case c.Admin.Token == "" && !isLoopback(host):
+			bad("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
 		}
 	}
 	switch c.Store.Kind {
 	case "memory":
 	case "bolt":
 		if c.Store.Path == "" {
-			return errors.New("config: store.path: required for the bolt store")
+			bad("store.path", "required for the bolt store")
 		}
 	case "postgres", "redis":
 		if c.Store.URL == "" {
-			return fmt.Errorf("config: store.url: required for the %s store", c.Store.Kind)
+			bad("store.url", "required for the %s store", c.Store.Kind)
 		}
 	default:
-		return fmt.Errorf("config: store.kind: %q is not one of memory, bolt, postgres, redis", c.Store.Kind)
+		bad("store.kind", "%q is not one of memory, bolt, postgres, redis%s", c.Store.Kind,
+			suggest.Hint(c.Store.Kind, []string{"memory", "bolt", "postgres", "redis"}))
 	}
-	if c.Ledger.PendingTTL < 0 || c.Ledger.LeaseTTL < 0 || c.Ledger.Retention < 0 || c.Ledger.MaxAttempts < 0 {
-		return errors.New("config: ledger: durations and max_attempts must not be negative")
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"ledger.pending_ttl", c.Ledger.PendingTTL}, {"ledger.lease_ttl", c.Ledger.LeaseTTL}, {"ledger.retention", c.Ledger.Retention}} {
+		if d.v < 0 {
+			bad(d.field, "must not be negative")
+		}
+	}
+	if c.Ledger.MaxAttempts < 0 {
+		bad("ledger.max_attempts", "must not be negative")
 	}
 	if c.Server.StoreTimeout <= 0 {
-		return errors.New("config: server.store_timeout: must be positive")
-	}
-	if c.Server.ShutdownGrace <= 0 {
-		return errors.New("config: server.shutdown_grace: must be positive")
+		bad("server.store_timeout", "must be positive")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("config: log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "json", "console":
 	default:
-		return fmt.Errorf("config: log.format: %q is not json or console", c.Log.Format)
+		bad("log.format", "%q is not json or console", c.Log.Format)
 	}
 	if len(c.Sources) == 0 {
-		return errors.New("config: sources: at least one source is required")
+		bad("sources", "at least one source is required")
 	}
-	_, err := c.BuildSources()
-	return err
+	if _, err := c.BuildSources(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func isLoopback(host string) bool {
@@ -494,7 +684,7 @@ func isLoopback(host string) bool {
 }
 
 // BuildSources turns the source sections into ready ingress sources,
-// sorted by name.
+// sorted by name. Its error joins one *FieldError per source in error.
 func (c Config) BuildSources() ([]*ingress.Source, error) {
 	names := make([]string, 0, len(c.Sources))
 	for name := range c.Sources {
@@ -502,16 +692,23 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 	}
 	slices.Sort(names)
 	out := make([]*ingress.Source, 0, len(names))
+	// One certificate and key cache for every source (sns, paypal, plaid), pinned to their hosts.
+	fetcher := signatures.NewFetcher(signatures.FetcherOptions{Client: &http.Client{Transport: http.DefaultTransport}})
+	var errs []error
 	for _, name := range names {
 		s := c.Sources[name]
 		if s.Provider == "" {
-			return nil, fmt.Errorf("config: sources.%s.provider: required (one of %s)", name, strings.Join(signatures.Providers(), ", "))
+			errs = append(errs, fieldErr("sources."+name+".provider", "required (one of %s)", strings.Join(signatures.Providers(), ", ")))
+			continue
 		}
 		sc := ingress.SourceConfig{
 			Name: name, Provider: s.Provider,
-			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken},
+			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken, Fetcher: fetcher},
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
-			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret},
+			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
+				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
+					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject}},
+			Split: s.Split,
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
 			sc.ContextAt = s.ContextAt
@@ -521,10 +718,19 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 				Separator: h.Separator, Template: h.Template, IDHeader: h.IDHeader, TimestampHeader: h.TimestampHeader, Tolerance: h.Tolerance}
 		}
 		src, err := ingress.NewSource(sc)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+		var ife *ingress.FieldError
+		switch {
+		case errors.As(err, &ife):
+			errs = append(errs, &FieldError{Field: ife.Field, Err: ife.Err})
+			continue
+		case err != nil:
+			errs = append(errs, &FieldError{Field: "sources." + name, Err: err})
+			continue
 		}
 		out = append(out, src)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
@@ -533,4 +739,12 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 func (c Config) LedgerOptions() ledger.Options {
 	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL,
 		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache}
+}
+
+// modeOrDefault is a source's forward.mode: queued unless it says inline.
+func modeOrDefault(m string) ingress.DeliveryMode {
+	if m == "" {
+		return ingress.ModeQueued
+	}
+	return ingress.DeliveryMode(m)
 }

@@ -71,13 +71,115 @@ func TestDefaults(t *testing.T) {
 	if cfg.Store.Kind != "bolt" || cfg.Store.Path != "data/ledger.db" || cfg.Listen != "127.0.0.1:8080" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	for in, want := range map[string]ByteSize{"1MiB": 1 << 20, "512KiB": 512 << 10, "2000": 2000, "1 MB": 1000000} {
+	for in, want := range map[string]ByteSize{"1MiB": 1 << 20, "512KiB": 512 << 10, "2000": 2000, "1 GiB": 1 << 30, "10B": 10} {
 		if got, err := ParseByteSize(in); err != nil || got != want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	if _, err := ParseByteSize("-1KiB"); err == nil {
-		t.Error("negative size accepted")
+	for in, want := range map[string]string{
+		"-1KiB": "positive number of bytes",
+		"1MB":   `"1MB" is ambiguous (1000 or 1024?): write 1MiB`,
+		"64kb":  "write 64KiB",
+		"2 GB":  "write 2GiB",
+		"lots":  "not a size",
+		"1TiB":  "not a size",
+	} {
+		if _, err := ParseByteSize(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseByteSize(%q): %v, want an error containing %q", in, err, want)
+		}
+	}
+}
+
+// One run lists every problem of the file, each naming its field and line,
+// with a hint of what to write instead.
+func TestEveryProblemInOneRun(t *testing.T) {
+	const file = `listen: 127.0.0.1:8080
+store: {kind: bolts}
+sources:
+  s:
+    provider: github
+    secrets: [${SECRET}, ${EMPTY}]
+    max_body: 1MB
+    forwrd: {url: "http://127.0.0.1:9000/x"}
+    retry_after: 10
+`
+	_, err := Parse([]byte(file), lookup(map[string]string{"EMPTY": ""}))
+	problems := Problems(err)
+	want := []string{
+		"store.kind: \"bolts\" is not one of memory, bolt, postgres, redis, did you mean `bolt`? (line 2)",
+		"sources.s.secrets[0]: ${SECRET} is not set (line 6)",
+		"sources.s.secrets[1]: ${EMPTY} is set but empty (line 6)",
+		"sources.s.max_body: \"1MB\" is ambiguous (1000 or 1024?): write 1MiB, or the number of bytes (line 7)",
+		"sources.s.forwrd: unknown field, did you mean `forward`? (line 8)",
+		"sources.s.retry_after: 10 has no unit: write 10s (or 10ms, 10m) (line 9)",
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Error())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("errors.Join text:\n%s", err)
+	}
+}
+
+// A field whose value was already reported does not also get the
+// consequences of that value being missing.
+func TestNoKnockOnProblems(t *testing.T) {
+	y := strings.Replace(base, "${TIMEOUT}", "3s", 1)
+	_, err := Parse([]byte(y), lookup(nil))
+	if p := Problems(err); len(p) != 1 || p[0].Field != "sources.s.secrets[0]" {
+		t.Fatalf("problems: %v", err)
+	}
+}
+
+// The queued-delivery settings are checked at start, naming their field.
+func TestQueueSettings(t *testing.T) {
+	withForward := func(extra string) string {
+		return strings.Replace(base, "timeout: ${TIMEOUT}}", "timeout: ${TIMEOUT}, "+extra+"}", 1)
+	}
+	vars := lookup(map[string]string{"SECRET": "s", "TIMEOUT": "1s"})
+	for _, tc := range []struct{ yaml, want string }{
+		{withForward("mode: later"), `sources.s.forward.mode: "later" is not one of queued, inline`},
+		{withForward("mode: queued, concurrency: -1"), "sources.s.forward.concurrency: must be positive"},
+		{withForward("mode: queued, retry: {schedule: [0s, -5s]}"), "sources.s.forward.retry.schedule[1]: must not be negative"},
+		{withForward("mode: queued, retry: {max_age: -1h}"), "sources.s.forward.retry.max_age: must not be negative"},
+		{withForward("reject: [404]"), "sources.s.forward.reject[0]: 404 says the setup"},
+		{withForward("reject: [500]"), "sources.s.forward.reject[0]: 500 is not a 4xx status"},
+	} {
+		cfg, err := Parse([]byte(tc.yaml), vars)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+	// queued is the default, with the Standard Webhooks schedule.
+	def, err := Parse([]byte(base), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defSrcs, err := def.BuildSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || len(q.Schedule) != 10 || q.Schedule[9] != 24*time.Hour {
+		t.Fatalf("default queue settings: %+v", q)
+	}
+	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := cfg.BuildSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := srcs[0].Queue()
+	if q.Mode != "queued" || q.Concurrency != 4 || len(q.Schedule) != 2 || q.Schedule[1] != time.Minute || q.MaxAge != time.Hour || q.Reject[0] != 402 {
+		t.Fatalf("queue settings: %+v", q)
 	}
 }
 

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/ledger/ledgerapi"
+)
+
+const eventsUsage = `usage: gateway events <command> [flags]
+
+commands:
+  list [--source S] [--status queued|delivering|delivered|rejected|dead|paused] [--scope X] [--since T]
+                                   queued events, oldest first (delivered ones need --scope)
+  show SOURCE EVENT_ID [--scope X] the event and every delivery attempt
+  replay SOURCE EVENT_ID [--scope X]
+  replay --status S [--source S] [--since T]
+                                   deliver again as a new delivery of the same run
+
+flags: --admin, --config, --token, --json and --timeout, as for gateway ledger.
+--scope is needed for sources with a scope rule; T is RFC 3339.`
+
+const sourcesUsage = `usage: gateway sources pause|resume NAME [flags]
+
+A paused source keeps accepting and storing events and dispatches nothing
+until it is resumed, in every gateway process sharing the store.
+
+flags: --admin, --config, --token, --json and --timeout, as for gateway ledger.`
+
+// adminFlags are the flags every admin API command takes.
+func adminFlags(fs *flag.FlagSet, f *ledgerFlags) {
+	fs.StringVar(&f.admin, "admin", "", "admin API base URL")
+	fs.StringVar(&f.config, "config", "", "gateway configuration file")
+	fs.StringVar(&f.token, "token", "", "admin bearer token")
+	fs.BoolVar(&f.json, "json", false, "print JSON")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "request timeout")
+}
+
+type eventFlags struct {
+	ledgerFlags
+	source, status, scope, since string
+}
+
+func (a *App) eventsCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError{eventsUsage}
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "help", "-h", "--help":
+		fmt.Fprintln(a.Stdout, eventsUsage)
+		return nil
+	case "list", "show", "replay":
+	default:
+		return usageError{fmt.Sprintf("events: unknown command %q\n\n%s", sub, eventsUsage)}
+	}
+	var f eventFlags
+	fs := a.flags("events " + sub)
+	adminFlags(fs, &f.ledgerFlags)
+	fs.StringVar(&f.scope, "scope", "", "the event's scope (sources with a scope rule)")
+	if sub != "show" {
+		fs.StringVar(&f.source, "source", "", "only this source")
+		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | paused")
+		fs.StringVar(&f.since, "since", "", "received at or after this RFC 3339 time")
+		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
+	}
+	pos, err := parseInterspersed(fs, rest)
+	if err != nil {
+		return err
+	}
+	filter := ledgerapi.DeliveryFilter{Source: f.source, Status: f.status, Scope: f.scope, Limit: f.limit}
+	if f.since != "" {
+		if filter.Since, err = time.Parse(time.RFC3339, f.since); err != nil {
+			return usageError{fmt.Sprintf("events %s: --since %q is not RFC 3339", sub, f.since)}
+		}
+	}
+	client, err := a.ledgerClient(f.ledgerFlags)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return usageError{eventsUsage}
+		}
+		// "paused" is not a state of the event but of its source: the
+		// queued events of sources that are paused now.
+		paused := filter.Status == "paused"
+		if paused {
+			filter.Status = string(ledger.DeliveryQueued)
+		}
+		items, err := client.Deliveries(ctx, filter)
+		if err != nil {
+			return explain(err)
+		}
+		if paused {
+			pausedSet, err := a.pausedSet(ctx, client)
+			if err != nil {
+				return explain(err)
+			}
+			kept := items[:0]
+			for _, q := range items {
+				if pausedSet[q.Source] {
+					kept = append(kept, q)
+				}
+			}
+			items = kept
+		}
+		if f.json {
+			return a.printJSON(ledgerapi.DeliveriesJSON{Deliveries: items})
+		}
+		a.printDeliveries(items)
+	case "show":
+		if len(pos) != 2 {
+			return usageError{fmt.Sprintf("events show: takes SOURCE EVENT_ID\n\n%s", eventsUsage)}
+		}
+		d, err := client.ShowDelivery(ctx, f.scope, pos[0], pos[1])
+		if err != nil {
+			return explain(err)
+		}
+		if f.json {
+			return a.printJSON(d)
+		}
+		a.printDelivery(d)
+	case "replay":
+		req := ledgerapi.ReplayRequest{Scope: f.scope}
+		switch {
+		case len(pos) == 2 && f.status == "":
+			req.Source, req.EventID = pos[0], pos[1]
+		case len(pos) == 0 && f.status != "":
+			req.Filter = &filter
+		default:
+			return usageError{fmt.Sprintf("events replay: name one event (SOURCE EVENT_ID) or give --status\n\n%s", eventsUsage)}
+		}
+		items, err := client.Replay(ctx, req)
+		if err != nil {
+			return explain(err)
+		}
+		if f.json {
+			return a.printJSON(ledgerapi.DeliveriesJSON{Deliveries: items})
+		}
+		fmt.Fprintf(a.Stdout, "%d event(s) due again:\n", len(items))
+		a.printDeliveries(items)
+	}
+	return nil
+}
+
+func (a *App) pausedSet(ctx context.Context, c *ledgerapi.Client) (map[string]bool, error) {
+	names, err := c.PausedSources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	return set, nil
+}
+
+func (a *App) sourcesCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError{sourcesUsage}
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "help", "-h", "--help":
+		fmt.Fprintln(a.Stdout, sourcesUsage)
+		return nil
+	case "pause", "resume":
+	default:
+		return usageError{fmt.Sprintf("sources: unknown command %q\n\n%s", sub, sourcesUsage)}
+	}
+	var f ledgerFlags
+	fs := a.flags("sources " + sub)
+	adminFlags(fs, &f)
+	pos, err := parseInterspersed(fs, rest)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{fmt.Sprintf("sources %s: takes NAME\n\n%s", sub, sourcesUsage)}
+	}
+	client, err := a.ledgerClient(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	paused, err := client.PauseSource(ctx, pos[0], sub == "pause")
+	if err != nil {
+		return explain(err)
+	}
+	if f.json {
+		return a.printJSON(ledgerapi.PausedJSON{Paused: paused})
+	}
+	fmt.Fprintf(a.Stdout, "%sd %s; paused now: [%s]\n", sub, pos[0], strings.Join(paused, " "))
+	return nil
+}
+
+func (a *App) printDeliveries(items []ledgerapi.DeliveryItemJSON) {
+	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tEVENT ID\tSTATUS\tATTEMPTS\tRECEIVED\tNEXT\tSCOPE\tLAST")
+	for _, q := range items {
+		next := "-"
+		switch ledger.DeliveryStatus(q.Status) {
+		case ledger.DeliveryQueued:
+			next = q.NextAt.UTC().Format(time.RFC3339)
+		case ledger.DeliveryDelivering:
+			next = "lease until " + q.LeaseUntil.UTC().Format(time.RFC3339)
+		}
+		last := q.LastError
+		if q.LastStatus != 0 && last == "" {
+			last = fmt.Sprint(q.LastStatus)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(q.Source), printable(q.EventID), q.Status, q.Attempts,
+			q.ReceivedAt.UTC().Format(time.RFC3339), next, printable(q.Scope), printable(last))
+	}
+	_ = tw.Flush()
+}
+
+func (a *App) printDelivery(d ledgerapi.DeliveryJSON) {
+	q, ev := d.Delivery, d.Event
+	fmt.Fprintf(a.Stdout, "%s %s: %s after %d attempt(s)\n", printable(q.Source), printable(q.EventID), q.Status, q.Attempts)
+	fmt.Fprintf(a.Stdout, "  scope %s  run %s  received %s  context %s\n", printable(q.Scope), printable(q.RunID),
+		q.ReceivedAt.UTC().Format(time.RFC3339Nano), q.ContextAt.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(a.Stdout, "  %s, %d bytes\n", printable(ev.ContentType), q.BodyBytes)
+	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tAT\tDELIVERY\tOUTCOME\tAGENT\tLATENCY\tERROR\tANSWER")
+	for _, r := range d.Attempts {
+		answer := r.Answer
+		if len(answer) > 60 {
+			answer = strings.ToValidUTF8(answer[:60], "") + "…"
+		}
+		late := ""
+		if r.Late {
+			late = " (late)"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s%s\t%d\t%s\t%s\t%s\n", r.N, r.At.UTC().Format(time.RFC3339), r.Delivery, r.Outcome, late,
+			r.AgentStatus, time.Duration(r.LatencyMs*float64(time.Millisecond)).Round(time.Millisecond), printable(r.Error), printable(answer))
+	}
+	_ = tw.Flush()
+}

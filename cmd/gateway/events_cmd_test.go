@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/ledger/ledgerapi"
+)
+
+// runCLI runs one gateway command against g's admin API and returns what
+// it printed.
+func runCLI(t *testing.T, g *gateway, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	app := &App{Stdout: &out, Stderr: io.Discard, LookupEnv: env(nil), Clock: time.Now}
+	if err := app.Run(context.Background(), append(args, "--admin", "http://"+g.admin)); err != nil {
+		t.Fatalf("gateway %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func deliveryStatus(t *testing.T, g *gateway, id string) string {
+	t.Helper()
+	var d ledgerapi.DeliveryJSON
+	if err := json.Unmarshal([]byte(runCLI(t, g, "events", "show", "stripe", id, "--json")), &d); err != nil {
+		t.Fatal(err)
+	}
+	return string(d.Delivery.Status)
+}
+
+// Operators see dead letters with every attempt, replay them in bulk, and
+// pause and resume a source, all through the CLI and the admin API.
+func TestEventsAndSourcesCommands(t *testing.T) {
+	agent := newSink(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	agent.setAnswer(func(n int, r *http.Request) (int, time.Duration) {
+		if failing.Load() {
+			return http.StatusInternalServerError, 0
+		}
+		return http.StatusOK, 0
+	})
+	g := startGateway(t, writeConfig(t, "{kind: memory}", "      mode: queued\n      retry: {schedule: [0s, 50ms]}\n", agent.srv.URL))
+	client := newClient(t)
+	id := "evt_cli_dead"
+	body, header := stripeEvent(t, id, nil)
+	if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusAccepted {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	waitFor(t, "dead letter", func() bool { return deliveryStatus(t, g, id) == "dead" })
+
+	list := runCLI(t, g, "events", "list", "--status", "dead")
+	if !strings.Contains(list, id) || !strings.Contains(list, "dead") {
+		t.Fatalf("events list --status dead:\n%s", list)
+	}
+	show := runCLI(t, g, "events", "show", "stripe", id)
+	if strings.Count(show, " 500 ") < 2 || !strings.Contains(show, "dead after 2 attempt(s)") {
+		t.Fatalf("events show:\n%s", show)
+	}
+	failing.Store(false)
+	if out := runCLI(t, g, "events", "replay", "--status", "dead", "--source", "stripe"); !strings.Contains(out, "1 event(s) due again") {
+		t.Fatalf("bulk replay:\n%s", out)
+	}
+	waitFor(t, "replayed delivery", func() bool { return deliveryStatus(t, g, id) == "delivered" })
+	last := agent.request(agent.count() - 1)
+	if last.Header.Get("Replyonce-Delivery") != "3" || last.Header.Get("Replyonce-Run-Id") != "stripe:"+id {
+		t.Fatalf("replay forwarded delivery %q of run %q; want 3 of stripe:%s",
+			last.Header.Get("Replyonce-Delivery"), last.Header.Get("Replyonce-Run-Id"), id)
+	}
+
+	if out := runCLI(t, g, "sources", "pause", "stripe"); !strings.Contains(out, "paused stripe") {
+		t.Fatalf("pause: %s", out)
+	}
+	before := agent.count()
+	paused := "evt_cli_paused"
+	body, header = stripeEvent(t, paused, nil)
+	// The gateway learns of the pause at its next sweep (every second).
+	time.Sleep(1500 * time.Millisecond)
+	if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusAccepted {
+		t.Fatalf("a paused source must keep accepting: %d %v", r.status, r.body)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if agent.count() != before || deliveryStatus(t, g, paused) != "queued" {
+		t.Fatalf("a paused source dispatched: agent count %d -> %d, status %s", before, agent.count(), deliveryStatus(t, g, paused))
+	}
+	if out := runCLI(t, g, "events", "list", "--status", "paused"); !strings.Contains(out, paused) {
+		t.Fatalf("events list --status paused:\n%s", out)
+	}
+	runCLI(t, g, "sources", "resume", "stripe")
+	waitFor(t, "delivery after resume", func() bool { return deliveryStatus(t, g, paused) == "delivered" })
+}

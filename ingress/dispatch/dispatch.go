@@ -1,0 +1,406 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ledger"
+)
+
+// Defaults for zero Options.
+const (
+	DefaultPoll  = time.Second
+	DefaultBatch = 64
+	// maxBackoff bounds the wait between sweeps while the store fails.
+	maxBackoff = 10 * time.Second
+	// settleTimeout bounds recording an attempt's outcome; past it the
+	// claim runs out and the delivery is due again.
+	settleTimeout = 10 * time.Second
+)
+
+// Options wire a Dispatcher. Ledger, Forwarder and Sources are required.
+type Options struct {
+	Ledger    *ledger.Ledger
+	Forwarder *forward.Forwarder
+	// Sources are the gateway's sources; only queued ones are dispatched.
+	Sources []*ingress.Source
+	Logger  *zap.Logger
+	Metrics *Metrics
+	// Clock is the ledger's clock: it times the retry schedule.
+	Clock func() time.Time
+	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter.
+	Jitter func() float64
+	// Poll is how often the store's due index is read when nothing wakes
+	// the dispatcher sooner (an event queued here, a slot freed).
+	Poll time.Duration
+	// Batch bounds the due deliveries read per sweep.
+	Batch int
+}
+
+// Dispatcher delivers queued events: the ones the gateway hands it as they
+// are accepted, and every due one it finds in the store, from any process.
+type Dispatcher struct {
+	l       *ledger.Ledger
+	fwd     *forward.Forwarder
+	log     *zap.Logger
+	metrics *Metrics
+	now     func() time.Time
+	jitter  func() float64
+	poll    time.Duration
+	batch   int
+	sources map[string]*source
+	wake    chan struct{}
+
+	// forwards is the context every forward runs in; Shutdown cancels it
+	// once the grace period is over.
+	forwards context.Context
+	cut      context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup // reserved slots and deliveries in flight
+}
+
+// inFlight lists, per source, the slots in use (for tests and metrics).
+func (d *Dispatcher) inFlight() map[string]int {
+	out := map[string]int{}
+	for name, s := range d.sources {
+		if n := len(s.slots); n > 0 {
+			out[name] = n
+		}
+	}
+	return out
+}
+
+type source struct {
+	src    *ingress.Source
+	slots  chan struct{}
+	paused bool // guarded by Dispatcher.mu
+}
+
+var _ ingress.Handoff = (*Dispatcher)(nil)
+
+// New builds a dispatcher. It starts nothing: call Run.
+func New(o Options) (*Dispatcher, error) {
+	if o.Ledger == nil || o.Forwarder == nil {
+		return nil, errors.New("dispatch: a ledger and a forwarder are required")
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock, jitter: o.Jitter,
+		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1)}
+	for _, s := range o.Sources {
+		if s.Queue().Mode != ingress.ModeQueued {
+			continue
+		}
+		d.sources[s.Name] = &source{src: s, slots: make(chan struct{}, s.Queue().Concurrency)}
+	}
+	d.forwards, d.cut = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// Notify implements ingress.Handoff.
+func (d *Dispatcher) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Reserve implements ingress.Handoff: a free slot of a queued, unpaused
+// source, unless the dispatcher is shutting down.
+func (d *Dispatcher) Reserve(name string) (ingress.Slot, bool) {
+	s := d.sources[name]
+	if s == nil {
+		return nil, false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || s.paused {
+		return nil, false
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return nil, false
+	}
+	d.running.Add(1)
+	return &slot{d: d, s: s}, true
+}
+
+type slot struct {
+	d    *Dispatcher
+	s    *source
+	used bool
+}
+
+func (sl *slot) Deliver(t ledger.Taken, ev ledger.QueuedEvent) {
+	if sl.used {
+		return
+	}
+	sl.used = true
+	go sl.d.deliver(sl.s, t, &ev)
+}
+
+func (sl *slot) Release() {
+	if sl.used {
+		return
+	}
+	sl.used = true
+	sl.d.done(sl.s)
+}
+
+// done frees a slot and lets the loop look for more work.
+func (d *Dispatcher) done(s *source) {
+	<-s.slots
+	d.running.Done()
+	d.Notify()
+}
+
+// Run sweeps the store for due deliveries until ctx ends. Deliveries it
+// started keep running; Shutdown waits for them.
+func (d *Dispatcher) Run(ctx context.Context) {
+	if len(d.sources) == 0 {
+		<-ctx.Done()
+		return
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var backoff time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-timer.C:
+		}
+		full, err := d.sweep(ctx)
+		next := d.poll
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			backoff = min(max(backoff*2, 100*time.Millisecond), maxBackoff)
+			next = backoff
+			d.metrics.sweepErrors.Inc()
+			d.log.Warn("dispatch: reading due deliveries failed; backing off", zap.Duration("backoff", backoff), zap.Error(err))
+		case full:
+			backoff, next = 0, 0
+		default:
+			backoff = 0
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// sweep takes due deliveries while slots are free. full says it filled a
+// whole page, so there may be more right away.
+func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
+	paused, err := d.l.PausedSources(ctx)
+	if err != nil {
+		return false, err
+	}
+	d.mu.Lock()
+	for name, s := range d.sources {
+		s.paused = paused[name]
+	}
+	d.mu.Unlock()
+	items, err := d.l.DueDeliveries(ctx, d.batch)
+	if err != nil {
+		return false, err
+	}
+	now := d.now()
+	d.metrics.observeDue(items, now)
+	took := 0
+	for _, q := range items {
+		s := d.sources[q.Source]
+		if s == nil {
+			continue // a source no longer configured (or inline here): left due for an instance that has it
+		}
+		sl, ok := d.Reserve(q.Source)
+		if !ok {
+			continue
+		}
+		t, err := d.l.TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
+		if err != nil || !t.OK {
+			sl.Release()
+			if err != nil {
+				return false, fmt.Errorf("take %s %s: %w", q.Source, q.EventID, err)
+			}
+			continue
+		}
+		d.metrics.lag.WithLabelValues(q.Source).Observe(max(now.Sub(dueAt(q)), 0).Seconds())
+		took++
+		sl.(*slot).Deliver(t, ledger.QueuedEvent{})
+	}
+	return took > 0 && len(items) == d.batch, nil
+}
+
+func dueAt(q ledger.QueueItem) time.Time {
+	if q.Status == ledger.DeliveryDelivering {
+		return q.LeaseUntil
+	}
+	return q.NextAt
+}
+
+// deliver forwards one taken delivery and records what it came to. ev's
+// body is nil when the event has to be read from the store first.
+func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) {
+	defer d.done(s)
+	ctx := d.forwards
+	fields := []zap.Field{zap.String("source", s.src.Name), zap.String("event_id", t.Item.EventID),
+		zap.String("run_id", t.Run.ID), zap.Int("delivery", t.Run.Delivery)}
+	if ev.Body == nil && ev.EventID == "" {
+		got, err := d.l.QueuedEventOf(ctx, t.Item)
+		if err != nil {
+			// The claim runs out and the delivery is due again.
+			d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+			d.log.Warn("dispatch: reading the event failed", append(fields, zap.Error(err))...)
+			return
+		}
+		ev = &got
+	}
+	start := d.now()
+	out := d.fwd.Forward(ctx, s.src.ForwardRequest(*ev, t))
+	fin := d.outcome(s, t, out, ctx.Err() != nil)
+	fin.Record.At = start
+	sctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	res, err := d.l.FinishDelivery(sctx, fin)
+	cancel()
+	label := string(fin.Status)
+	if fin.Status == ledger.DeliveryQueued {
+		label = "retry"
+		if out.Kind == forward.Fault {
+			label = "fault"
+		}
+	}
+	d.metrics.attempts.WithLabelValues(s.src.Name, label).Inc()
+	d.metrics.forwardLatency.WithLabelValues(s.src.Name).Observe(out.Latency.Seconds())
+	fields = append(fields, zap.String("outcome", label), zap.Int("agent_status", out.Status), zap.Duration("latency", out.Latency))
+	if out.Err != nil {
+		fields = append(fields, zap.String("reason", out.Err.Error()))
+	}
+	switch {
+	case err != nil:
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: recording the outcome failed; the delivery is due again once its claim runs out", append(fields, zap.Error(err))...)
+		return
+	case res.LateSettle:
+		d.log.Warn("dispatch: the claim ran out before the outcome was recorded; another delivery took over", fields...)
+		return
+	case fin.Status == ledger.DeliveryDead:
+		d.metrics.dead.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: retry schedule exhausted; the event is in dead letter", fields...)
+		return
+	case fin.Status == ledger.DeliveryQueued:
+		fields = append(fields, zap.Time("next_at", fin.NextAt))
+	}
+	d.log.Info("dispatch", fields...)
+}
+
+// deliverValue is what the deliver entry commits, as inline mode records.
+type deliverValue struct {
+	Outcome     string `json:"outcome"`
+	AgentStatus int    `json:"agentStatus"`
+}
+
+// outcome turns a forward's result into the delivery's next state:
+// delivered or rejected for good, or due again on the schedule (or at the
+// agent's Retry-After), or dead once the schedule or the max age is spent.
+// A forward cut short by shutdown is due again at once and is not counted
+// as a failure.
+func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, interrupted bool) ledger.Finish {
+	rec := ledger.AttemptRecord{AgentStatus: out.Status, Latency: out.Latency, Answer: out.Answer, Outcome: out.Kind.String()}
+	if out.Err != nil {
+		rec.Error = out.Err.Error()
+	}
+	fin := ledger.Finish{Taken: t, Record: rec}
+	switch out.Kind {
+	case forward.Delivered, forward.Rejected:
+		fin.Status = ledger.DeliveryStatus(out.Kind.String())
+		fin.Value = deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}
+		return fin
+	}
+	now := d.now()
+	if interrupted {
+		fin.Status, fin.NextAt, fin.Interrupted = ledger.DeliveryQueued, now, true
+		fin.Record.Outcome = "interrupted"
+		return fin
+	}
+	q := s.src.Queue()
+	failures := t.Item.Failures + 1
+	if failures >= len(q.Schedule) {
+		fin.Status = ledger.DeliveryDead
+		return fin
+	}
+	delay := jittered(q.Schedule[failures], d.jitter())
+	if out.RetryAfter > 0 {
+		delay = min(max(out.RetryAfter, ingress.MinRetryAfter), ingress.MaxRetryAfter)
+	}
+	next := now.Add(delay)
+	if q.MaxAge > 0 && next.After(t.Item.ReceivedAt.Add(q.MaxAge)) {
+		fin.Status = ledger.DeliveryDead
+		return fin
+	}
+	fin.Status, fin.NextAt = ledger.DeliveryQueued, next
+	return fin
+}
+
+// jittered spreads d over ±20 %; u is uniform in [0, 1).
+func jittered(d time.Duration, u float64) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*u))
+}
+
+// Shutdown stops taking work and waits for the deliveries in flight until
+// ctx ends; then it cuts their forwards, which are recorded as due again
+// at once, and waits for that. Run must have returned or its context been
+// cancelled.
+func (d *Dispatcher) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	idle := make(chan struct{})
+	go func() {
+		d.running.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+		d.cut()
+		return nil
+	case <-ctx.Done():
+	}
+	d.cut()
+	<-idle
+	return fmt.Errorf("dispatch: grace period ended with deliveries in flight; they were cut and left due: %w", ctx.Err())
+}

@@ -1,0 +1,256 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/signatures"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const githubSecret = "gh-dispatch-secret"
+
+var errStoreDown = errors.New("teststore: connection refused")
+
+// downStore is a store that can be made unreachable.
+type downStore struct {
+	ledger.Store
+	down atomic.Bool
+}
+
+func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Transact(ctx, scope, fn)
+}
+
+func (s *downStore) Read(ctx context.Context, scope string) ([]byte, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Store.Read(ctx, scope)
+}
+
+func (s *downStore) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Store.ScopesDue(ctx, notAfter, limit)
+}
+
+// got is one request as the agent saw it.
+type got struct {
+	Header http.Header
+	Body   []byte
+}
+
+// agent records requests by event id and answers as told (200 by default).
+type agent struct {
+	*httptest.Server
+	mu     sync.Mutex
+	byID   map[string][]got
+	answer func(w http.ResponseWriter, r *http.Request, n int)
+}
+
+func newAgent(t *testing.T) *agent {
+	a := &agent{byID: map[string][]got{}}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get(forward.HeaderEventID)
+		a.mu.Lock()
+		a.byID[id] = append(a.byID[id], got{Header: r.Header.Clone(), Body: body})
+		n := len(a.byID[id])
+		answer := a.answer
+		a.mu.Unlock()
+		if answer != nil {
+			answer(w, r, n)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+func (a *agent) setAnswer(f func(w http.ResponseWriter, r *http.Request, n int)) {
+	a.mu.Lock()
+	a.answer = f
+	a.mu.Unlock()
+}
+
+func (a *agent) requests(id string) []got {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]got(nil), a.byID[id]...)
+}
+
+// harness is a gateway with a queued GitHub source, its dispatcher (not
+// running: tests drive sweeps themselves, or start Run), a memory store
+// and a manual clock.
+type harness struct {
+	clock   *storetest.Clock
+	store   *downStore
+	ledger  *ledger.Ledger
+	agent   *agent
+	source  *ingress.Source
+	gw      *ingress.Gateway
+	d       *Dispatcher
+	srv     *httptest.Server
+	jitterU float64
+}
+
+func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
+	c := ingress.SourceConfig{Name: "github", Provider: "github", Signature: signatures.Config{Secrets: []string{githubSecret}},
+		Forward: ingress.ForwardConfig{Timeout: 2 * time.Second, SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+			Queue: ingress.QueueConfig{Mode: ingress.ModeQueued}}}
+	for _, m := range mods {
+		m(&c)
+	}
+	return c
+}
+
+func newHarness(t *testing.T, cfg ingress.SourceConfig) *harness {
+	t.Helper()
+	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5}
+	h.agent = newAgent(t)
+	h.store = &downStore{Store: memory.New(nil)}
+	h.ledger = ledger.New(h.store, ledger.Options{Clock: h.clock.Now})
+	if cfg.Forward.URL == "" {
+		cfg.Forward.URL = h.agent.URL + "/events"
+	}
+	src, err := ingress.NewSource(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.source = src
+	client := forward.NewClient(forward.ClientOptions{})
+	t.Cleanup(client.CloseIdleConnections)
+	fwd := forward.New(client, h.clock.Now)
+	h.d = h.newDispatcher(t, fwd)
+	h.gw, err = ingress.New(ingress.Options{Sources: []*ingress.Source{src}, Ledger: h.ledger, Forwarder: fwd, Clock: h.clock.Now, Handoff: h.d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = httptest.NewServer(h.gw)
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// newDispatcher is another dispatcher on the harness's store (another
+// process, as far as the ledger can tell). It is shut down at cleanup.
+func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder) *Dispatcher {
+	t.Helper()
+	d, err := New(Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd,
+		Sources: []*ingress.Source{h.source}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return d
+}
+
+// run starts d's loop until the test ends.
+func run(t *testing.T, d *Dispatcher) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// settle waits until d has no delivery in flight.
+func settle(d *Dispatcher) {
+	for {
+		if len(d.inFlight()) == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sweep runs one sweep and waits for what it started.
+func (h *harness) sweep(t *testing.T) {
+	t.Helper()
+	if _, err := h.d.sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	settle(h.d)
+}
+
+func githubBody(id string) []byte {
+	return []byte(`{"action":"opened","issue":{"title":"` + id + `"}}`)
+}
+
+// post sends a signed GitHub delivery and returns the status and answer.
+func (h *harness) post(t *testing.T, id string) (int, map[string]string) {
+	t.Helper()
+	hdr := http.Header{"Content-Type": {"application/json"}, "X-Github-Event": {"issues"}, "X-Github-Delivery": {id}}
+	signer, err := signatures.NewSigner("github", signatures.Config{Secrets: []string{githubSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &signatures.Request{Method: http.MethodPost, Header: hdr, Body: githubBody(id)}
+	if err := signer.Sign(r, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/hooks/github", bytes.NewReader(r.Body))
+	req.Header = hdr
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans map[string]string
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &ans)
+	return resp.StatusCode, ans
+}
+
+// item returns the queued delivery of event id.
+func (h *harness) item(t *testing.T, id string) ledger.QueueItem {
+	t.Helper()
+	items, err := h.ledger.QueueItems(context.Background(), "github:"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 {
+		t.Fatalf("%d queued deliveries for %s, want 1", len(items), id)
+	}
+	return items[0]
+}
+
+func wantHeader(t *testing.T, g got, name, want string) {
+	t.Helper()
+	if v := g.Header.Get(name); v != want {
+		t.Errorf("%s = %q, want %q", name, v, want)
+	}
+}

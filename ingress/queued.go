@@ -1,0 +1,218 @@
+package ingress
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ledger"
+)
+
+// DeliveryMode is how a source hands events to its agent.
+type DeliveryMode string
+
+// Delivery modes.
+const (
+	// ModeInline: the provider's request waits for the agent; an agent
+	// failure is a 503 and the provider's retry is the queue.
+	ModeInline DeliveryMode = "inline"
+	// ModeQueued: the event is recorded with its run and claim in one store
+	// step, the provider hears 202, and a dispatcher delivers it with
+	// retries.
+	ModeQueued DeliveryMode = "queued"
+)
+
+// DefaultMode is the mode of a SourceConfig that names none, for callers of
+// this package. The gateway's YAML configuration defaults to ModeQueued
+// instead (cmd/gateway/internal/config): there the new default is queued,
+// while programs built on this package keep the behaviour they had.
+const DefaultMode = ModeInline
+
+// Queue defaults.
+const (
+	DefaultConcurrency = 16
+	// MinRetryAfter and MaxRetryAfter clamp an agent's Retry-After in
+	// queued mode: sooner than a second is a busy loop, and later than six
+	// hours is better left to the schedule and an operator.
+	MinRetryAfter = time.Second
+	MaxRetryAfter = 6 * time.Hour
+)
+
+// DefaultSchedule is the Standard Webhooks retry schedule: the first
+// attempt at once, then these delays after each failure (about 3 days in
+// all). Each delay gets ±20 % jitter.
+var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+	5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
+
+// QueueConfig is a source's delivery mode and, in queued mode, its
+// dispatch and retry policy.
+type QueueConfig struct {
+	Mode        DeliveryMode
+	Concurrency int // deliveries in flight per process; default 16
+	// Schedule lists the delay before each attempt: Schedule[0] before the
+	// first (normally 0), Schedule[k] after the k-th failure. An event that
+	// fails its last scheduled attempt goes to dead letter.
+	Schedule []time.Duration
+	// MaxAge ends retrying earlier: an attempt that would start later than
+	// MaxAge after receipt is not made (dead letter). Zero: the schedule
+	// alone decides.
+	MaxAge time.Duration
+	// Reject lists agent statuses that reject an event for good, besides
+	// 400, 413, 415 and 422.
+	Reject []int
+}
+
+func (q QueueConfig) validate(field string) (QueueConfig, error) {
+	switch q.Mode {
+	case "":
+		q.Mode = DefaultMode
+	case ModeInline, ModeQueued:
+	default:
+		return q, fieldErr(field+".mode", "%q is not one of queued, inline", q.Mode)
+	}
+	if q.Concurrency == 0 {
+		q.Concurrency = DefaultConcurrency
+	}
+	if q.Concurrency < 0 {
+		return q, fieldErr(field+".concurrency", "must be positive")
+	}
+	if len(q.Schedule) == 0 {
+		q.Schedule = DefaultSchedule
+	}
+	for i, d := range q.Schedule {
+		if d < 0 {
+			return q, fieldErr(fmt.Sprintf("%s.retry.schedule[%d]", field, i), "must not be negative")
+		}
+	}
+	if q.MaxAge < 0 {
+		return q, fieldErr(field+".retry.max_age", "must not be negative")
+	}
+	for i, st := range q.Reject {
+		if st < 400 || st > 499 {
+			return q, fieldErr(fmt.Sprintf("%s.reject[%d]", field, i), "%d is not a 4xx status", st)
+		}
+		if slices.Contains([]int{401, 403, 404, 405, 410, 408, 409, 425, 429}, st) {
+			return q, fieldErr(fmt.Sprintf("%s.reject[%d]", field, i), "%d says the setup or the moment is wrong, never the event", st)
+		}
+	}
+	return q, nil
+}
+
+// Queue returns the source's delivery mode and queue policy.
+func (s *Source) Queue() QueueConfig { return s.queue }
+
+// Lease is how long a delivery's claim is held: the forward timeout plus a
+// margin, so a live forward is never taken for dead.
+func (s *Source) Lease() time.Duration { return s.forwardTimeout + deliverMargin }
+
+// KeepFor is how long an undelivered event is kept before retention
+// starts: its max age, or the whole schedule with its jitter and leases.
+func (s *Source) KeepFor() time.Duration {
+	if s.queue.MaxAge > 0 {
+		return s.queue.MaxAge
+	}
+	var total time.Duration
+	for _, d := range s.queue.Schedule {
+		total += d*6/5 + s.Lease()
+	}
+	return total
+}
+
+// ForwardRequest builds the request that delivers a queued event under a
+// taken claim: the same request inline mode sends.
+func (s *Source) ForwardRequest(ev ledger.QueuedEvent, t ledger.Taken) forward.Request {
+	return forward.Request{
+		URL: s.forwardURL, Timeout: s.forwardTimeout, Body: ev.Body, ContentType: ev.ContentType,
+		Header: http.Header(ev.Header), StaticHeaders: s.forwardHeaders,
+		Source: s.Name, EventID: ev.EventID, Scope: t.Item.Scope, RunID: t.Run.ID, Delivery: t.Run.Delivery,
+		FencingToken: t.Run.Token, ContextAt: t.Run.ContextAt, IdempotencyKey: t.Claim.IdempotencyKey,
+		SigningSecret: s.signingSecret, Final: s.queue.Reject,
+	}
+}
+
+// Handoff is what queued mode needs from the process's dispatcher.
+type Handoff interface {
+	// Reserve asks for a free delivery slot of source. With one, the
+	// gateway records the event with its claim held and hands the
+	// delivery straight to the slot; without one, the event waits in the
+	// store for any dispatcher.
+	Reserve(source string) (Slot, bool)
+	// Notify says an event was queued without a slot, so a dispatcher
+	// looks for due work now rather than at its next poll.
+	Notify()
+}
+
+// Slot is one reserved delivery slot. Exactly one of Deliver and Release
+// must be called.
+type Slot interface {
+	Deliver(t ledger.Taken, ev ledger.QueuedEvent)
+	Release()
+}
+
+// statusQueued is the answer to an event recorded for queued delivery:
+// 202 Accepted, for every source, since the agent has not seen it yet.
+const statusQueued = http.StatusAccepted
+
+func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte, contextAt, now time.Time) error {
+	ctx := c.Request().Context()
+	var slot Slot
+	if g.handoff != nil {
+		if s, ok := g.handoff.Reserve(src.Name); ok {
+			slot = s
+		}
+	}
+	release := func() {
+		if slot != nil {
+			slot.Release()
+			slot = nil
+		}
+	}
+	defer release()
+	req := c.Request()
+	ev := ledger.QueuedEvent{Source: src.Name, EventID: d.eventID, Scope: d.scope, ContentType: req.Header.Get("Content-Type"),
+		Header: pickHeaders(req.Header, src.passHeaders), ReceivedAt: now, ContextAt: contextAt, Body: body}
+	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
+	res, err := g.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+		Event:  ev,
+		Run:    ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
+		Claim:  ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
+		Hold:   slot != nil,
+		MaxAge: src.KeepFor(),
+	})
+	if err != nil {
+		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
+		d.decision = "store_error"
+		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: err}
+	}
+	switch res.Status {
+	case ledger.EnqueueQueued:
+		g.metrics.queued.WithLabelValues(src.Name).Inc()
+		d.decision = "queued"
+		if slot != nil {
+			d.deliveryN = res.Run.Delivery
+			slot.Deliver(ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim}, ev)
+			slot = nil
+		} else if g.handoff != nil {
+			g.handoff.Notify()
+		}
+		d.status = statusQueued
+		a := answer{Status: "queued", EventID: d.eventID, RunID: d.runID}
+		if d.collect != nil { // an element of a batch: the batch answers for all
+			*d.collect = a
+			return nil
+		}
+		return c.JSON(statusQueued, a)
+	case ledger.EnqueueDuplicate:
+		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
+		d.decision = "duplicate"
+		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(res.Item.Status)})
+	default:
+		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
+		d.decision = "in_flight"
+		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered inline by another request", Reason: "in_flight", RetryAfter: src.retryAfter}
+	}
+}

@@ -1,0 +1,97 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest"
+)
+
+// testdata/format1-document.json was written by the ledger before entry ids
+// were framed and payloads canonicalised by RFC 8785: a committed refund
+// whose payload spells 2500.0, an ambiguous email and a pending charge, on
+// scope conv:legacy, all claimed at 2026-12-01T12:00:00Z.
+const (
+	legacyScope    = "conv:legacy"
+	legacyRefundID = "7c64b0940f58177d4e13fa35ec1e9e18"
+	legacyEmailID  = "e382550097f5633c19f4131040246f2a"
+	legacyChargeID = "c74581a35cc51dd7e941e14846b0829c"
+)
+
+var (
+	legacyRefund = ledger.Key{Scope: legacyScope, Intent: "refund", Payload: json.RawMessage(`{"order":"A-1","cents":2500.0,"note":"a<b\u2028"}`)}
+	legacyEmail  = ledger.Key{Scope: legacyScope, Intent: "email", Payload: map[string]any{"to": "a@example.com", "n": 1}}
+	legacyCharge = ledger.Key{Scope: legacyScope, Intent: "charge", Payload: map[string]any{"amount": 2.5e3}}
+)
+
+// legacyLedger serves the stored format 1 document, half an hour after it
+// was written.
+func legacyLedger(t *testing.T, opts ledger.Options) (*ledger.Ledger, ledger.Store) {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/format1-document.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC))
+	st := memory.New(clock.Now)
+	if err := st.Transact(context.Background(), legacyScope, func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: raw}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	opts.Clock = clock.Now
+	return ledger.New(st, opts), st
+}
+
+// An effect recorded before the change of key format is found after it:
+// a redelivery replays it, or reports it in flight or ambiguous, and never
+// runs it again under its new id.
+func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
+	ctx := context.Background()
+	for _, cache := range []int{-1, 0} {
+		l, _ := legacyLedger(t, ledger.Options{ReplayCache: cache})
+		var ran atomic.Int64
+		effect := func(context.Context, ledger.Call) (any, error) { ran.Add(1); return "again", nil }
+		for i := range 2 { // the second time from the replay memory, when on
+			res, err := l.Once(ctx, legacyRefund, effect)
+			if err != nil || res.Status != ledger.StatusReplayed || string(res.Value) != `{"refund":"re_1"}` {
+				t.Fatalf("cache %d, redelivery %d of the committed refund: %+v, %v; want replayed", cache, i, res, err)
+			}
+			if res.Entry.ID != legacyRefundID || res.Entry.IdempotencyKey() != "ro_"+legacyRefundID {
+				t.Errorf("the refund's entry is %s; want it kept under its stored id", res.Entry.ID)
+			}
+		}
+		if res, err := l.Once(ctx, legacyEmail, effect); err != nil || res.Status != ledger.StatusAmbiguous || res.Entry.ID != legacyEmailID {
+			t.Errorf("the ambiguous email: %+v, %v; want ambiguous under its stored id", res, err)
+		}
+		if c, err := l.Claim(ctx, ledger.ClaimRequest{Key: legacyCharge}); err != nil || c.Status != ledger.StatusInFlight || c.EntryID != legacyChargeID {
+			t.Errorf("the pending charge: %+v, %v; want in flight under its stored id", c, err)
+		}
+		if ran.Load() != 0 {
+			t.Fatalf("an effect stored before the upgrade ran again %d times", ran.Load())
+		}
+		if chk, err := l.Check(ctx, legacyRefund); err != nil || !chk.Done || chk.Entry.ID != legacyRefundID {
+			t.Errorf("check of the refund: %+v, %v", chk, err)
+		}
+	}
+	// An operator resolves the old ambiguous entry by its key; the next
+	// claim retries it under the id (and idempotency key) it already has.
+	l, _ := legacyLedger(t, ledger.Options{})
+	if e, err := l.Resolve(ctx, legacyEmail, ledger.OutcomeNotApplied); err != nil || e.ID != legacyEmailID {
+		t.Fatalf("resolve the old email by key: %+v, %v", e, err)
+	}
+	c, err := l.Claim(ctx, ledger.ClaimRequest{Key: legacyEmail})
+	if err != nil || !c.Acquired() || c.EntryID != legacyEmailID || c.Attempt != 2 {
+		t.Fatalf("claim after resolving: %+v, %v; want attempt 2 of the stored entry", c, err)
+	}
+	hist, err := l.History(ctx, legacyScope)
+	if err != nil || len(hist) != 3 {
+		t.Fatalf("history: %d entries, %v; want the three stored ones and no duplicate", len(hist), err)
+	}
+}

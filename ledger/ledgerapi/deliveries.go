@@ -1,0 +1,338 @@
+package ledgerapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// The operator's side of queued delivery: list, show and replay queued
+// events, and pause or resume a source's dispatch. Same token, same error
+// format as the rest of the API.
+
+// DeliveryItemJSON is a queued delivery on the wire.
+type DeliveryItemJSON struct {
+	Source     string    `json:"source"`
+	EventID    string    `json:"event_id"`
+	Scope      string    `json:"scope"`
+	RunID      string    `json:"run_id"`
+	EntryID    string    `json:"entry_id"`
+	Status     string    `json:"status"`
+	ReceivedAt time.Time `json:"received_at"`
+	ContextAt  time.Time `json:"context_at"`
+	NextAt     time.Time `json:"next_at,omitzero"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	Attempts   int       `json:"attempts"`
+	Failures   int       `json:"failures"`
+	Replays    int       `json:"replays,omitempty"`
+	LastStatus int       `json:"last_status,omitempty"`
+	LastError  string    `json:"last_error,omitempty"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	BodyBytes  int       `json:"body_bytes"`
+}
+
+func itemJSON(q ledger.QueueItem) DeliveryItemJSON {
+	return DeliveryItemJSON{Source: q.Source, EventID: q.EventID, Scope: q.Scope, RunID: q.RunID, EntryID: q.EntryID,
+		Status: string(q.Status), ReceivedAt: q.ReceivedAt, ContextAt: q.ContextAt, NextAt: q.NextAt, LeaseUntil: q.LeaseUntil,
+		Attempts: q.Attempts, Failures: q.Failures, Replays: q.Replays, LastStatus: q.LastStatus, LastError: q.LastError,
+		FinishedAt: q.FinishedAt, BodyBytes: q.BodySize}
+}
+
+func itemsJSON(items []ledger.QueueItem) DeliveriesJSON {
+	out := DeliveriesJSON{Deliveries: make([]DeliveryItemJSON, 0, len(items))}
+	for _, q := range items {
+		out.Deliveries = append(out.Deliveries, itemJSON(q))
+	}
+	return out
+}
+
+// DeliveriesJSON answers GET /v1/deliveries and POST /v1/deliveries/replay.
+type DeliveriesJSON struct {
+	Deliveries []DeliveryItemJSON `json:"deliveries"`
+}
+
+// EventJSON is a queued event's record. Body is the raw body as text when
+// it is UTF-8, else base64 with BodyBase64 set.
+type EventJSON struct {
+	ContentType string              `json:"content_type,omitempty"`
+	Header      map[string][]string `json:"header,omitempty"`
+	ReceivedAt  time.Time           `json:"received_at"`
+	ContextAt   time.Time           `json:"context_at"`
+	Body        string              `json:"body"`
+	BodyBase64  bool                `json:"body_base64,omitempty"`
+}
+
+// AttemptJSON is one delivery attempt.
+type AttemptJSON struct {
+	N           int       `json:"n"`
+	At          time.Time `json:"at"`
+	Delivery    int       `json:"delivery"`
+	Token       uint64    `json:"token"`
+	Outcome     string    `json:"outcome"`
+	AgentStatus int       `json:"agent_status,omitempty"`
+	LatencyMs   float64   `json:"latency_ms"`
+	Error       string    `json:"error,omitempty"`
+	Answer      string    `json:"answer,omitempty"` // the first bytes of the agent's answer
+	Late        bool      `json:"late,omitempty"`
+}
+
+// DeliveryJSON answers GET /v1/deliveries/show: the delivery, its event
+// and every attempt recorded so far.
+type DeliveryJSON struct {
+	Delivery DeliveryItemJSON `json:"delivery"`
+	Event    EventJSON        `json:"event"`
+	Attempts []AttemptJSON    `json:"attempts"`
+}
+
+// ReplayRequest names one event (Scope, Source, EventID) or, with Filter,
+// every listed delivery matching it.
+type ReplayRequest struct {
+	Scope   string          `json:"scope,omitempty"`
+	Source  string          `json:"source,omitempty"`
+	EventID string          `json:"event_id,omitempty"`
+	Filter  *DeliveryFilter `json:"filter,omitempty"`
+}
+
+// DeliveryFilter is ledger.DeliveryFilter on the wire.
+type DeliveryFilter struct {
+	Source string    `json:"source,omitempty"`
+	Status string    `json:"status,omitempty"`
+	Scope  string    `json:"scope,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	Limit  int       `json:"limit,omitempty"`
+}
+
+func (f DeliveryFilter) ledger() (ledger.DeliveryFilter, error) {
+	switch ledger.DeliveryStatus(f.Status) {
+	case "", ledger.DeliveryQueued, ledger.DeliveryDelivering, ledger.DeliveryDelivered, ledger.DeliveryRejected, ledger.DeliveryDead:
+	default:
+		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected or dead)", ledger.ErrInvalid, f.Status)
+	}
+	return ledger.DeliveryFilter{Source: f.Source, Status: ledger.DeliveryStatus(f.Status), Scope: f.Scope, Since: f.Since, Limit: f.Limit}, nil
+}
+
+// SourceRequest names a source to pause or resume.
+type SourceRequest struct {
+	Source string `json:"source"`
+}
+
+// PausedJSON answers the pause endpoints.
+type PausedJSON struct {
+	Paused []string `json:"paused"`
+}
+
+func (s *server) routeDeliveries(mux *http.ServeMux) {
+	s.route(mux, http.MethodGet, "/v1/deliveries", s.listDeliveries)
+	s.route(mux, http.MethodGet, "/v1/deliveries/show", s.showDelivery)
+	s.route(mux, http.MethodPost, "/v1/deliveries/replay", s.replayDeliveries)
+	s.route(mux, http.MethodGet, "/v1/sources/paused", s.paused)
+	s.route(mux, http.MethodPost, "/v1/sources/pause", func(r *http.Request) (any, error) { return s.setPaused(r, true) })
+	s.route(mux, http.MethodPost, "/v1/sources/resume", func(r *http.Request) (any, error) { return s.setPaused(r, false) })
+}
+
+func filterFrom(q url.Values) (DeliveryFilter, error) {
+	f := DeliveryFilter{Source: q.Get("source"), Status: q.Get("status"), Scope: q.Get("scope")}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return f, fmt.Errorf("%w: since %q is not RFC 3339", ledger.ErrInvalid, v)
+		}
+		f.Since = t
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return f, fmt.Errorf("%w: limit %q is not a count", ledger.ErrInvalid, v)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func (s *server) listDeliveries(r *http.Request) (any, error) {
+	f, err := filterFrom(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	lf, err := f.ledger()
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.l.ListDeliveries(r.Context(), lf)
+	if err != nil {
+		return nil, err
+	}
+	return itemsJSON(items), nil
+}
+
+func (s *server) showDelivery(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	scope, source, id := q.Get("scope"), q.Get("source"), q.Get("event_id")
+	if source == "" || id == "" {
+		return nil, fmt.Errorf("%w: source and event_id are required", ledger.ErrInvalid)
+	}
+	if scope == "" {
+		scope = source + ":" + id // the scope of a source without a scope rule
+	}
+	item, err := s.l.FindDelivery(r.Context(), scope, source, id)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := s.l.QueuedEventOf(r.Context(), item)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := s.l.AttemptsOf(r.Context(), item)
+	if err != nil {
+		return nil, err
+	}
+	out := DeliveryJSON{Delivery: itemJSON(item), Attempts: make([]AttemptJSON, 0, len(attempts)),
+		Event: EventJSON{ContentType: ev.ContentType, Header: ev.Header, ReceivedAt: ev.ReceivedAt, ContextAt: ev.ContextAt}}
+	for _, a := range attempts {
+		out.Attempts = append(out.Attempts, AttemptJSON{N: a.N, At: a.At, Delivery: a.Delivery, Token: a.Token, Outcome: a.Outcome,
+			AgentStatus: a.AgentStatus, LatencyMs: float64(a.Latency.Microseconds()) / 1000, Error: a.Error,
+			Answer: strings.ToValidUTF8(string(a.Answer), "\uFFFD"), Late: a.Late})
+	}
+	if utf8.Valid(ev.Body) {
+		out.Event.Body = string(ev.Body)
+	} else {
+		out.Event.Body, out.Event.BodyBase64 = base64.StdEncoding.EncodeToString(ev.Body), true
+	}
+	return out, nil
+}
+
+func (s *server) replayDeliveries(r *http.Request) (any, error) {
+	var req ReplayRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	var targets []ledger.QueueItem
+	switch {
+	case req.Filter != nil:
+		lf, err := req.Filter.ledger()
+		if err != nil {
+			return nil, err
+		}
+		if lf.Status == "" {
+			return nil, fmt.Errorf("%w: a bulk replay needs a status", ledger.ErrInvalid)
+		}
+		if targets, err = s.l.ListDeliveries(ctx, lf); err != nil {
+			return nil, err
+		}
+	case req.Source != "" && req.EventID != "":
+		scope := req.Scope
+		if scope == "" {
+			scope = req.Source + ":" + req.EventID
+		}
+		item, err := s.l.FindDelivery(ctx, scope, req.Source, req.EventID)
+		if err != nil {
+			return nil, err
+		}
+		targets = []ledger.QueueItem{item}
+	default:
+		return nil, fmt.Errorf("%w: name an event (source, eventId) or give a filter", ledger.ErrInvalid)
+	}
+	var out []ledger.QueueItem
+	for _, q := range targets {
+		item, err := s.l.ReplayDelivery(ctx, q.Scope, q.EntryID)
+		if errors.Is(err, ledger.ErrDeliveryInFlight) && req.Filter != nil {
+			continue // being delivered right now: nothing to replay
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, item)
+	}
+	return itemsJSON(out), nil
+}
+
+func (s *server) paused(r *http.Request) (any, error) {
+	set, err := s.l.PausedSources(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := PausedJSON{Paused: []string{}}
+	for name := range set {
+		out.Paused = append(out.Paused, name)
+	}
+	return out, nil
+}
+
+func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
+	var req SourceRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if err := s.l.SetSourcePaused(r.Context(), req.Source, paused); err != nil {
+		return nil, err
+	}
+	return s.paused(r)
+}
+
+// Deliveries lists queued deliveries by filter.
+func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryItemJSON, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"source": f.Source, "status": f.Status, "scope": f.Scope} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out DeliveriesJSON
+	err := c.do(ctx, http.MethodGet, "/v1/deliveries?"+q.Encode(), nil, &out)
+	return out.Deliveries, err
+}
+
+// ShowDelivery returns one queued event with its attempts. An empty scope
+// means the source's default scope ({source}:{eventId}).
+func (c *Client) ShowDelivery(ctx context.Context, scope, source, eventID string) (DeliveryJSON, error) {
+	q := url.Values{"source": {source}, "event_id": {eventID}}
+	if scope != "" {
+		q.Set("scope", scope)
+	}
+	var out DeliveryJSON
+	err := c.do(ctx, http.MethodGet, "/v1/deliveries/show?"+q.Encode(), nil, &out)
+	return out, err
+}
+
+// Replay makes queued deliveries due again: one event, or every delivery
+// matching req.Filter.
+func (c *Client) Replay(ctx context.Context, req ReplayRequest) ([]DeliveryItemJSON, error) {
+	var out DeliveriesJSON
+	err := c.do(ctx, http.MethodPost, "/v1/deliveries/replay", req, &out)
+	return out.Deliveries, err
+}
+
+// PauseSource pauses (or, with paused false, resumes) a source's dispatch
+// and returns the sources paused now.
+func (c *Client) PauseSource(ctx context.Context, source string, paused bool) ([]string, error) {
+	path := "/v1/sources/resume"
+	if paused {
+		path = "/v1/sources/pause"
+	}
+	var out PausedJSON
+	err := c.do(ctx, http.MethodPost, path, SourceRequest{Source: source}, &out)
+	return out.Paused, err
+}
+
+// PausedSources returns the sources whose dispatch is paused.
+func (c *Client) PausedSources(ctx context.Context) ([]string, error) {
+	var out PausedJSON
+	err := c.do(ctx, http.MethodGet, "/v1/sources/paused", nil, &out)
+	return out.Paused, err
+}

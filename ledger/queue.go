@@ -1,0 +1,706 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// This file is the ledger's side of queued delivery: the outbox lives in
+// the scope document (one small QueueItem per event, next to the event's
+// run and deliver entry) and the event's bytes in a blob written in the
+// same store step. See the package documentation, "Queued delivery".
+
+// DeliveryStatus is where a queued delivery stands.
+type DeliveryStatus string
+
+// Delivery statuses.
+const (
+	DeliveryQueued     DeliveryStatus = "queued"     // waiting for its time (NextAt)
+	DeliveryDelivering DeliveryStatus = "delivering" // claimed by a dispatcher until LeaseUntil
+	DeliveryDelivered  DeliveryStatus = "delivered"  // the agent took it (2xx)
+	DeliveryRejected   DeliveryStatus = "rejected"   // the agent said the event itself is bad
+	DeliveryDead       DeliveryStatus = "dead"       // its retry schedule ran out; kept, never retried by itself
+)
+
+// QueueItem is one queued delivery as its scope document keeps it. Items
+// are keyed by their deliver entry's id, so an event is queued at most once.
+type QueueItem struct {
+	EntryID    string          `json:"entryId"`
+	Scope      string          `json:"scope"`
+	Source     string          `json:"source"`
+	EventID    string          `json:"eventId"`
+	RunID      string          `json:"runId"`
+	Intent     string          `json:"intent"`
+	Payload    json.RawMessage `json:"payload"`
+	Blob       string          `json:"blob"` // names this item's blobs; fresh per item
+	Status     DeliveryStatus  `json:"status"`
+	ReceivedAt time.Time       `json:"receivedAt"`
+	ContextAt  time.Time       `json:"contextAt"`
+	NextAt     time.Time       `json:"nextAt,omitzero"`     // queued: due from then on
+	LeaseUntil time.Time       `json:"leaseUntil,omitzero"` // delivering: the claim's deadline
+	Attempts   int             `json:"attempts"`            // deliveries started, replays included
+	Failures   int             `json:"failures,omitempty"`  // failed attempts since the last replay: the place in the schedule
+	Replays    int             `json:"replays,omitempty"`
+	MaxAge     time.Duration   `json:"maxAge,omitempty"`
+	LastStatus int             `json:"lastStatus,omitempty"`
+	LastError  string          `json:"lastError,omitempty"`
+	FinishedAt time.Time       `json:"finishedAt,omitzero"`
+	BodySize   int             `json:"bodySize"`
+}
+
+// Due reports whether a dispatcher may take the item at now: a queued item
+// whose time has come, or a delivering one whose claim ran out (its holder
+// crashed or hung).
+func (q *QueueItem) Due(now time.Time) bool {
+	switch q.Status {
+	case DeliveryQueued:
+		return !now.Before(q.NextAt)
+	case DeliveryDelivering:
+		return !now.Before(q.LeaseUntil)
+	}
+	return false
+}
+
+// dueAt is when the item becomes due; zero when it never will by itself.
+func (q *QueueItem) dueAt() time.Time {
+	switch q.Status {
+	case DeliveryQueued:
+		return q.NextAt
+	case DeliveryDelivering:
+		return q.LeaseUntil
+	}
+	return time.Time{}
+}
+
+// dropAt is when retention lets the item and its blobs go: a finished
+// delivery one retention after it finished, anything else once it is older
+// than its maximum age plus one retention.
+func (q *QueueItem) dropAt(retention time.Duration) time.Time {
+	if q.Status == DeliveryDelivered || q.Status == DeliveryRejected {
+		return q.FinishedAt.Add(retention)
+	}
+	return q.ReceivedAt.Add(q.MaxAge + retention)
+}
+
+func eventBlob(nonce string) string { return "e:" + nonce }
+
+func attemptBlob(nonce string, n int) string { return "a:" + nonce + ":" + strconv.Itoa(n) }
+
+// pruneQueue drops items retention no longer requires, and their blobs.
+func (d *document) pruneQueue(now time.Time, retention time.Duration, blobs *blobSet) {
+	for id, q := range d.Queue {
+		if !q.dropAt(retention).Before(now) {
+			continue
+		}
+		delete(d.Queue, id)
+		blobs.drop(q)
+	}
+}
+
+// queueTimes extends the document's life to cover its items and returns
+// the earliest time one of them is due.
+func (d *document) queueTimes(retention time.Duration, later func(time.Time)) time.Time {
+	var due time.Time
+	for _, q := range d.Queue {
+		later(q.dropAt(retention))
+		if t := q.dueAt(); !t.IsZero() && (due.IsZero() || t.Before(due)) {
+			due = t
+		}
+	}
+	return due
+}
+
+// QueuedEvent is the record of an accepted event: everything needed to
+// forward it later exactly as it would have been forwarded inline.
+type QueuedEvent struct {
+	Source      string              `json:"source"`
+	EventID     string              `json:"eventId"`
+	Scope       string              `json:"scope"`
+	ContentType string              `json:"contentType,omitempty"`
+	Header      map[string][]string `json:"header,omitempty"`
+	ReceivedAt  time.Time           `json:"receivedAt"`
+	ContextAt   time.Time           `json:"contextAt"`
+	Body        []byte              `json:"-"`
+}
+
+// encodeEvent lays the record out as its JSON, a newline (which JSON never
+// holds unescaped) and the raw body, so the body is stored as is.
+func encodeEvent(ev QueuedEvent) ([]byte, error) {
+	meta, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("%w: event record: %v", ErrInvalid, err)
+	}
+	out := make([]byte, 0, len(meta)+1+len(ev.Body))
+	out = append(append(meta, '\n'), ev.Body...)
+	return out, nil
+}
+
+func decodeEvent(b []byte) (QueuedEvent, error) {
+	meta, body, ok := bytes.Cut(b, []byte{'\n'})
+	var ev QueuedEvent
+	if !ok {
+		return ev, errors.New("ledger: stored event record has no body separator")
+	}
+	if err := json.Unmarshal(meta, &ev); err != nil {
+		return ev, fmt.Errorf("ledger: stored event record: %w", err)
+	}
+	ev.Body = body
+	return ev, nil
+}
+
+// EnqueueRequest is an accepted event to record with its run and claim.
+type EnqueueRequest struct {
+	Event QueuedEvent
+	Run   RunOptions
+	// Claim is the deliver claim: its Key names the event; PendingTTL is
+	// the lease a dispatcher holds it for. It is always redeliverable and
+	// never fenced by a run (the run comes from Run).
+	Claim ClaimRequest
+	// Hold says the caller forwards the event at once, under the claim
+	// granted here, for the claim's TTL. Without it the claim is recorded
+	// already run out, so any dispatcher may take the event right away.
+	Hold bool
+	// MaxAge is how long the event may wait undelivered; retention starts
+	// after it.
+	MaxAge time.Duration
+}
+
+// EnqueueStatus is what Enqueue did.
+type EnqueueStatus string
+
+// Enqueue statuses.
+const (
+	EnqueueQueued    EnqueueStatus = "queued"    // recorded now
+	EnqueueDuplicate EnqueueStatus = "duplicate" // recorded (or delivered inline) before
+	EnqueueInFlight  EnqueueStatus = "in_flight" // an inline delivery of it is in progress
+)
+
+// Enqueued is Enqueue's answer.
+type Enqueued struct {
+	Status EnqueueStatus
+	// Item is the queued delivery (the earlier one for a duplicate; empty
+	// when the event was handled inline before).
+	Item QueueItem
+	// Run and Claim are set when Hold was asked and the event is new.
+	Run   *Run
+	Claim Claim
+}
+
+// Enqueue records an accepted event, begins its run and claims its
+// delivery, all in one store step: once it returns without error the event
+// is durable, and it is never stored without its claim.
+func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error) {
+	req.Claim.Redeliverable = true
+	in, err := l.claimInput(req.Claim)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	if in.runID != "" {
+		return Enqueued{}, fmt.Errorf("%w: Enqueue takes the run from Run, not the claim", ErrInvalid)
+	}
+	bin, err := l.beginInput(req.Run)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	if req.MaxAge < 0 {
+		return Enqueued{}, fmt.Errorf("%w: max age must not be negative", ErrInvalid)
+	}
+	rec, err := encodeEvent(req.Event)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	nonce := newNonce()
+	var out Enqueued
+	err = l.transactBlobs(ctx, in.key.scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+		out = Enqueued{}
+		if q := d.Queue[in.key.id]; q != nil {
+			out.Status, out.Item = EnqueueDuplicate, *q
+			return false, nil
+		}
+		if e := d.Entries[in.key.id]; e != nil {
+			switch {
+			case e.State == StateCommitted:
+				out.Status = EnqueueDuplicate
+				return false, nil
+			case e.State == StatePending && now.Before(e.Deadline()), e.State == StateAmbiguous:
+				out.Status = EnqueueInFlight
+				return false, nil
+			}
+		}
+		r, _ := decideBegin(d, bin, now, l.opts)
+		e := claimEntry(d, in, nil, now, l.opts)
+		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery
+		q := &QueueItem{
+			EntryID: e.ID, Scope: d.Scope, Source: req.Event.Source, EventID: req.Event.EventID, RunID: r.ID,
+			Intent: in.key.intent, Payload: in.key.payload, Blob: nonce, Status: DeliveryQueued,
+			ReceivedAt: req.Event.ReceivedAt, ContextAt: r.ContextAt, NextAt: now, MaxAge: req.MaxAge,
+			BodySize: len(req.Event.Body),
+		}
+		if q.ReceivedAt.IsZero() {
+			q.ReceivedAt = now
+		}
+		if req.Hold {
+			q.Status, q.Attempts, q.LeaseUntil, q.NextAt = DeliveryDelivering, 1, e.Deadline(), time.Time{}
+			out.Run = l.runFrom(d.Scope, r, "")
+			out.Claim = claimFrom(d.Scope, decision{result: Result{Status: StatusClaimed, Entry: e}})
+		} else {
+			// Recorded as a claim that has already run out: redeliverable,
+			// so the first dispatcher to come takes it over.
+			e.PendingTTL = 0
+		}
+		d.Queue[e.ID] = q
+		blobs.set(eventBlob(nonce), rec)
+		out.Status, out.Item = EnqueueQueued, *q
+		return true, nil
+	})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	l.observe(Event{Type: "enqueue_" + string(out.Status), Scope: in.key.scope, EntryID: in.key.id, Intent: in.key.intent, RunID: bin.runID})
+	return out, nil
+}
+
+// Taken is a queued delivery a dispatcher now holds.
+type Taken struct {
+	OK    bool // false: not due (taken elsewhere, finished, or not yet time)
+	Item  QueueItem
+	Run   *Run
+	Claim Claim
+}
+
+// TakeDelivery claims a due queued delivery for lease: a new delivery of
+// the event's run (a newer fencing token) and a new attempt of its deliver
+// entry, both in one store step, so that two dispatchers anywhere never
+// hold the same delivery at once. The first take of an event accepted
+// without Hold uses the delivery Enqueue began.
+func (l *Ledger) TakeDelivery(ctx context.Context, scope, entryID string, lease time.Duration) (Taken, error) {
+	if scope == "" || entryID == "" {
+		return Taken{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
+	}
+	if lease <= 0 {
+		return Taken{}, fmt.Errorf("%w: a delivery lease must be positive", ErrInvalid)
+	}
+	var out Taken
+	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		out = Taken{}
+		q := d.Queue[entryID]
+		if q == nil || !q.Due(now) {
+			return false, nil
+		}
+		r := d.Runs[q.RunID]
+		if q.Attempts > 0 || r == nil {
+			mode := ModeIndependent
+			if r != nil {
+				mode = r.Mode
+			}
+			var reason Reason
+			r, reason = decideBegin(d, beginInput{runID: q.RunID, mode: mode, contextAt: q.ContextAt}, now, l.opts)
+			if reason == ReasonRunEnded || reason == ReasonRunCancelled {
+				// Someone finished the run by hand: nothing may deliver it.
+				q.Status, q.LastError, q.FinishedAt, q.LeaseUntil = DeliveryDead, "run "+string(reason), now, time.Time{}
+				return true, nil
+			}
+		}
+		in := claimInput{key: resolvedKey{scope: scope, intent: q.Intent, payload: q.Payload, id: entryID},
+			conflict: ConflictNone, pendingTTL: lease, redeliverable: true}
+		if e := d.Entries[entryID]; e != nil {
+			in.maxAttempts = e.MaxAttempts
+		}
+		e := claimEntry(d, in, nil, now, l.opts)
+		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery
+		q.Attempts++
+		q.Status, q.LeaseUntil, q.NextAt = DeliveryDelivering, e.Deadline(), time.Time{}
+		out = Taken{OK: true, Item: *q, Run: l.runFrom(scope, r, ""),
+			Claim: claimFrom(scope, decision{result: Result{Status: StatusClaimed, Entry: e}})}
+		return true, nil
+	})
+	if err != nil {
+		return Taken{}, err
+	}
+	if out.OK {
+		l.observe(Event{Type: "take", Scope: scope, EntryID: entryID, Intent: out.Item.Intent, RunID: out.Item.RunID})
+	}
+	return out, nil
+}
+
+// AttemptRecord is what one delivery attempt came to, kept for operators.
+type AttemptRecord struct {
+	N           int           `json:"n"` // which attempt of the item (QueueItem.Attempts when taken)
+	At          time.Time     `json:"at"`
+	Delivery    int           `json:"delivery"`
+	Token       uint64        `json:"token"`
+	Outcome     string        `json:"outcome"` // delivered, rejected, retry, dead, ...
+	AgentStatus int           `json:"agentStatus,omitempty"`
+	Latency     time.Duration `json:"latency"`
+	Error       string        `json:"error,omitempty"`
+	Answer      []byte        `json:"answer,omitempty"` // the first bytes of the agent's answer
+	Late        bool          `json:"late,omitempty"`   // another delivery had taken over meanwhile
+}
+
+// Finish settles a taken delivery.
+type Finish struct {
+	Taken Taken
+	// Status is delivered or rejected (the deliver entry commits with
+	// Value), queued (failed; due again at NextAt) or dead.
+	Status DeliveryStatus
+	NextAt time.Time
+	Value  any
+	Record AttemptRecord
+	// Interrupted says the attempt was cut short by a shutdown, not
+	// failed by the agent: it does not move the item along its schedule.
+	Interrupted bool
+}
+
+// FinishDelivery records how a taken delivery ended, with its attempt
+// record, in one store step. When another delivery took the item over
+// meanwhile (this one's lease ran out), only the record is kept: the item
+// belongs to the newer delivery. The result says LateSettle then.
+func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
+	t := f.Taken
+	if !t.OK {
+		return Result{}, fmt.Errorf("%w: finishing a delivery that was not taken", ErrInvalid)
+	}
+	outcome := OutcomeNotApplied
+	var raw []byte
+	switch f.Status {
+	case DeliveryDelivered, DeliveryRejected:
+		outcome = OutcomeCommitted
+		var err error
+		if raw, err = encodeValue(f.Value); err != nil {
+			return Result{}, err
+		}
+	case DeliveryQueued:
+		if f.NextAt.IsZero() {
+			return Result{}, fmt.Errorf("%w: a delivery queued again needs its next time", ErrInvalid)
+		}
+	case DeliveryDead:
+	default:
+		return Result{}, fmt.Errorf("%w: delivery status %q cannot finish an attempt", ErrInvalid, f.Status)
+	}
+	rec := f.Record
+	rec.N, rec.Delivery, rec.Token = t.Item.Attempts, t.Run.Delivery, t.Run.Token
+	ref := t.Claim.Ref()
+	var res Result
+	err := l.transactBlobs(ctx, ref.Scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+		q := d.Queue[ref.EntryID]
+		if q == nil {
+			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, ref.EntryID, ref.Scope)
+		}
+		e := d.Entries[ref.EntryID]
+		current := e != nil && e.Attempt == ref.Attempt && q.Attempts == t.Item.Attempts
+		var derr error
+		res, _, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, rec.Error, now)
+		if derr != nil {
+			return false, derr
+		}
+		if !current {
+			res.LateSettle = true
+		}
+		rec.Late = res.LateSettle
+		if rec.At.IsZero() {
+			rec.At = now
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return false, fmt.Errorf("%w: attempt record: %v", ErrInvalid, err)
+		}
+		blobs.set(attemptBlob(q.Blob, rec.N), b)
+		if !current {
+			return true, nil
+		}
+		q.LastStatus, q.LastError, q.LeaseUntil = rec.AgentStatus, rec.Error, time.Time{}
+		q.Status = f.Status
+		switch f.Status {
+		case DeliveryQueued:
+			if !f.Interrupted {
+				q.Failures++
+			}
+			q.NextAt = f.NextAt
+		case DeliveryDead:
+			q.Failures++
+			q.FinishedAt = now
+		default:
+			q.FinishedAt = now
+		}
+		return true, nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	l.observe(Event{Type: "finish_" + string(f.Status), Scope: ref.Scope, EntryID: ref.EntryID, Intent: t.Item.Intent, RunID: t.Item.RunID, LateSettle: res.LateSettle})
+	return res, nil
+}
+
+// ErrDeliveryInFlight is returned by ReplayDelivery for a delivery that a
+// dispatcher holds right now.
+var ErrDeliveryInFlight = errors.New("ledger: the delivery is in flight")
+
+// ReplayDelivery makes a queued delivery due now, whatever it came to
+// (delivered, rejected, dead, or waiting for a retry), with its place in
+// the retry schedule reset. The next take is a new delivery of the same
+// run, with a newer fencing token, so a fenced agent still writes once.
+func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (QueueItem, error) {
+	if scope == "" || entryID == "" {
+		return QueueItem{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
+	}
+	var out QueueItem
+	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		q := d.Queue[entryID]
+		if q == nil {
+			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, entryID, scope)
+		}
+		if q.Status == DeliveryDelivering && now.Before(q.LeaseUntil) {
+			return false, fmt.Errorf("%w: %s %s until %s", ErrDeliveryInFlight, q.Source, q.EventID, q.LeaseUntil.Format(time.RFC3339))
+		}
+		q.Status, q.NextAt, q.Failures, q.FinishedAt, q.LeaseUntil = DeliveryQueued, now, 0, time.Time{}, time.Time{}
+		q.Replays++
+		out = *q
+		return true, nil
+	})
+	if err != nil {
+		return QueueItem{}, err
+	}
+	l.observe(Event{Type: "replay", Scope: scope, EntryID: entryID, Intent: out.Intent, RunID: out.RunID})
+	return out, nil
+}
+
+// DueDeliveries lists up to limit queued deliveries that are due now,
+// earliest first, from up to limit scopes found through the store's index.
+func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	now := l.now()
+	scopes, err := l.store.ScopesDue(ctx, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueItem
+	for _, s := range scopes {
+		d, err := l.read(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range d.Queue {
+			if q.Due(now) {
+				out = append(out, *q)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].dueAt(), out[j].dueAt()
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		return out[i].EntryID < out[j].EntryID
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// QueueItems returns a scope's queued deliveries, oldest first.
+func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, error) {
+	d, err := l.read(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueItem, 0, len(d.Queue))
+	for _, q := range d.Queue {
+		out = append(out, *q)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		}
+		return out[i].EntryID < out[j].EntryID
+	})
+	return out, nil
+}
+
+// QueuedEventOf reads the event record of a queued delivery.
+func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
+	b, err := l.store.ReadBlob(ctx, q.Scope, eventBlob(q.Blob))
+	if err != nil {
+		return QueuedEvent{}, err
+	}
+	if b == nil {
+		return QueuedEvent{}, fmt.Errorf("%w: the event record of %s %s is gone", ErrUnknownEntry, q.Source, q.EventID)
+	}
+	return decodeEvent(b)
+}
+
+// AttemptsOf reads the attempt records of a queued delivery, oldest first.
+// An attempt still in flight (or whose holder crashed) has none.
+func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, error) {
+	var out []AttemptRecord
+	for n := 1; n <= q.Attempts; n++ {
+		b, err := l.store.ReadBlob(ctx, q.Scope, attemptBlob(q.Blob, n))
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue
+		}
+		var r AttemptRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("ledger: attempt record %d of %s %s: %w", n, q.Source, q.EventID, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// DeliveryFilter selects queued deliveries for operators.
+type DeliveryFilter struct {
+	Source string
+	// Status is one of the DeliveryStatus values, or "" for every status
+	// an index can find (queued, delivering, rejected, dead). Delivered
+	// events are found only by Scope.
+	Status DeliveryStatus
+	// Scope lists one scope's deliveries, whatever their status, without
+	// an index.
+	Scope string
+	Since time.Time // received at or after
+	Limit int       // scopes read; default 100
+}
+
+// farFuture lists every entry of a time index.
+var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // within UnixNano's range, which bolt keys on
+
+// ListDeliveries lists queued deliveries by filter, oldest received first.
+// Waiting and delivering ones are found through the due index, rejected
+// and dead ones through the review index (they wait for an operator);
+// delivered ones only within a given scope.
+func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var scopes []string
+	switch {
+	case f.Scope != "":
+		scopes = []string{f.Scope}
+	case f.Status == DeliveryDelivered:
+		return nil, fmt.Errorf("%w: delivered events are listed by scope only", ErrInvalid)
+	default:
+		seen := map[string]bool{}
+		add := func(ss []string) {
+			for _, s := range ss {
+				if !seen[s] {
+					seen[s] = true
+					scopes = append(scopes, s)
+				}
+			}
+		}
+		if f.Status == "" || f.Status == DeliveryQueued || f.Status == DeliveryDelivering {
+			ss, err := l.store.ScopesDue(ctx, farFuture, f.Limit)
+			if err != nil {
+				return nil, err
+			}
+			add(ss)
+		}
+		if f.Status == "" || f.Status == DeliveryDead || f.Status == DeliveryRejected {
+			ss, err := l.store.ScopesToReview(ctx, l.now(), f.Limit)
+			if err != nil {
+				return nil, err
+			}
+			add(ss)
+		}
+	}
+	var out []QueueItem
+	for _, s := range scopes {
+		items, err := l.QueueItems(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range items {
+			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) {
+				out = append(out, q)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		}
+		return out[i].EntryID < out[j].EntryID
+	})
+	return out, nil
+}
+
+// FindDelivery returns the queued delivery of one event on scope.
+func (l *Ledger) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
+	items, err := l.QueueItems(ctx, scope)
+	if err != nil {
+		return QueueItem{}, err
+	}
+	for _, q := range items {
+		if q.Source == source && q.EventID == eventID {
+			return q, nil
+		}
+	}
+	return QueueItem{}, fmt.Errorf("%w: no queued delivery of %s %s on scope %q", ErrUnknownEntry, source, eventID, scope)
+}
+
+// pausedScope holds the paused sources: a small JSON object of its own
+// (not a scope document), shared by every process on the store.
+const pausedScope = "replyonce:control:paused-sources"
+
+// SetSourcePaused pauses or resumes dispatching a source's queued events,
+// for every process sharing the store. A paused source keeps accepting.
+func (l *Ledger) SetSourcePaused(ctx context.Context, source string, paused bool) error {
+	if source == "" {
+		return fmt.Errorf("%w: source is empty", ErrInvalid)
+	}
+	return l.store.Transact(ctx, pausedScope, func(cur []byte) (*Write, error) {
+		set := map[string]bool{}
+		if cur != nil {
+			if err := json.Unmarshal(cur, &set); err != nil {
+				return nil, fmt.Errorf("ledger: paused sources record is corrupt: %w", err)
+			}
+		}
+		if set[source] == paused {
+			return nil, nil
+		}
+		if paused {
+			set[source] = true
+		} else {
+			delete(set, source)
+		}
+		b, err := json.Marshal(set)
+		if err != nil {
+			return nil, err
+		}
+		return &Write{Doc: b}, nil
+	})
+}
+
+// PausedSources returns the sources whose dispatch is paused.
+func (l *Ledger) PausedSources(ctx context.Context) (map[string]bool, error) {
+	raw, err := l.store.Read(ctx, pausedScope)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &set); err != nil {
+			return nil, fmt.Errorf("ledger: paused sources record is corrupt: %w", err)
+		}
+	}
+	return set, nil
+}

@@ -1,0 +1,249 @@
+package mcptool_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/ledger/tool"
+	mcptool "github.com/replyonce/gateway/ledger/tool/mcp"
+	"github.com/replyonce/gateway/ledger/tool/tooltest"
+	"github.com/replyonce/gateway/stores/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// connect serves tools on an MCP server over the SDK's in-memory
+// transport and returns a connected client session.
+func connect(t *testing.T, runRef mcptool.RunRef, tools ...*tool.Tool) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0.0.1"}, nil)
+	mcptool.AddTools(srv, runRef, tools...)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.Close()
+		_ = ss.Wait()
+	})
+	return cs
+}
+
+func text(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) != 1 {
+		t.Fatalf("result has %d contents", len(res.Content))
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content is %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+// The seed's race through MCP: each call names the run in _meta, as a
+// client on a transport without headers does.
+func TestRace(t *testing.T) {
+	tooltest.Race(t, func(t *testing.T, b tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
+		refund := tooltest.NewRefund()
+		cs := connect(t, b.Ref, refund.Tool)
+		return refund, func(ctx context.Context, _ string, args json.RawMessage) (tool.Status, error) {
+			run, _ := tool.RunFrom(ctx)
+			scope, id, token := tooltest.RefOf(run)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args, Meta: mcp.Meta{
+				mcptool.HeaderScope: scope, mcptool.HeaderRunID: id, mcptool.HeaderFencingToken: strconv.FormatUint(token, 10)}})
+			if err != nil {
+				return "", err
+			}
+			var tc *mcp.TextContent
+			if len(res.Content) == 1 {
+				tc, _ = res.Content[0].(*mcp.TextContent)
+			}
+			if tc == nil {
+				return "", errors.New("no text content")
+			}
+			st, err := tooltest.StatusOf(tc.Text)
+			if err == nil && res.IsError != (st != tool.StatusExecuted && st != tool.StatusReplayed) {
+				err = errors.New("isError disagrees with " + string(st))
+			}
+			return st, err
+		}
+	})
+}
+
+// headers adds the gateway's forwarded run to every request, as an agent
+// that got them from the gateway passes them on to its MCP server.
+type headers struct {
+	h    http.Header
+	next http.RoundTripper
+}
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.h {
+		r.Header[k] = v
+	}
+	return h.next.RoundTrip(r)
+}
+
+// A client that times out waiting for a refund retries it. Over the SDK's
+// streamable HTTP transport, with the run in the request headers: the
+// refund runs once, the retry during the first attempt is told it is in
+// progress, and the retry after it is told it was already done, with the
+// refund's result.
+func TestRetryAfterTimeoutOverStreamableHTTP(t *testing.T) {
+	committed := make(chan struct{}, 1)
+	l := ledger.New(memory.New(nil), ledger.Options{Observe: func(ev ledger.Event) {
+		if ev.Type == "committed" {
+			committed <- struct{}{}
+		}
+	}})
+	ctx := context.Background()
+	run, err := l.Begin(ctx, "order-A-1001", ledger.RunOptions{RunID: "support:evt_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := tooltest.NewRefund()
+	check, err := tool.CheckTool(refund.Tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0.0.1"}, nil)
+	mcptool.AddTools(srv, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund.Tool, check)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer hs.Close()
+	hc := &http.Client{Transport: headers{next: http.DefaultTransport, h: http.Header{
+		mcptool.HeaderScope:        {run.Scope},
+		mcptool.HeaderRunID:        {run.ID},
+		mcptool.HeaderFencingToken: {strconv.FormatUint(run.Token, 10)},
+	}}}
+	defer hc.CloseIdleConnections()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close() }()
+
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range list.Tools {
+		if tl.Annotations == nil || !tl.Annotations.IdempotentHint || tl.Annotations.ReadOnlyHint != (tl.Name == tool.CheckName) {
+			t.Errorf("tool %s annotations %+v: want idempotent, read-only only for %s", tl.Name, tl.Annotations, tool.CheckName)
+		}
+	}
+	if len(list.Tools) != 2 {
+		t.Fatalf("listed %d tools, want refund and %s", len(list.Tools), tool.CheckName)
+	}
+
+	args := map[string]any{"order": "A-1001", "cents": 2500, "reason": "the customer asked"}
+	started, release := refund.Hold()
+	defer release()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = cs.CallTool(short, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	cancel()
+	if err == nil {
+		t.Fatal("the first call answered while its refund was held")
+	}
+	<-started
+
+	args["reason"] = "retrying: the first call timed out"
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusInFlight || !res.IsError {
+		t.Fatalf("retry during the first attempt: %s (isError %v), want in_flight", text(t, res), res.IsError)
+	}
+
+	release()
+	select {
+	case <-committed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first attempt never recorded its refund: the client's timeout must not cancel it")
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := text(t, res)
+	if st, _ := tooltest.StatusOf(body); st != tool.StatusReplayed || res.IsError || !strings.Contains(body, "re_A-1001") {
+		t.Fatalf("retry after the first attempt: %s, want replayed with the refund id", body)
+	}
+	if meta, _ := res.Meta["replyonce"].(map[string]any); meta["status"] != "replayed" || meta["terminal"] != false {
+		t.Fatalf("result _meta %v", res.Meta)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.CheckName, Arguments: map[string]any{"tool": "refund", "arguments": args}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusDone {
+		t.Fatalf("check_already_done: %s", text(t, res))
+	}
+	if n := refund.Executions.Load(); n != 1 {
+		t.Fatalf("the refund ran %d times, want once", n)
+	}
+}
+
+func TestRunNaming(t *testing.T) {
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	ctx := context.Background()
+	run, err := l.Begin(ctx, "conv", ledger.RunOptions{RunID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := tooltest.NewRefund()
+	cs := connect(t, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund.Tool)
+	args := map[string]any{"order": "A-1", "cents": 100}
+	cases := []struct {
+		meta mcp.Meta
+		want string
+	}{
+		{nil, string(tool.StatusNoRun)},
+		{mcp.Meta{mcptool.HeaderScope: "conv", mcptool.HeaderRunID: "r1", mcptool.HeaderFencingToken: "x"}, mcptool.HeaderFencingToken},
+		{mcp.Meta{mcptool.HeaderScope: "conv", mcptool.HeaderFencingToken: "7"}, mcptool.HeaderRunID},
+		{mcp.Meta{mcptool.HeaderScope: "conv", mcptool.HeaderRunID: "r1", mcptool.HeaderFencingToken: true}, mcptool.HeaderFencingToken},
+		// A token older than the run's is stale and refused.
+		{mcp.Meta{mcptool.HeaderScope: "conv", mcptool.HeaderRunID: "r1", mcptool.HeaderFencingToken: strconv.FormatUint(run.Token-1, 10)}, string(tool.StatusSuperseded)},
+	}
+	for _, c := range cases {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args, Meta: c.meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := text(t, res); !res.IsError || !strings.Contains(body, c.want) {
+			t.Errorf("_meta %v: %s (isError %v), want an error naming %s", c.meta, body, res.IsError, c.want)
+		}
+	}
+	// A JSON number is accepted as a token too.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args, Meta: mcp.Meta{
+		"replyonce-scope": "conv", "replyonce-run-id": "r1", "replyonce-fencing-token": run.Token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusExecuted {
+		t.Fatalf("numeric token: %s", text(t, res))
+	}
+	if n := refund.Executions.Load(); n != 1 {
+		t.Fatalf("%d refunds, want 1", n)
+	}
+}

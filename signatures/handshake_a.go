@@ -1,0 +1,118 @@
+package signatures
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// xeroHandshake answers Xero's "Intent to Receive": POSTs whose events array is empty, some
+// signed correctly and some not. A good one gets 200 with no body, a bad one 401 (the returned
+// error), as developer.xero.com/documentation/webhooks/configuring-your-server requires.
+func xeroHandshake(p *def, cfg Config, r *Request, now time.Time) (*HandshakeResponse, bool, error) {
+	ev := gjson.GetBytes(r.Body, "events")
+	if !ev.IsArray() || strings.TrimSpace(ev.Raw[1:len(ev.Raw)-1]) != "" {
+		return nil, false, nil
+	}
+	if err := verified(p, cfg, r, now); err != nil {
+		return nil, true, err
+	}
+	return reply(http.StatusOK, "", nil), true, nil
+}
+
+// oktaHandshake: the one-time event hook verification, a GET carrying
+// X-Okta-Verification-Challenge and the configured authorization header; the answer is
+// {"verification": <challenge>}.
+func oktaHandshake(p *def, cfg Config, r *Request, now time.Time) (*HandshakeResponse, bool, error) {
+	v := headerValue(r.Header, "X-Okta-Verification-Challenge")
+	if r.Method != http.MethodGet || v == "" {
+		return nil, false, nil
+	}
+	if err := verified(p, cfg, r, now); err != nil {
+		return nil, true, err
+	}
+	c, err := challenge(v)
+	if err != nil {
+		return nil, true, err
+	}
+	return jsonReply(map[string]string{"verification": c}), true, nil
+}
+
+// worldlineHandshake: a GET with X-GCS-Webhooks-Endpoint-Verification, answered with its value
+// as text/plain. Follows Worldline Connect's webhooks guide as quoted in PROVIDERS-2.md (marked
+// (?)): the request carries no signature.
+func worldlineHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
+	v := headerValue(r.Header, "X-GCS-Webhooks-Endpoint-Verification")
+	if r.Method != http.MethodGet || v == "" {
+		return nil, false, nil
+	}
+	c, err := challenge(v)
+	if err != nil {
+		return nil, true, err
+	}
+	return textReply(c), true, nil
+}
+
+// headCheck answers the HEAD request Trello (and, per secondary sources, Mandrill) sends to a
+// callback URL when a webhook is created: 200, no body.
+func headCheck(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
+	if r.Method != http.MethodHead {
+		return nil, false, nil
+	}
+	return reply(http.StatusOK, "", nil), true, nil
+}
+
+// notionHandshake: Notion's first POST to a new subscription carries {"verification_token": …}
+// and no signature; the token becomes the signing secret once the operator pastes it into
+// Notion. It is unauthenticated, so it is never stored as a secret: the answer is 200, and the
+// token goes to the operator in the response's Note (the gateway logs it) and in
+// X-Notion-Verification-Token. Follows PROVIDERS-2.md (?).
+func notionHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
+	tok := jsonString(r.Body, "verification_token")
+	if tok == "" || headerValue(r.Header, "X-Notion-Signature") != "" {
+		return nil, false, nil
+	}
+	if _, err := challenge(tok); err != nil {
+		return nil, true, err
+	}
+	h := reply(http.StatusOK, "", nil)
+	h.Header.Set("X-Notion-Verification-Token", tok)
+	h.Note = "notion verification_token (paste it into Notion, then into secrets): " + tok
+	return h, true, nil
+}
+
+// linkedinHandshake: GET ?challengeCode=c answered with {"challengeCode": c,
+// "challengeResponse": hex HMAC-SHA256 of c under the client secret}. Secondary source only (?).
+func linkedinHandshake(p *def, cfg Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
+	q := query(r)
+	if r.Method != http.MethodGet || !q.Has("challengeCode") {
+		return nil, false, nil
+	}
+	if err := checkCommon(p, cfg); err != nil {
+		return nil, true, err
+	}
+	c, err := challenge(q.Get("challengeCode"))
+	if err != nil {
+		return nil, true, err
+	}
+	m := hmac.New(sha256.New, []byte(cfg.Secrets[0]))
+	m.Write([]byte(c))
+	return jsonReply(map[string]string{"challengeCode": c, "challengeResponse": hex.EncodeToString(m.Sum(nil))}), true, nil
+}
+
+var wooPing = regexp.MustCompile(`^webhook_id=[0-9]{1,20}$`)
+
+// wooHandshake: when a webhook is saved WooCommerce POSTs the form body webhook_id=<n> without a
+// signature (class-wc-webhook.php deliver_ping); it gets 200 and goes no further.
+func wooHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
+	if headerValue(r.Header, "X-WC-Webhook-Signature") != "" || !wooPing.Match(r.Body) {
+		return nil, false, nil
+	}
+	return reply(http.StatusOK, "", nil), true, nil
+}

@@ -1,0 +1,433 @@
+package signatures
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Schemes whose signed string is built from the request around the body: the public URL, a
+// nonce, sorted form parameters, a list of signed headers.
+
+// sortedParams returns the form body's parameters as name+value pairs sorted by name (and by
+// value within a name), with no separators: the concatenation Twilio, Plivo V3 and Mandrill sign.
+// It decodes like url.ParseQuery, but leaves parts without escapes as they are, found with a
+// vectorised byte search, so a large plain value is not scanned byte by byte.
+func sortedParams(body []byte) ([]byte, error) {
+	type pair struct{ k, v string }
+	var pairs []pair
+	rest := string(body)
+	for rest != "" {
+		var item string
+		item, rest, _ = strings.Cut(rest, "&")
+		if item == "" {
+			continue
+		}
+		if strings.IndexByte(item, ';') >= 0 {
+			return nil, fmt.Errorf("%w: form body: invalid semicolon separator in query", ErrMalformed)
+		}
+		k, v, _ := strings.Cut(item, "=")
+		var err error
+		if k, err = formUnescape(k); err != nil {
+			return nil, err
+		}
+		if v, err = formUnescape(v); err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, pair{k, v})
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		if c := strings.Compare(a.k, b.k); c != 0 {
+			return c
+		}
+		return strings.Compare(a.v, b.v)
+	})
+	b := make([]byte, 0, len(body))
+	for _, p := range pairs {
+		b = append(append(b, p.k...), p.v...)
+	}
+	return b, nil
+}
+
+func formUnescape(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s, nil
+	}
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: form body: %v", ErrMalformed, err)
+	}
+	return u, nil
+}
+
+func macOf(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
+	m := hmac.New(h, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+func keysOf(secrets []string) [][]byte {
+	out := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// requestURL is the URL the provider called: the request's, else the configured one.
+func requestURL(r *Request, configured string) (*url.URL, string, error) {
+	u := r.URL
+	if u == "" {
+		u = configured
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return nil, "", fmt.Errorf("%w: url: not an absolute URL", ErrConfig)
+	}
+	return pu, u, nil
+}
+
+// plivoScheme follows plivo/plivo-node lib/utils/v3Security.js (validateV3Signature): base64
+// HMAC-SHA256 with the auth token, several comma-separated signatures allowed. Header names follow
+// Plivo's docs as quoted in PROVIDERS-2.md; the SDK takes the values as arguments, so the names
+// are unconfirmed there. V2 (lib/utils/security.js) signs only the URL and the nonce, not the
+// payload, so a captured V2 signature would authenticate any body: it is not accepted.
+type plivoScheme struct {
+	keys [][]byte
+	url  string
+	pu   *url.URL // url parsed once; nil when it does not parse (requestURL then reports it)
+}
+
+func newPlivo(c Config) (*plivoScheme, error) {
+	s := &plivoScheme{keys: keysOf(c.Secrets), url: c.URL}
+	if u, err := url.Parse(c.URL); err == nil && u.Host != "" {
+		s.pu = u
+	}
+	return s, nil
+}
+
+const (
+	plivoV3      = "X-Plivo-Signature-V3"
+	plivoV3Nonce = "X-Plivo-Signature-V3-Nonce"
+	plivoV2      = "X-Plivo-Signature-V2"
+	plivoV2Nonce = "X-Plivo-Signature-V2-Nonce"
+)
+
+// plivoV3Base is the string V3 signs before ".nonce": the URL without query, "?" and the sorted
+// query string (name=value joined by &) when there is one, then for a POST with parameters a
+// "." after a non-empty query and the sorted parameters as name+value.
+func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
+	prefix, params, err := plivoV3Parts(method, u, body)
+	return prefix + string(params), err
+}
+
+// plivoV3Parts is plivoV3Base as the URL part and the parameters, so the MAC can read both
+// without joining them.
+func plivoV3Parts(method string, u *url.URL, body []byte) (string, []byte, error) {
+	base := u.Scheme + "://" + u.Host + u.EscapedPath()
+	q, _ := url.ParseQuery(u.RawQuery)
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var qs []string
+	for _, k := range keys {
+		vs := q[k]
+		slices.Sort(vs)
+		for _, v := range vs {
+			qs = append(qs, k+"="+v)
+		}
+	}
+	query := strings.Join(qs, "&")
+	if method == "GET" {
+		if query != "" {
+			base += "?" + query
+		}
+		return base, nil, nil
+	}
+	params, err := sortedParams(body)
+	if err != nil {
+		return "", nil, err
+	}
+	if query != "" || len(params) > 0 {
+		base += "?" + query
+	}
+	if query != "" && len(params) > 0 {
+		base += "."
+	}
+	return base, params, nil
+}
+
+func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
+	pu := s.pu
+	if pu == nil || (r.URL != "" && r.URL != s.url) {
+		var err error
+		if pu, _, err = requestURL(r, s.url); err != nil {
+			return err
+		}
+	}
+	sigName := plivoV3
+	raw, err := requireHeader(r.Header, sigName)
+	if err != nil {
+		return err
+	}
+	nonce, err := requireHeader(r.Header, plivoV3Nonce)
+	if err != nil {
+		return err
+	}
+	method := r.Method
+	if method == "" {
+		method = "POST"
+	}
+	prefix, params, err := plivoV3Parts(method, pu, r.Body)
+	if err != nil {
+		return err
+	}
+	tail := []byte("." + nonce)
+	var sigs [maxCandidates][sha256.Size]byte
+	n := 0
+	for rest := raw; rest != "" && n < maxCandidates; {
+		var item string
+		item, rest, _ = strings.Cut(rest, ",")
+		if l, ok := decodeSig(sigs[n][:], strings.TrimSpace(item), true); ok && l == sha256.Size {
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %s", ErrMalformed, sigName)
+	}
+	for _, k := range s.keys {
+		got := macOf(sha256.New, k, []byte(prefix), params, tail)
+		for i := range n {
+			if hmac.Equal(got, sigs[i][:]) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, sigName)
+}
+
+// Sign writes a V3 signature with a fresh nonce.
+func (s *plivoScheme) Sign(r *Request, _ time.Time) error {
+	pu, _, err := requestURL(r, s.url)
+	if err != nil {
+		return err
+	}
+	method := r.Method
+	if method == "" {
+		method = "POST"
+	}
+	base, err := plivoV3Base(method, pu, r.Body)
+	if err != nil {
+		return err
+	}
+	nonce := randomID()
+	setHeader(r, plivoV3Nonce, nonce)
+	setHeader(r, plivoV3, base64.StdEncoding.EncodeToString(macOf(sha256.New, s.keys[0], []byte(base+"."+nonce))))
+	return nil
+}
+
+// mandrillScheme: base64 HMAC-SHA1 with the webhook key over the webhook URL exactly as
+// registered followed by the POST parameters sorted by name, name then value. Follows
+// Mailchimp Transactional's "Authenticating webhook requests" recipe as quoted in PROVIDERS-2.md
+// (secondary source: unconfirmed in an official SDK).
+type mandrillScheme struct {
+	keys [][]byte
+	url  string
+}
+
+const mandrillHeader = "X-Mandrill-Signature"
+
+// content returns the two parts Mandrill signs: the URL and the sorted parameters.
+func (s *mandrillScheme) content(r *Request) ([]byte, []byte, error) {
+	u := s.url
+	if u == "" {
+		u = r.URL
+	}
+	params, err := sortedParams(r.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []byte(u), params, nil
+}
+
+func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
+	raw, err := requireHeader(r.Header, mandrillHeader)
+	if err != nil {
+		return err
+	}
+	var sig [sha1.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, mandrillHeader)
+	}
+	u, params, err := s.content(r)
+	if err != nil {
+		return err
+	}
+	for _, k := range s.keys {
+		if hmac.Equal(macOf(sha1.New, k, u, params), sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, mandrillHeader)
+}
+
+func (s *mandrillScheme) Sign(r *Request, _ time.Time) error {
+	u, params, err := s.content(r)
+	if err != nil {
+		return err
+	}
+	setHeader(r, mandrillHeader, base64.StdEncoding.EncodeToString(macOf(sha1.New, s.keys[0], u, params)))
+	return nil
+}
+
+// trelloScheme: base64 HMAC-SHA1 with the app secret over the body followed by the callback URL
+// given when the webhook was created (Config.URL). The recipe follows Hookdeck's trello-webhooks
+// skill and Trello's guide as quoted in PROVIDERS-2.md: unconfirmed in an official SDK.
+type trelloScheme struct {
+	keys [][]byte
+	url  string
+}
+
+const trelloHeader = "X-Trello-Webhook"
+
+func (s *trelloScheme) Verify(r *Request, _ time.Time) error {
+	raw, err := requireHeader(r.Header, trelloHeader)
+	if err != nil {
+		return err
+	}
+	var sig [sha1.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, trelloHeader)
+	}
+	for _, k := range s.keys {
+		if hmac.Equal(macOf(sha1.New, k, r.Body, []byte(s.url)), sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, trelloHeader)
+}
+
+func (s *trelloScheme) Sign(r *Request, _ time.Time) error {
+	setHeader(r, trelloHeader, base64.StdEncoding.EncodeToString(macOf(sha1.New, s.keys[0], r.Body, []byte(s.url))))
+	return nil
+}
+
+// contentfulScheme follows contentful/node-apps-toolkit src/requests/sign-request.ts and
+// verify-request.ts: hex HMAC-SHA256 over METHOD, path, the signed headers and the body joined by
+// "\n", the headers being exactly those listed in x-contentful-signed-headers, lower-cased,
+// sorted, written name:value and joined by ";". The list must include the timestamp and the list
+// itself. The path is the request's escaped path and raw query; the toolkit re-encodes it with
+// encodeURI, which leaves an already-escaped path unchanged. The timestamp is in ms; the toolkit
+// rejects only too-old requests (30 s by default), we reject both directions.
+type contentfulScheme struct {
+	keys [][]byte
+	url  string
+	tol  time.Duration
+}
+
+const (
+	contentfulSig     = "X-Contentful-Signature"
+	contentfulSigned  = "X-Contentful-Signed-Headers"
+	contentfulTS      = "X-Contentful-Timestamp"
+	contentfulDefault = 30 * time.Second
+	maxSignedHeaders  = 64
+)
+
+// canonical returns the canonical request up to the body, which the MAC reads in place.
+func (s *contentfulScheme) canonical(r *Request, signed string) ([]byte, error) {
+	pu, _, err := requestURL(r, s.url)
+	if err != nil {
+		return nil, err
+	}
+	path := pu.EscapedPath()
+	if pu.RawQuery != "" {
+		path += "?" + pu.RawQuery
+	}
+	names := strings.Split(signed, ",")
+	if len(names) > maxSignedHeaders {
+		return nil, fmt.Errorf("%w: %s lists more than %d headers", ErrMalformed, contentfulSigned, maxSignedHeaders)
+	}
+	for i := range names {
+		names[i] = strings.ToLower(strings.TrimSpace(names[i]))
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if !slices.Contains(names, strings.ToLower(contentfulTS)) || !slices.Contains(names, strings.ToLower(contentfulSigned)) {
+		return nil, fmt.Errorf("%w: %s must list the timestamp and itself", ErrMalformed, contentfulSigned)
+	}
+	hs := make([]string, 0, len(names))
+	for _, n := range names {
+		hs = append(hs, n+":"+strings.TrimSpace(headerValue(r.Header, n)))
+	}
+	method := strings.ToUpper(r.Method)
+	if method == "" {
+		method = "POST"
+	}
+	b := make([]byte, 0, len(path)+256)
+	b = append(b, method...)
+	b = append(b, '\n')
+	b = append(b, path...)
+	b = append(b, '\n')
+	b = append(b, strings.Join(hs, ";")...)
+	return append(b, '\n'), nil
+}
+
+func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
+	raw, err := requireHeader(r.Header, contentfulSig)
+	if err != nil {
+		return err
+	}
+	signed, err := requireHeader(r.Header, contentfulSigned)
+	if err != nil {
+		return err
+	}
+	ts, err := requireHeader(r.Header, contentfulTS)
+	if err != nil {
+		return err
+	}
+	var sig [sha256.Size]byte
+	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), false); !ok || l != sha256.Size {
+		return fmt.Errorf("%w: %s", ErrMalformed, contentfulSig)
+	}
+	if err := freshTimestamp(ts, tsMillis, now, s.tol, contentfulTS); err != nil {
+		return err
+	}
+	c, err := s.canonical(r, signed)
+	if err != nil {
+		return err
+	}
+	for _, k := range s.keys {
+		if hmac.Equal(macOf(sha256.New, k, c, r.Body), sig[:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNoMatch, contentfulSig)
+}
+
+// Sign signs the timestamp, the signed-headers list and Content-Type when present.
+func (s *contentfulScheme) Sign(r *Request, now time.Time) error {
+	setHeader(r, contentfulTS, formatTime(now, tsMillis))
+	list := "x-contentful-signed-headers,x-contentful-timestamp"
+	if headerValue(r.Header, "Content-Type") != "" {
+		list = "content-type," + list
+	}
+	setHeader(r, contentfulSigned, list)
+	c, err := s.canonical(r, list)
+	if err != nil {
+		return err
+	}
+	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], c, r.Body)))
+	return nil
+}

@@ -1,0 +1,24 @@
+package signatures
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stale-timestamp message says which way the clock is off.
+func TestStaleSaysAgoOrAhead(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	old := checkTime(now.Add(-10*time.Minute-time.Second), now, 5*time.Minute, "t")
+	if !errors.Is(old, ErrStale) || !strings.Contains(old.Error(), "t is 10m1s ago") {
+		t.Errorf("old signature: %v", old)
+	}
+	future := checkTime(now.Add(7*time.Minute), now, 5*time.Minute, "t")
+	if !errors.Is(future, ErrStale) || !strings.Contains(future.Error(), "t is 7m0s ahead") {
+		t.Errorf("future signature: %v", future)
+	}
+	if err := checkTime(now.Add(-time.Minute), now, 5*time.Minute, "t"); err != nil {
+		t.Errorf("fresh: %v", err)
+	}
+}

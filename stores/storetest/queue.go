@@ -1,0 +1,436 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// The queued-delivery cases: the outbox rides in the scope document, the
+// event's bytes in a blob written by the same Transact, and the due index
+// is the store's. A store passes them only if all three move together.
+
+const testLease = 10 * time.Second
+
+func queueKey(scope, event string) ledger.Key {
+	return ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": event}}
+}
+
+func enqueue(t *testing.T, e *env, scope, event string, hold bool) ledger.Enqueued {
+	t.Helper()
+	body := []byte(`{"id":"` + event + `","text":"hello\nworld"}`)
+	return must(e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+		Event: ledger.QueuedEvent{Source: "src", EventID: event, Scope: scope, ContentType: "application/json",
+			Header: map[string][]string{"X-Github-Event": {"push"}}, ReceivedAt: e.clock.Now(), Body: body},
+		Run:    ledger.RunOptions{RunID: "src:" + event, Mode: ledger.ModeIndependent},
+		Claim:  ledger.ClaimRequest{Key: queueKey(scope, event), Conflict: ledger.ConflictNone, PendingTTL: testLease},
+		Hold:   hold,
+		MaxAge: 72 * time.Hour,
+	}))
+}
+
+// testBlobs: blobs are written with their document or not at all, deleted
+// by a nil value, and gone when the document expires.
+func testBlobs(t *testing.T, newStore NewStore) {
+	s := newStore(t)
+	ctx := context.Background()
+	scope := "blobs"
+	refused := errors.New("refused")
+	err := s.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: []byte(`{"n":0}`), Blobs: map[string][]byte{"b": []byte("x")}}, refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("fn error not passed through: %v", err)
+	}
+	if b := must(s.ReadBlob(ctx, scope, "b")); b != nil {
+		t.Fatalf("a refused write stored blob %q", b)
+	}
+	body := bytes.Repeat([]byte{0, 1, 2, 0xff, '\n'}, 1000) // binary, not UTF-8
+	write := func(doc string, blobs map[string][]byte, ttl time.Duration) {
+		t.Helper()
+		noErr(t, s.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+			return &ledger.Write{Doc: []byte(doc), TTL: ttl, Blobs: blobs}, nil
+		}))
+	}
+	write(`{"n":1}`, map[string][]byte{"body": body, "small": []byte("s")}, time.Hour)
+	if got := must(s.ReadBlob(ctx, scope, "body")); !bytes.Equal(got, body) {
+		t.Fatalf("blob came back as %d bytes, want the %d written", len(got), len(body))
+	}
+	if got := must(s.ReadBlob(ctx, "other", "body")); got != nil {
+		t.Fatalf("another scope sees this scope's blob")
+	}
+	write(`{"n":2}`, nil, time.Hour)
+	if got := must(s.ReadBlob(ctx, scope, "small")); string(got) != "s" {
+		t.Fatalf("a write that names no blob lost one: %q", got)
+	}
+	write(`{"n":3}`, map[string][]byte{"small": nil}, time.Hour)
+	if got := must(s.ReadBlob(ctx, scope, "small")); got != nil {
+		t.Fatalf("deleted blob still reads %q", got)
+	}
+	if got := must(s.ReadBlob(ctx, scope, "body")); !bytes.Equal(got, body) {
+		t.Fatal("deleting one blob touched another")
+	}
+	// A document that expires takes its blobs with it, and one created in
+	// its place does not inherit them.
+	write(`{"n":4}`, nil, time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if got := must(s.ReadBlob(ctx, scope, "body")); got != nil {
+		t.Fatal("blob outlived its expired document")
+	}
+	write(`{"n":5}`, map[string][]byte{"new": []byte("n")}, time.Hour)
+	if got := must(s.ReadBlob(ctx, scope, "body")); got != nil {
+		t.Fatal("a document created after expiry inherited the old one's blob")
+	}
+	if got := must(s.ReadBlob(ctx, scope, "new")); string(got) != "n" {
+		t.Fatalf("blob of the new document: %q", got)
+	}
+}
+
+// testDueIndex: ScopesDue lists scopes by their last write's DueAt.
+func testDueIndex(t *testing.T, newStore NewStore) {
+	s := newStore(t)
+	ctx := context.Background()
+	write := func(scope string, due time.Time) {
+		t.Helper()
+		noErr(t, s.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+			return &ledger.Write{Doc: []byte(`{}`), TTL: time.Hour, DueAt: due}, nil
+		}))
+	}
+	write("late", start.Add(2*time.Minute))
+	write("early", start.Add(time.Minute))
+	write("never", time.Time{})
+	if got := must(s.ScopesDue(ctx, start, 10)); len(got) != 0 {
+		t.Fatalf("due before their time: %v", got)
+	}
+	if got := must(s.ScopesDue(ctx, start.Add(3*time.Minute), 10)); fmt.Sprint(got) != "[early late]" {
+		t.Fatalf("scopes due: %v, want [early late] (earliest first)", got)
+	}
+	if got := must(s.ScopesDue(ctx, start.Add(3*time.Minute), 1)); fmt.Sprint(got) != "[early]" {
+		t.Fatalf("scopes due, limit 1: %v", got)
+	}
+	write("early", time.Time{})
+	if got := must(s.ScopesDue(ctx, start.Add(3*time.Minute), 10)); fmt.Sprint(got) != "[late]" {
+		t.Fatalf("a write without due time left the scope listed: %v", got)
+	}
+	if got := must(s.ScopesToReview(ctx, start.Add(time.Hour), 10)); len(got) != 0 {
+		t.Fatalf("due times leaked into the review index: %v", got)
+	}
+}
+
+// testEnqueueStored: an acknowledged event is stored with its run and its
+// claim, byte for byte, and a duplicate is recognised whatever its state.
+func testEnqueueStored(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	got := enqueue(t, e, "conv-1", "ev1", false)
+	if got.Status != ledger.EnqueueQueued || got.Item.Status != ledger.DeliveryQueued {
+		t.Fatalf("enqueue: %+v", got)
+	}
+	// Another ledger over the same store (another process) sees it all.
+	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	items := must(other.QueueItems(e.ctx, "conv-1"))
+	if len(items) != 1 || items[0].EventID != "ev1" || items[0].RunID != "src:ev1" {
+		t.Fatalf("queue items: %+v", items)
+	}
+	ev := must(other.QueuedEventOf(e.ctx, items[0]))
+	if string(ev.Body) != `{"id":"ev1","text":"hello\nworld"}` || ev.ContentType != "application/json" ||
+		ev.Header["X-Github-Event"][0] != "push" || !ev.ReceivedAt.Equal(start) {
+		t.Fatalf("event record: %+v body %q", ev, ev.Body)
+	}
+	// Never an event without its claim: the deliver entry is there.
+	chk := must(other.Check(e.ctx, queueKey("conv-1", "ev1")))
+	if chk.Entry == nil || chk.Entry.RunID != "src:ev1" || !chk.Entry.Redeliverable {
+		t.Fatalf("deliver entry of a queued event: %+v", chk.Entry)
+	}
+	if dup := enqueue(t, e, "conv-1", "ev1", false); dup.Status != ledger.EnqueueDuplicate || dup.Item.Blob != items[0].Blob {
+		t.Fatalf("duplicate while queued: %+v", dup)
+	}
+	tk := must(e.l.TakeDelivery(e.ctx, "conv-1", items[0].EntryID, testLease))
+	if dup := enqueue(t, e, "conv-1", "ev1", false); dup.Status != ledger.EnqueueDuplicate {
+		t.Fatalf("duplicate while delivering: %+v", dup)
+	}
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead}))
+	if dup := enqueue(t, e, "conv-1", "ev1", false); dup.Status != ledger.EnqueueDuplicate || dup.Item.Status != ledger.DeliveryDead {
+		t.Fatalf("duplicate of a dead event: %+v", dup)
+	}
+
+	// Concurrent copies of one event: exactly one is recorded.
+	var queued atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+				Event: ledger.QueuedEvent{Source: "src", EventID: "race", Body: []byte("x")},
+				Run:   ledger.RunOptions{RunID: "src:race", Mode: ledger.ModeIndependent},
+				Claim: ledger.ClaimRequest{Key: queueKey("conv-2", "race"), PendingTTL: testLease},
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if r.Status == ledger.EnqueueQueued {
+				queued.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if queued.Load() != 1 {
+		t.Fatalf("%d concurrent copies were recorded, want 1", queued.Load())
+	}
+}
+
+// testDueDeliveries: due listing follows takes, retries and outcomes.
+func testDueDeliveries(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	enqueue(t, e, "a", "ev-a", false)
+	e.clock.Advance(time.Millisecond)
+	enqueue(t, e, "b", "ev-b", false)
+	held := enqueue(t, e, "c", "ev-c", true)
+	if !held.Claim.Acquired() || held.Run == nil || held.Run.Delivery != 1 {
+		t.Fatalf("held enqueue: %+v", held)
+	}
+	due := func() string {
+		t.Helper()
+		var ids []string
+		for _, q := range must(e.l.DueDeliveries(e.ctx, 10)) {
+			ids = append(ids, q.EventID)
+		}
+		return fmt.Sprint(ids)
+	}
+	if got := due(); got != "[ev-a ev-b]" {
+		t.Fatalf("due: %s, want [ev-a ev-b] (the held one is not due)", got)
+	}
+	items := must(e.l.QueueItems(e.ctx, "a"))
+	tk := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
+	if !tk.OK || tk.Run.Delivery != 1 || tk.Item.Attempts != 1 || tk.Run.ID != "src:ev-a" {
+		t.Fatalf("first take: %+v", tk)
+	}
+	if got := due(); got != "[ev-b]" {
+		t.Fatalf("due after a take: %s", got)
+	}
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(5 * time.Second),
+		Record: ledger.AttemptRecord{AgentStatus: 503, Error: "agent answered 503", Answer: []byte("busy")}}))
+	if got := due(); got != "[ev-b]" {
+		t.Fatalf("a retry is due before its time: %s", got)
+	}
+	e.clock.Advance(5 * time.Second)
+	if got := due(); got != "[ev-b ev-a]" {
+		t.Fatalf("due once the retry's time came: %s, want [ev-b ev-a] (earliest due first)", got)
+	}
+	tk2 := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
+	if !tk2.OK || tk2.Run.Delivery != 2 || tk2.Run.Token <= tk.Run.Token || tk2.Item.Failures != 1 {
+		t.Fatalf("retry take: %+v (first %+v)", tk2, tk)
+	}
+	res := must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered, Value: map[string]any{"outcome": "delivered"},
+		Record: ledger.AttemptRecord{AgentStatus: 200}}))
+	if res.LateSettle || res.Status != ledger.StatusExecuted {
+		t.Fatalf("finish: %+v", res)
+	}
+	if got := due(); got != "[ev-b]" {
+		t.Fatalf("due after delivery: %s", got)
+	}
+	q := must(e.l.QueueItems(e.ctx, "a"))[0]
+	if q.Status != ledger.DeliveryDelivered {
+		t.Fatalf("status after delivery: %s", q.Status)
+	}
+	recs := must(e.l.AttemptsOf(e.ctx, q))
+	if len(recs) != 2 || recs[0].AgentStatus != 503 || string(recs[0].Answer) != "busy" || recs[1].AgentStatus != 200 || recs[1].Delivery != 2 {
+		t.Fatalf("attempt records: %+v", recs)
+	}
+	if chk := must(e.l.Check(e.ctx, queueKey("a", "ev-a"))); !chk.Done {
+		t.Fatalf("the deliver entry of a delivered event is not done: %+v", chk)
+	}
+}
+
+// testDeliveryLease: a take is a lease. Of many dispatchers racing for one
+// delivery exactly one gets it; nobody else can until its claim runs out,
+// and then the holder's late outcome cannot overwrite the new delivery's.
+func testDeliveryLease(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	enqueue(t, e, "lease", "ev", false)
+	id := must(e.l.QueueItems(e.ctx, "lease"))[0].EntryID
+	ledgers := make([]*ledger.Ledger, 8)
+	for i := range ledgers {
+		ledgers[i] = ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	}
+	race := func() []ledger.Taken {
+		t.Helper()
+		var mu sync.Mutex
+		var won []ledger.Taken
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ledgers))
+		for _, l := range ledgers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tk, err := l.TakeDelivery(e.ctx, "lease", id, testLease)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if tk.OK {
+					mu.Lock()
+					won = append(won, tk)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		return won
+	}
+	first := race()
+	if len(first) != 1 {
+		t.Fatalf("%d dispatchers hold the delivery, want 1", len(first))
+	}
+	e.clock.Advance(testLease - time.Millisecond)
+	if again := race(); len(again) != 0 {
+		t.Fatalf("taken again while its claim was live: %+v", again)
+	}
+	// The holder crashed: once the claim runs out the delivery is due again.
+	e.clock.Advance(time.Millisecond)
+	if due := must(e.l.DueDeliveries(e.ctx, 10)); len(due) != 1 || due[0].EntryID != id {
+		t.Fatalf("a crashed holder's delivery is not due after its claim ran out: %+v", due)
+	}
+	second := race()
+	if len(second) != 1 {
+		t.Fatalf("%d dispatchers took the expired delivery, want 1", len(second))
+	}
+	if second[0].Run.Token <= first[0].Run.Token || second[0].Run.Delivery != first[0].Run.Delivery+1 {
+		t.Fatalf("takeover did not fence: first %+v second %+v", first[0].Run, second[0].Run)
+	}
+	// The first holder wakes up and reports success: flagged late, and the
+	// delivery stays the second's.
+	res := must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: first[0], Status: ledger.DeliveryDelivered}))
+	if !res.LateSettle {
+		t.Fatalf("the stale holder's finish was not flagged late: %+v", res)
+	}
+	q := must(e.l.QueueItems(e.ctx, "lease"))[0]
+	if q.Status != ledger.DeliveryDelivering || q.Attempts != 2 {
+		t.Fatalf("a stale finish changed the item: %+v", q)
+	}
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: second[0], Status: ledger.DeliveryDelivered}))
+	if q := must(e.l.QueueItems(e.ctx, "lease"))[0]; q.Status != ledger.DeliveryDelivered {
+		t.Fatalf("the holder's finish did not land: %+v", q)
+	}
+}
+
+// testReplayAndDead: a dead delivery is kept and not due; a replay makes
+// it due with the same run and a newer token.
+func testReplayAndDead(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{Retention: 24 * time.Hour})
+	enqueue(t, e, "dead", "ev", false)
+	q := must(e.l.QueueItems(e.ctx, "dead"))[0]
+	tk := must(e.l.TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
+	e.clock.Advance(time.Hour)
+	if due := must(e.l.DueDeliveries(e.ctx, 10)); len(due) != 0 {
+		t.Fatalf("a dead delivery is due: %+v", due)
+	}
+	if got := must(e.l.QueueItems(e.ctx, "dead")); len(got) != 1 || got[0].Status != ledger.DeliveryDead {
+		t.Fatalf("dead delivery not kept: %+v", got)
+	}
+	must(e.l.ReplayDelivery(e.ctx, "dead", q.EntryID))
+	tk2 := must(e.l.TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
+	if !tk2.OK || tk2.Run.ID != tk.Run.ID || tk2.Run.Token <= tk.Run.Token || tk2.Run.Delivery != tk.Run.Delivery+1 || tk2.Item.Failures != 0 {
+		t.Fatalf("replayed take: %+v, first %+v", tk2, tk)
+	}
+	if _, err := e.l.ReplayDelivery(e.ctx, "dead", q.EntryID); !errors.Is(err, ledger.ErrDeliveryInFlight) {
+		t.Fatalf("replay of a delivery in flight: %v", err)
+	}
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered}))
+	// Retention: a delivered event and its bytes go one retention later.
+	e.clock.Advance(24*time.Hour + time.Second)
+	enqueue(t, e, "dead", "other", false) // any write prunes
+	left := must(e.l.QueueItems(e.ctx, "dead"))
+	if len(left) != 1 || left[0].EventID != "other" {
+		t.Fatalf("after retention: %+v", left)
+	}
+	if b := must(e.store.ReadBlob(e.ctx, "dead", "e:"+q.Blob)); b != nil {
+		t.Fatal("a pruned delivery's body is still stored")
+	}
+}
+
+// testListDeliveries: operators find waiting deliveries through the due
+// index, dead and rejected ones through the review index, and any by
+// scope; the paused-sources record is shared through the store.
+func testListDeliveries(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	enqueue(t, e, "list-a", "waiting", false)
+	e.clock.Advance(time.Second)
+	enqueue(t, e, "list-b", "dead", false)
+	e.clock.Advance(time.Second)
+	enqueue(t, e, "list-c", "delivered", false)
+	finish := func(scope string, status ledger.DeliveryStatus) {
+		t.Helper()
+		q := must(e.l.QueueItems(e.ctx, scope))[0]
+		tk := must(e.l.TakeDelivery(e.ctx, scope, q.EntryID, testLease))
+		must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: status}))
+	}
+	finish("list-b", ledger.DeliveryDead)
+	finish("list-c", ledger.DeliveryDelivered)
+	ids := func(f ledger.DeliveryFilter) string {
+		t.Helper()
+		var out []string
+		for _, q := range must(e.l.ListDeliveries(e.ctx, f)) {
+			out = append(out, q.EventID+"="+string(q.Status))
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(ledger.DeliveryFilter{}); got != "[waiting=queued dead=dead]" {
+		t.Fatalf("all listable: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryDead}); got != "[dead=dead]" {
+		t.Fatalf("dead: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryQueued, Source: "other"}); got != "[]" {
+		t.Fatalf("another source: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Since: start.Add(time.Second)}); got != "[dead=dead]" {
+		t.Fatalf("since: %s", got)
+	}
+	if got := ids(ledger.DeliveryFilter{Scope: "list-c"}); got != "[delivered=delivered]" {
+		t.Fatalf("by scope: %s", got)
+	}
+	if _, err := e.l.ListDeliveries(e.ctx, ledger.DeliveryFilter{Status: ledger.DeliveryDelivered}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("delivered without a scope: %v", err)
+	}
+	if q := must(e.l.FindDelivery(e.ctx, "list-b", "src", "dead")); q.Status != ledger.DeliveryDead {
+		t.Fatalf("find: %+v", q)
+	}
+	// Dead letters need an operator, not a reconciler: none is ambiguous.
+	if amb := must(e.l.Ambiguous(e.ctx, 10)); len(amb) != 0 {
+		t.Fatalf("dead letters listed as ambiguous: %+v", amb)
+	}
+	must(e.l.ReplayDelivery(e.ctx, "list-b", must(e.l.FindDelivery(e.ctx, "list-b", "src", "dead")).EntryID))
+	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryDead}); got != "[]" {
+		t.Fatalf("dead after replay: %s", got)
+	}
+
+	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	noErr(t, e.l.SetSourcePaused(e.ctx, "src", true))
+	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", true))
+	if p := must(other.PausedSources(e.ctx)); !p["src"] || !p["gh"] || len(p) != 2 {
+		t.Fatalf("paused, as another process sees it: %v", p)
+	}
+	noErr(t, other.SetSourcePaused(e.ctx, "src", false))
+	if p := must(e.l.PausedSources(e.ctx)); p["src"] || !p["gh"] {
+		t.Fatalf("after resume: %v", p)
+	}
+}

@@ -111,13 +111,21 @@ func (g *Gateway) batchItems(src *Source, req *http.Request, body []byte, now ti
 				Message: fmt.Sprintf("event id rule %s did not resolve for element %d", src.eventIDText, len(items))}
 			return false
 		}
+		if bad = checkID("event id", src.eventIDText, id); bad != nil {
+			return false
+		}
 		it := batchItem{body: raw, eventID: id, scope: src.Name + ":" + id}
 		if src.scope != nil {
 			if s, ok := src.scope.Resolve(in); ok {
+				if bad = checkID("scope", src.scope.String(), s); bad != nil {
+					return false
+				}
 				it.scope = s
 			}
 		}
-		it.contextAt = g.contextAt(src, in, now, &delivery{eventID: id})
+		if it.contextAt, bad = g.contextAt(src, in, now, &delivery{eventID: id}); bad != nil {
+			return false
+		}
 		items = append(items, it)
 		return true
 	})

@@ -202,8 +202,8 @@ func TestAgentOutcomes(t *testing.T) {
 		}
 	})
 
-	t.Run("429 passes the agent's Retry-After on", func(t *testing.T) {
-		h := newHarness(t, githubSource("github", withRetry(3*time.Second)))
+	t.Run("429 passes the agent's Retry-After on, within retry_after", func(t *testing.T) {
+		h := newHarness(t, githubSource("github", withRetry(60*time.Second)))
 		h.sink.setAnswer(func(w http.ResponseWriter, _ *http.Request, _ int) {
 			w.Header().Set("Retry-After", "42")
 			w.WriteHeader(http.StatusTooManyRequests)

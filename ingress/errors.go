@@ -64,9 +64,13 @@ func (g *Gateway) errorHandler(err error, c echo.Context) {
 	_ = c.JSON(ie.Status, body)
 }
 
-// retryAfterSeconds renders a Retry-After of at least one second.
+// retryAfterSeconds renders a Retry-After of at least one second, rounding
+// up, without overflowing on durations near the largest one.
 func retryAfterSeconds(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
 	if s < 1 {
 		s = 1
 	}

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -37,10 +41,18 @@ type Options struct {
 	Logger    *zap.Logger
 	Metrics   *Metrics
 	Clock     func() time.Time
+	// StoreTimeout bounds each ledger call on the request path, so a
+	// stalled store is a prompt 503 rather than silence until the
+	// provider's own timeout (default DefaultStoreTimeout).
+	StoreTimeout time.Duration
 	// Handoff is the process's dispatcher, for queued sources. Without one
 	// queued events wait in the store for a dispatcher elsewhere.
 	Handoff Handoff
 }
+
+// DefaultStoreTimeout is Options.StoreTimeout's default: well inside the
+// 10 s or so that most providers wait for an answer.
+const DefaultStoreTimeout = 2 * time.Second
 
 // Gateway is the public webhook handler.
 type Gateway struct {
@@ -54,13 +66,32 @@ type Gateway struct {
 	now      func() time.Time
 	handoff  Handoff
 	echo     *echo.Echo
+	// storeTimeout bounds each ledger call; settleMargin is what a claim
+	// must keep after its forward for the settle to land before it
+	// expires.
+	storeTimeout, settleMargin time.Duration
 	// active counts handlers still running, so shutdown can wait for
 	// forwards whose connections were already cut.
 	active sync.WaitGroup
+	// stop is cancelled by CancelForwards; settleBy (Unix ns, 0: none)
+	// then bounds every settle still to come.
+	stop     context.Context
+	stopNow  context.CancelFunc
+	settleBy atomic.Int64
 }
 
 // Wait blocks until every request handler has returned.
 func (g *Gateway) Wait() { g.active.Wait() }
+
+// CancelForwards ends the gateway's work for shutdown: forwards still
+// running are cancelled and claims not yet forwarded are not, each
+// settled as not applied (so the provider's next retry, to any instance,
+// redelivers the event) by settleBy at the latest, and answered 503.
+// Requests that arrive later are answered the same way.
+func (g *Gateway) CancelForwards(settleBy time.Time) {
+	g.settleBy.Store(settleBy.UnixNano())
+	g.stopNow()
+}
 
 // New builds the gateway's handler.
 func New(o Options) (*Gateway, error) {
@@ -76,7 +107,15 @@ func New(o Options) (*Gateway, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff}
+	if o.StoreTimeout == 0 {
+		o.StoreTimeout = DefaultStoreTimeout
+	}
+	if o.StoreTimeout < 0 {
+		return nil, errors.New("ingress: the store timeout must be positive")
+	}
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff,
+		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack}
+	g.stop, g.stopNow = context.WithCancel(context.Background())
 	for _, s := range o.Sources {
 		if _, dup := g.sources[s.Name]; dup {
 			return nil, fmt.Errorf("ingress: source %q configured twice", s.Name)
@@ -121,6 +160,9 @@ func (g *Gateway) handle(c echo.Context) error {
 	defer g.active.Done()
 	d := &delivery{start: time.Now()}
 	err := g.serve(c, d)
+	if err != nil {
+		g.errorHandler(err, c)
+	}
 	status := d.status
 	var ie *Error
 	if err != nil {
@@ -153,6 +195,11 @@ func (g *Gateway) handle(c echo.Context) error {
 	if err != nil && (ie == nil || ie.Cause != nil) {
 		fields = append(fields, zap.Error(err))
 	}
+	if !answerSent(c) {
+		// The log says what the provider heard: nothing.
+		fields[1] = zap.Int("status", 0)
+		fields = append(fields, zap.Int("unsent_status", status))
+	}
 	switch {
 	case d.decision == "store_error" || d.reason == "store":
 		g.log.Error("webhook", fields...)
@@ -170,7 +217,16 @@ func (g *Gateway) handle(c echo.Context) error {
 	default:
 		g.log.Info("webhook", fields...)
 	}
-	return err
+	return nil
+}
+
+// answerSent reports whether the answer left for the provider: its
+// connection was still open and the answer could be flushed to it.
+func answerSent(c echo.Context) bool {
+	if c.Request().Context().Err() != nil {
+		return false
+	}
+	return http.NewResponseController(c.Response().Writer).Flush() == nil
 }
 
 func (g *Gateway) serve(c echo.Context, d *delivery) error {
@@ -217,15 +273,27 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return &Error{Status: http.StatusBadRequest, Reason: "missing_event_id",
 			Message: fmt.Sprintf("event id rule %s did not resolve for this request", src.eventIDText)}
 	}
+	if err := checkID("event id", src.eventIDText, eventID); err != nil {
+		d.decision = "bad_event_id"
+		return err
+	}
 	d.eventID = eventID
 	d.runID = src.Name + ":" + eventID
 	d.scope = d.runID
 	if src.scope != nil {
 		if s, ok := src.scope.Resolve(in); ok {
+			if err := checkID("scope", src.scope.String(), s); err != nil {
+				d.decision = "bad_scope"
+				return err
+			}
 			d.scope = s
 		}
 	}
-	contextAt := g.contextAt(src, in, now, d)
+	contextAt, err := g.contextAt(src, in, now, d)
+	if err != nil {
+		d.decision = "bad_context_at"
+		return err
+	}
 	if src.queue.Mode == ModeQueued {
 		return g.enqueue(c, d, src, body, contextAt, now)
 	}
@@ -339,26 +407,54 @@ func publicURL(src *Source, req *http.Request) string {
 	return base
 }
 
-func (g *Gateway) contextAt(src *Source, in *extract.Input, now time.Time, d *delivery) time.Time {
+func (g *Gateway) contextAt(src *Source, in *extract.Input, now time.Time, d *delivery) (time.Time, error) {
 	if src.contextAt == nil {
-		return now
+		return now, nil
 	}
 	raw, ok := src.contextAt.Resolve(in)
 	if ok {
 		if t, ok := parseTimestamp(raw); ok {
-			return t
+			return t, checkContextAt(src, raw, t, now)
 		}
 	}
 	g.log.Warn("context_at did not resolve to a timestamp; using receipt time",
 		zap.String("source", src.Name), zap.String("event_id", d.eventID), zap.String("value", raw))
-	return now
+	return now, nil
 }
+
+// MaxContextAhead is how far past its receipt an event's context_at may
+// lie. A later one is a misread timestamp (microseconds taken for
+// milliseconds, say): in supersede mode it would own its scope for years.
+const MaxContextAhead = time.Hour
+
+// checkContextAt refuses a context_at before 1970 or more than
+// MaxContextAhead after receipt, with a 400 that names the rule.
+func checkContextAt(src *Source, raw string, t, now time.Time) error {
+	bad := func(why string) error {
+		return &Error{Status: http.StatusBadRequest, Reason: "invalid_context_at",
+			Message: fmt.Sprintf("context_at rule %s gave %q, %s", src.contextAt.String(), clip(raw), why)}
+	}
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		return bad("which is before 1970")
+	case t.Sub(now) > MaxContextAhead:
+		return bad(fmt.Sprintf("which is more than %s after the event was received", MaxContextAhead))
+	}
+	return nil
+}
+
+// farFuture stands for a numeric timestamp too large for any calendar:
+// checkContextAt refuses it as too far ahead.
+var farFuture = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // parseTimestamp reads Unix seconds, Unix milliseconds or RFC 3339.
 func parseTimestamp(s string) (time.Time, bool) {
-	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseFloat(s, 64); err == nil && n > 0 && !math.IsInf(n, 0) {
 		if n < 1e11 {
 			return time.UnixMilli(int64(n * 1000)).UTC(), true
+		}
+		if n >= float64(farFuture.UnixMilli()) {
+			return farFuture, true
 		}
 		return time.UnixMilli(int64(n)).UTC(), true
 	}
@@ -366,6 +462,43 @@ func parseTimestamp(s string) (time.Time, bool) {
 		return t.UTC(), true
 	}
 	return time.Time{}, false
+}
+
+// MaxIDBytes bounds an extracted event id or scope. Ids that long are
+// already far past any provider's; longer ones fail in stores' indexes
+// (Postgres refuses index rows of about 8 KB) and would answer 503
+// forever.
+const MaxIDBytes = 1024
+
+// checkID refuses an extracted event id or scope that no store can hold
+// faithfully, with a 400 naming the rule: invalid UTF-8 (ids differing
+// only in such bytes would collapse into one), control characters
+// (NUL included; they also cannot travel in a forwarded header), or
+// more than MaxIDBytes.
+func checkID(what, rule, v string) error {
+	bad := func(why string) error {
+		return &Error{Status: http.StatusBadRequest, Reason: "invalid_" + strings.ReplaceAll(what, " ", "_"),
+			Message: fmt.Sprintf("%s from rule %s %s", what, rule, why)}
+	}
+	if len(v) > MaxIDBytes {
+		return bad(fmt.Sprintf("is %d bytes, over the limit of %d", len(v), MaxIDBytes))
+	}
+	if !utf8.ValidString(v) {
+		return bad("is not valid UTF-8")
+	}
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return bad(fmt.Sprintf("contains the control character %U at byte %d", []rune(v[i:])[0], i))
+	}
+	return nil
+}
+
+// clip shortens a provider's value for an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // deliverValue is what the ledger remembers about a finished delivery, so
@@ -376,13 +509,41 @@ type deliverValue struct {
 	Delivery    int    `json:"delivery,omitempty"` // the run's delivery number that reached the agent
 }
 
+// clockSlack is added to the settle margin for clocks that differ a
+// little between gateway instances.
+const clockSlack = time.Second
+
+// pendingTTL is the deliver claim's TTL: the forward, the settle's
+// margin, and one store timeout for the claim's own answer to arrive
+// (the TTL counts from when the claim was made, not from when the gateway
+// heard of it). With the default store timeout it is the forward timeout
+// plus 5 s.
+func (g *Gateway) pendingTTL(src *Source) time.Duration {
+	return src.forwardTimeout + g.settleMargin + g.storeTimeout
+}
+
+// storeCtx bounds one ledger call: detached from the provider's
+// connection (a provider that hangs up mid-claim must not leave the claim
+// made and unanswered), limited to the store timeout, and during shutdown
+// to the settle deadline.
+func (g *Gateway) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.storeTimeout)
+	if by := g.settleBy.Load(); by != 0 {
+		ctx, cancel2 := context.WithDeadline(ctx, time.Unix(0, by))
+		return ctx, func() { cancel2(); cancel() }
+	}
+	return ctx, cancel
+}
+
 func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body []byte, contextAt time.Time) error {
 	ctx := c.Request().Context()
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
-	run, claim, err := g.ledger.BeginClaim(ctx,
+	cctx, cancel := g.storeCtx(ctx)
+	run, claim, err := g.ledger.BeginClaim(cctx,
 		ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
-		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.forwardTimeout + deliverMargin,
+		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: g.pendingTTL(src),
 			Redeliverable: true, MaxAttempts: deliverAttempts})
+	cancel()
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = "store_error"
@@ -423,28 +584,46 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
 	}
 	d.deliveryN = run.Delivery
-	// The forward and its settle outlive the provider's connection: the
-	// ledger must learn how the forward ended even if nobody waits for it.
-	fctx := context.WithoutCancel(ctx)
+	// The forward must end, and its settle land, before the claim expires:
+	// otherwise another delivery of the event may claim and forward it
+	// meanwhile. A claim that came back from a slow store with less left
+	// than that is given up unforwarded.
+	if left := claim.Deadline.Sub(g.now()); left <= src.forwardTimeout+g.settleMargin {
+		d.decision = "claim_expiring"
+		err := fmt.Errorf("the claim came back with %s left, not more than the forward timeout %s plus %s to settle", left, src.forwardTimeout, g.settleMargin)
+		return g.giveUp(ctx, d, src, claim, err, "the ledger answered too slowly to deliver the event safely")
+	}
+	if g.stop.Err() != nil {
+		d.decision = "shutting_down"
+		return g.giveUp(ctx, d, src, claim, errors.New("the gateway is shutting down"), "the gateway is shutting down")
+	}
+	// The forward outlives the provider's connection (the ledger must learn
+	// how it ended even if nobody waits), but not the gateway's shutdown.
+	fctx, cancelForward := context.WithCancel(context.WithoutCancel(ctx))
+	stopForward := context.AfterFunc(g.stop, cancelForward)
 	out := g.fwd.Forward(fctx, forward.Request{
 		URL: src.forwardURL, Timeout: src.forwardTimeout, Body: body, ContentType: c.Request().Header.Get("Content-Type"),
 		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.forwardHeaders,
 		Source: src.Name, EventID: d.eventID, Scope: d.scope, RunID: d.runID, Delivery: run.Delivery,
 		FencingToken: run.Token, ContextAt: run.ContextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
 	})
+	stopForward()
+	cancelForward()
 	g.metrics.forwards.WithLabelValues(src.Name, out.Kind.String()).Inc()
 	g.metrics.forwardLatency.WithLabelValues(src.Name).Observe(out.Latency.Seconds())
 	d.decision = out.Kind.String()
 	if out.Err != nil {
 		d.reason = out.Err.Error()
 	}
+	sctx, cancel := g.storeCtx(ctx)
 	var settleErr error
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery}, nil)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery}, nil)
 	default:
-		_, settleErr = g.ledger.Settle(fctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}
+	cancel()
 	if settleErr != nil {
 		// The agent may have the event, but the ledger does not know: the
 		// provider's retry will redeliver once the claim's TTL passes.
@@ -457,11 +636,29 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	case forward.Rejected:
 		return g.ok(c, d, answer{Status: "rejected", EventID: d.eventID, RunID: d.runID})
 	}
+	if g.stop.Err() != nil {
+		d.decision = "shutting_down"
+	}
+	// The agent's own Retry-After is honoured up to the source's bound: a
+	// provider told to wait a day (or until 2099) may give up on the event.
 	wait := src.retryAfter
 	if out.RetryAfter > 0 {
-		wait = out.RetryAfter
+		wait = min(out.RetryAfter, src.retryAfter)
 	}
 	return &Error{Status: http.StatusServiceUnavailable, Message: "the agent could not take the event now", Reason: "agent_unavailable", RetryAfter: wait, Cause: out.Err}
+}
+
+// giveUp settles a claim that will not be forwarded as not applied, so
+// the provider's next retry redelivers at once, and answers 503.
+func (g *Gateway) giveUp(ctx context.Context, d *delivery, src *Source, claim ledger.Claim, why error, msg string) error {
+	sctx, cancel := g.storeCtx(ctx)
+	_, err := g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, why)
+	cancel()
+	if err != nil {
+		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
+		why = fmt.Errorf("%w; settling it as not applied failed: %w", why, err)
+	}
+	return &Error{Status: http.StatusServiceUnavailable, Message: msg, Reason: d.decision, RetryAfter: src.retryAfter, Cause: why}
 }
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {

@@ -64,7 +64,13 @@ type switchStore struct {
 	*memory.Store
 	down   atomic.Bool
 	writes atomic.Int64
+	// after, when set, runs once a Transact has reached the store (its
+	// write, if any, made) and decides what the caller hears: a stall, a
+	// lost answer, a clock that jumps.
+	after atomic.Pointer[func(ctx context.Context) error]
 }
+
+func (s *switchStore) setAfter(f func(ctx context.Context) error) { s.after.Store(&f) }
 
 var _ ledger.Store = (*switchStore)(nil)
 
@@ -72,13 +78,17 @@ func (s *switchStore) Transact(ctx context.Context, scope string, fn func([]byte
 	if s.down.Load() {
 		return fmt.Errorf("teststore: transact %q: %w", scope, errStoreDown)
 	}
-	return s.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+	err := s.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
 		w, err := fn(cur)
 		if err == nil && w != nil {
 			s.writes.Add(1)
 		}
 		return w, err
 	})
+	if f := s.after.Load(); f != nil && *f != nil && err == nil {
+		return (*f)(ctx)
+	}
+	return err
 }
 
 func (s *switchStore) Read(ctx context.Context, scope string) ([]byte, error) {
@@ -175,11 +185,17 @@ type harness struct {
 // forwards to the harness's sink.
 func newHarness(t *testing.T, cfgs ...ingress.SourceConfig) *harness {
 	t.Helper()
-	return newLoggedHarness(t, nil, cfgs...)
+	return newHarnessWith(t, nil, cfgs...)
 }
 
 // newLoggedHarness is newHarness with the gateway logging to log.
 func newLoggedHarness(t *testing.T, log *zap.Logger, cfgs ...ingress.SourceConfig) *harness {
+	t.Helper()
+	return newHarnessWith(t, func(o *ingress.Options) { o.Logger = log }, cfgs...)
+}
+
+// newHarnessWith is newHarness with the gateway's options changed by mod.
+func newHarnessWith(t *testing.T, mod func(*ingress.Options), cfgs ...ingress.SourceConfig) *harness {
 	t.Helper()
 	h := &harness{clock: &testClock{}}
 	h.sink = newSink(t) // closed last: the gateway's forwards end first
@@ -198,9 +214,13 @@ func newLoggedHarness(t *testing.T, log *zap.Logger, cfgs ...ingress.SourceConfi
 	}
 	fclient := forward.NewClient(forward.ClientOptions{})
 	t.Cleanup(fclient.CloseIdleConnections)
-	gw, err := ingress.New(ingress.Options{
-		Sources: sources, Ledger: h.ledger, Forwarder: forward.New(fclient, time.Now), Clock: h.clock.Now, Logger: log,
-	})
+	opts := ingress.Options{
+		Sources: sources, Ledger: h.ledger, Forwarder: forward.New(fclient, time.Now), Clock: h.clock.Now,
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	gw, err := ingress.New(opts)
 	if err != nil {
 		t.Fatalf("ingress.New: %v", err)
 	}

@@ -95,8 +95,8 @@ func fieldErr(field string, format string, args ...any) error {
 // naming the field under "sources.<name>".
 func NewSource(cfg SourceConfig) (*Source, error) {
 	field := "sources." + cfg.Name
-	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/?#% ") {
-		return nil, fieldErr("sources", "source name %q must be non-empty and URL-safe", cfg.Name)
+	if err := checkSourceName(cfg.Name); err != nil {
+		return nil, &FieldError{Field: "sources", Err: err}
 	}
 	info, err := signatures.Lookup(cfg.Provider)
 	if err != nil {
@@ -190,6 +190,26 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// MaxSourceName bounds a source's name, which every run id starts with.
+const MaxSourceName = 64
+
+// checkSourceName accepts letters, digits, '_' and '-' (no '.': config
+// field paths such as sources.NAME.forward.timeout split on it). The name is
+// the route's path segment and the start of every run id,
+// "{source}:{eventId}": a ':' in it would let source "a" event "b:c" and
+// source "a:b" event "c" share a run.
+func checkSourceName(name string) error {
+	if name == "" || len(name) > MaxSourceName {
+		return fmt.Errorf("source name %q must be 1 to %d characters", name, MaxSourceName)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("source name %q may hold only letters, digits, '_' and '-' (not %q): it is the route and the start of every run id {source}:{eventId}", name, r)
+		}
+	}
+	return nil
 }
 
 // splitPath reads a split setting: "default", or "{json:PATH}".

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,7 +80,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	}
 	gw, err := ingress.New(ingress.Options{
 		Sources: sources, Ledger: l, Forwarder: fwd,
-		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, Handoff: disp,
+		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
 	})
 	if err != nil {
 		return err
@@ -104,6 +105,9 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
+	// stopping turns /readyz to 503 from the signal on, so an orchestrator
+	// stops sending traffic while the drain runs.
+	var stopping atomic.Bool
 	servers := []*http.Server{publicSrv}
 	listeners := []net.Listener{public}
 	adminAddr := ""
@@ -115,7 +119,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		}
 		adminAddr = admin.Addr().String()
 		servers = append(servers, &http.Server{
-			Handler:           a.adminHandler(reg, store, l, cfg.Admin.Token, log),
+			Handler:           a.adminHandler(reg, store, l, cfg.Admin.Token, log, &stopping),
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			ReadTimeout:       cfg.Server.ReadTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,
@@ -163,35 +167,69 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	case serveErr = <-errs:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
-	grace, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownGrace)
-	defer cancel()
-	for _, srv := range servers {
+	stopping.Store(true)
+	end := a.drain(log, gw, servers[0], cfg.Server)
+	// The dispatcher stops taking work, and its deliveries in flight get
+	// what is left of the grace period; a cut one is left due.
+	stopDispatch()
+	<-dispDone
+	grace, cancelGrace := context.WithDeadline(context.Background(), end)
+	defer cancelGrace()
+	if err := disp.Shutdown(grace); err != nil {
+		log.Warn("queued deliveries cut by shutdown; they are due again", zap.Error(err))
+	}
+	// The admin listener goes last: agents settle through it meanwhile.
+	for _, srv := range servers[1:] {
 		if err := srv.Shutdown(grace); err != nil {
-			log.Warn("grace period ended with requests still running; closing connections", zap.Error(err))
 			_ = srv.Close()
 		}
 	}
 	stopWatch()
 	wg.Wait()
-	// Handlers whose connections were cut still finish their forward and
-	// settle it before the store closes, so no claim is left pending.
-	gw.Wait()
-	// The dispatcher stops taking work, and its deliveries in flight get
-	// what is left of the grace period; a cut one is left due.
-	stopDispatch()
-	<-dispDone
-	if err := disp.Shutdown(grace); err != nil {
-		log.Warn("queued deliveries cut by shutdown; they are due again", zap.Error(err))
-	}
 	log.Info("gateway stopped")
 	return serveErr
+}
+
+// drain stops servers within the grace period, whatever the agents do.
+// The public listener closes first, while the admin listener stays up for
+// /readyz (503 now) and for agents settling through the ledger API. Before
+// the grace ends, forwards still running are cancelled and their claims
+// settled as not applied, leaving the settles the rest of the grace (at
+// most half of it, at least a store timeout when the grace allows); at
+// the end every connection is closed.
+func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c config.Server) (end time.Time) {
+	end = time.Now().Add(c.ShutdownGrace)
+	reserve := min(c.StoreTimeout+time.Second, c.ShutdownGrace/2)
+	cancelAt, cancel := context.WithDeadline(context.Background(), end.Add(-reserve))
+	defer cancel()
+	if err := public.Shutdown(cancelAt); err != nil {
+		log.Warn("grace period nearly over with deliveries still running; cancelling their forwards",
+			zap.Duration("left", time.Until(end)))
+		gw.CancelForwards(end)
+		hard, cancelHard := context.WithDeadline(context.Background(), end)
+		defer cancelHard()
+		if err := public.Shutdown(hard); err != nil {
+			log.Warn("grace period over; closing connections", zap.Error(err))
+		}
+		_ = public.Close()
+	}
+	handlers := make(chan struct{})
+	go func() { gw.Wait(); close(handlers) }()
+	select {
+	case <-handlers:
+	case <-time.After(time.Until(end)):
+		// Only a store that ignores its context gets here; the process
+		// exits anyway, and the claim expires on its TTL.
+		log.Error("grace period over with webhook handlers still waiting on the store")
+	}
+	return end
 }
 
 // adminHandler serves the private listener: the ledger API under /v1/
 // and /metrics, both behind the admin token when one is set, and the
 // health probes /healthz and /readyz, which stay open so that orchestrator
 // probes need no credentials (they reveal only up or down).
-func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, log *zap.Logger) http.Handler {
+func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, log *zap.Logger, stopping *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", ledgerapi.NewHandler(l, token, log.Named("ledgerapi")))
 	mux.Handle("GET /metrics", ledgerapi.RequireToken(token, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log))
@@ -203,9 +241,17 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if _, err := store.Read(ctx, "replyonce:readyz"); err != nil {
+		if stopping.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "store unreachable: %v\n", err)
+			_, _ = w.Write([]byte("shutting down\n"))
+			return
+		}
+		if _, err := store.Read(ctx, "replyonce:readyz"); err != nil {
+			// The probe needs no token, so the answer says only "down": the
+			// error names hosts, users and databases, and goes to the log.
+			log.Warn("readyz: store unreachable", zap.Error(err))
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("store unreachable\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -81,6 +81,8 @@ type Server struct {
 	ReadTimeout       time.Duration `yaml:"read_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
+	// StoreTimeout bounds each ledger call made for a webhook.
+	StoreTimeout time.Duration `yaml:"store_timeout"`
 }
 
 // Source is one webhook endpoint.
@@ -245,7 +247,8 @@ func Default() Config {
 		Admin:  Admin{Listen: "127.0.0.1:8081"},
 		Store:  Store{Kind: "bolt", Path: "data/ledger.db"},
 		Log:    Log{Level: "info", Format: "json"},
-		Server: Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, ShutdownGrace: 30 * time.Second},
+		Server: Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, ShutdownGrace: 30 * time.Second,
+			StoreTimeout: ingress.DefaultStoreTimeout},
 	}
 }
 
@@ -470,7 +473,7 @@ func (p *parser) expand(n *yaml.Node, path string) {
 			n.Value = v
 			// An expanded value is text, whatever it looks like.
 			n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
-			if isDurationOrNumberField(path) {
+			if !isStringish(typeAt(reflect.TypeOf(Config{}), path)) {
 				n.Tag, n.Style = "", 0
 			}
 		}
@@ -495,14 +498,58 @@ func fieldOn(candidates []scalarAt, msg string) string {
 	return ""
 }
 
-// isDurationOrNumberField lets ${VAR} feed fields that are not strings.
-func isDurationOrNumberField(path string) bool {
-	for _, suffix := range []string{"timeout", "ttl", "retention", "tolerance", "retry_after", "max_attempts", "max_body", "grace"} {
-		if strings.HasSuffix(path, suffix) {
-			return true
+// typeAt is the Go type a field path such as "sources.x.forward.timeout"
+// or "sources.x.secrets[0]" decodes into; nil when unknown. Source names
+// hold no '.' or '[' (ingress refuses them), so segments split cleanly.
+func typeAt(t reflect.Type, path string) reflect.Type {
+	for _, seg := range strings.Split(path, ".") {
+		name, idx, _ := strings.Cut(seg, "[")
+		t = childType(t, name)
+		for ; idx != "" && t != nil; _, idx, _ = strings.Cut(idx, "[") {
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return nil
+			}
+			t = t.Elem()
 		}
 	}
-	return false
+	return t
+}
+
+// childType is the type of key inside a value of type t: a struct field
+// by its yaml tag, or a map's element.
+func childType(t reflect.Type, key string) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == nil:
+		return nil
+	case t.Kind() == reflect.Map:
+		return t.Elem()
+	case t.Kind() == reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
+				return f.Type
+			}
+		}
+	}
+	return nil
+}
+
+// isStringish says whether a scalar for type t is text: a string field, a
+// list of strings written as one (Templates), or a type we do not know.
+func isStringish(t reflect.Type) bool {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return true
+	}
+	if t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.String
 }
 
 // markVariables rewrites ${NAME} as $(env:NAME) before parsing: braces
@@ -621,6 +668,9 @@ func (c Config) Validate() error {
 	}
 	if c.Ledger.MaxAttempts < 0 {
 		bad("ledger.max_attempts", "must not be negative")
+	}
+	if c.Server.StoreTimeout <= 0 {
+		bad("server.store_timeout", "must be positive")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -182,3 +182,37 @@ func TestQueueSettings(t *testing.T) {
 		t.Fatalf("queue settings: %+v", q)
 	}
 }
+
+// ${VAR} feeds a field of any type, decided by the field's Go type and not
+// by its name: numbers, durations and sizes get the variable's value as
+// YAML reads it, while a string field keeps a numeric-looking value as text.
+func TestVariablesFeedFieldsByType(t *testing.T) {
+	y := `store: {kind: bolt, path: "${PATH_NUM}"}
+ledger: {replay_cache: ${CACHE}, max_attempts: ${ATTEMPTS}, pending_ttl: ${TTL}}
+server: {idle_timeout: ${IDLE}}
+sources:
+  s:
+    provider: github
+    secrets: ["${SECRET}"]
+    max_body: ${BODY}
+    forward: {url: "http://127.0.0.1:9000/x"}
+`
+	cfg, err := Parse([]byte(y), lookup(map[string]string{
+		"PATH_NUM": "0012", "CACHE": "77", "ATTEMPTS": "5", "TTL": "90s", "IDLE": "3m", "SECRET": "123", "BODY": "2KiB",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ledger.ReplayCache != 77 || cfg.Ledger.MaxAttempts != 5 || cfg.Ledger.PendingTTL != 90*time.Second {
+		t.Errorf("ledger = %+v, want replay_cache 77, max_attempts 5, pending_ttl 90s", cfg.Ledger)
+	}
+	if cfg.Server.IdleTimeout != 3*time.Minute {
+		t.Errorf("server.idle_timeout = %v, want 3m", cfg.Server.IdleTimeout)
+	}
+	if s := cfg.Sources["s"]; s.MaxBody != 2048 || s.Secrets[0] != "123" {
+		t.Errorf("source = max_body %d secrets %q, want 2048 and [123]", s.MaxBody, s.Secrets)
+	}
+	if cfg.Store.Path != "0012" {
+		t.Errorf("store.path = %q, want the text 0012", cfg.Store.Path)
+	}
+}

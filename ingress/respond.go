@@ -106,6 +106,9 @@ func answerFromAgent(c echo.Context, d *delivery, src *Source, a *agentAnswer) b
 	}
 	if a.ContentType != "" {
 		c.Response().Header().Set(echo.HeaderContentType, a.ContentType)
+	} else {
+		// The agent sent none: net/http must not sniff one in its place.
+		c.Response().Header()[echo.HeaderContentType] = nil
 	}
 	d.status = a.Status
 	c.Response().WriteHeader(a.Status)

@@ -130,7 +130,7 @@ func TestRespondAgentAnswersTheProvider(t *testing.T) {
 				if string(r.Body) != tc.agent.body {
 					t.Fatalf("%s: the provider heard %q, want the agent's %q", what, r.Body, tc.agent.body)
 				}
-				if got := r.Header.Get("Content-Type"); tc.agent.contentType != "" && got != tc.agent.contentType {
+				if got := r.Header.Get("Content-Type"); got != tc.agent.contentType {
 					t.Fatalf("%s: Content-Type %q, want the agent's %q", what, got, tc.agent.contentType)
 				}
 				if n := h.sink.count(tc.eventID); n != 1 {

@@ -286,3 +286,20 @@ func TestRespondConfigErrors(t *testing.T) {
 		t.Fatalf("an inline source with respond: agent: %v", err)
 	}
 }
+
+// Any 2xx passes: a 204 reaches the provider as a 204, and so does its
+// duplicate.
+func TestRespondAgentNoContent(t *testing.T) {
+	h := newHarness(t, respondSources(0)...)
+	h.sink.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusNoContent) })
+	req := h.providerRequest(t, "slack", "slack", formHeader(), blockAction("t.204"))
+	for _, what := range []string{"first delivery", "retry"} {
+		r := h.do(t, req())
+		if r.Status != http.StatusNoContent || len(r.Body) != 0 {
+			t.Fatalf("%s: %s, want the agent's 204", what, r)
+		}
+	}
+	if n := h.sink.count("t.204"); n != 1 {
+		t.Fatalf("the agent got the click %d times, want once", n)
+	}
+}

@@ -39,7 +39,11 @@
 // the forward path makes the agent answer 401, 403 or 404 to every event: taking those for
 // rejections would drop every event until someone noticed, so they are a Fault, which the caller
 // keeps and retries (queued mode) or answers 503 (inline mode, so the provider keeps the event).
-// The Outcome keeps the first 256 bytes of the agent's answer (Answer) for operators.
+// The Outcome keeps the first 256 bytes of the agent's answer (Answer) for operators. With
+// Request.KeepBody it also keeps a 2xx answer's whole body and Content-Type (Body, ContentType), up to
+// that many bytes, so the caller can pass the agent's answer back to the provider (Slack slash
+// commands, Discord interactions, Twilio TwiML); a longer answer is not kept (BodyErr wraps
+// ErrAnswerTooLarge) and is still Delivered: the agent acted on the event.
 //
 // A 3xx is a Retry rather than a Rejected because it means the forward URL is misconfigured: the
 // event must not be acknowledged to the provider, whose retries then deliver it once the operator has

@@ -48,6 +48,9 @@ var (
 	ErrRedirect = errors.New("forward: agent answered with a redirect, which is never followed")
 	// ErrAgentStatus is wrapped by the Err of an Outcome whose agent answered a non-2xx, non-3xx status.
 	ErrAgentStatus = errors.New("forward: agent answered a non-2xx status")
+	// ErrAnswerTooLarge is wrapped by an Outcome's BodyErr when a 2xx answer was longer than
+	// Request.KeepBody.
+	ErrAnswerTooLarge = errors.New("forward: the agent's answer is too large to keep")
 	// ErrBadRequest is wrapped when the Request itself cannot be sent (no URL, no message id to sign).
 	ErrBadRequest = errors.New("forward: request cannot be sent")
 )
@@ -77,6 +80,10 @@ type Request struct {
 	SigningSecret string
 	// Final lists agent statuses, besides 400, 413, 415 and 422, that reject the event for good.
 	Final []int
+	// KeepBody, when positive, keeps up to that many bytes of a 2xx answer's body in the Outcome
+	// (Body, ContentType), for passing the agent's answer back to the provider. A longer body is
+	// not kept: BodyTooLarge says so.
+	KeepBody int64
 }
 
 // Kind is what the agent's answer means for the provider.
@@ -129,6 +136,13 @@ type Outcome struct {
 	Latency    time.Duration // from just before sending to the end of reading the answer
 	Err        error         // nil only when Kind is Delivered
 	Answer     []byte        // the first bytes of the agent's answer (at most 256)
+
+	// With Request.KeepBody, for a 2xx answer: its whole body and Content-Type. When the body
+	// could not be kept, Body is nil and BodyErr says why: ErrAnswerTooLarge, or the read error
+	// of an answer cut off midway. The Kind stays Delivered either way: the agent said 2xx.
+	Body        []byte
+	ContentType string
+	BodyErr     error
 }
 
 // Forwarder sends requests to agents. It is safe for concurrent use.
@@ -186,14 +200,17 @@ func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
 	if err != nil {
 		return Outcome{Kind: Retry, Latency: f.now().Sub(start), Err: fmt.Errorf("forward: post to agent: %w", err)}
 	}
-	// Draining before Close is what lets the transport put the connection back in the pool.
-	head := make([]byte, maxAnswer)
-	n, _ := io.ReadFull(resp.Body, head)
-	_, _ = io.CopyN(io.Discard, resp.Body, maxDrain-int64(n))
-	_ = resp.Body.Close()
-
 	out := classify(resp.StatusCode, r.Final)
-	out.Answer = head[:n]
+	if r.KeepBody > 0 && out.Kind == Delivered {
+		keepBody(&out, resp, r.KeepBody)
+	} else {
+		// Draining before Close is what lets the transport put the connection back in the pool.
+		head := make([]byte, maxAnswer)
+		n, _ := io.ReadFull(resp.Body, head)
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain-int64(n))
+		out.Answer = head[:n]
+	}
+	_ = resp.Body.Close()
 	out.Latency = f.now().Sub(start)
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		out.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), f.now())
@@ -206,6 +223,22 @@ func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
 		}
 	}
 	return out
+}
+
+// keepBody reads a 2xx answer's body, up to limit bytes, into out.
+func keepBody(out *Outcome, resp *http.Response, limit int64) {
+	out.ContentType = resp.Header.Get("Content-Type")
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		out.BodyErr = fmt.Errorf("forward: reading the agent's answer: %w", err)
+	case int64(len(body)) > limit:
+		out.BodyErr = fmt.Errorf("%w: over %d bytes", ErrAnswerTooLarge, limit)
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+	default:
+		out.Body = body
+	}
+	out.Answer = body[:min(len(body), maxAnswer)]
 }
 
 func classify(status int, final []int) Outcome {

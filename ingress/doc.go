@@ -45,6 +45,14 @@
 //     provider's retry brings back only what is missing (the rest are
 //     duplicates). An element without an event id refuses the whole request
 //     with 400 before anything is written.
+//   - With forward.respond: agent (inline sources only), a 2xx from the
+//     agent is the provider's answer: its status, Content-Type (no other
+//     header) and body, kept in the deliver entry's value so duplicates
+//     get the same bytes without a forward (respond.go). Failures keep the
+//     gateway's answers. An answer over forward.respond_limit is neither
+//     passed on nor kept: the provider hears the gateway's JSON with
+//     agent_answer "too_large", first delivery and duplicates alike, and
+//     the log line is a warning; a truncated body is never sent.
 //   - Every error becomes an HTTP answer in one place, errorHandler; an
 //     error it does not recognise is a 503, never a 2xx and never a 400.
 package ingress

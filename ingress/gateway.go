@@ -139,6 +139,9 @@ type answer struct {
 	EventID string `json:"event_id"`
 	RunID   string `json:"run_id"`
 	Outcome string `json:"outcome,omitempty"`
+	// AgentAnswer says why the agent's answer was not passed on, when the
+	// source lets the agent answer (too_large, unread).
+	AgentAnswer string `json:"agent_answer,omitempty"`
 }
 
 // delivery is what one request turned into, for the log line.
@@ -153,6 +156,7 @@ type delivery struct {
 	// collect, when set, receives the 2xx answer instead of the response (batch elements).
 	collect *answer
 	note    string // a handshake's note for the operator
+	warn    bool   // something the operator must see, though the answer is a 2xx
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -203,7 +207,7 @@ func (g *Gateway) handle(c echo.Context) error {
 	switch {
 	case d.decision == "store_error" || d.reason == "store":
 		g.log.Error("webhook", fields...)
-	case status >= 500:
+	case status >= 500 || d.warn:
 		g.log.Warn("webhook", fields...)
 	case status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge:
 		ok, suppressed := g.refusals.allow(name+" "+strconv.Itoa(status), g.now())
@@ -507,6 +511,9 @@ type deliverValue struct {
 	Outcome     string `json:"outcome"` // delivered | rejected
 	AgentStatus int    `json:"agentStatus"`
 	Delivery    int    `json:"delivery,omitempty"` // the run's delivery number that reached the agent
+	// Answer is the agent's answer, kept when the source lets the agent
+	// answer the provider (respond.go).
+	Answer *agentAnswer `json:"answer,omitempty"`
 }
 
 // clockSlack is added to the settle margin for clocks that differ a
@@ -561,7 +568,10 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		if d.deliveryN == 0 && claim.Entry != nil {
 			d.deliveryN = claim.Entry.Delivery
 		}
-		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: v.Outcome})
+		if answerFromAgent(c, d, src, v.Answer) {
+			return nil
+		}
+		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: v.Outcome, AgentAnswer: notKept(v.Answer)})
 	case ledger.StatusInFlight:
 		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
 		d.decision = "in_flight"
@@ -606,6 +616,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.forwardHeaders,
 		Source: src.Name, EventID: d.eventID, Scope: d.scope, RunID: d.runID, Delivery: run.Delivery,
 		FencingToken: run.Token, ContextAt: run.ContextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
+		KeepBody: src.respondLimit,
 	})
 	stopForward()
 	cancelForward()
@@ -617,9 +628,10 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	}
 	sctx, cancel := g.storeCtx(ctx)
 	var settleErr error
+	kept := keptAnswer(src, out)
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery}, nil)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil)
 	default:
 		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}
@@ -632,7 +644,10 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	}
 	switch out.Kind {
 	case forward.Delivered:
-		return g.ok(c, d, answer{Status: "delivered", EventID: d.eventID, RunID: d.runID})
+		if answerFromAgent(c, d, src, kept) {
+			return nil
+		}
+		return g.ok(c, d, answer{Status: "delivered", EventID: d.eventID, RunID: d.runID, AgentAnswer: notKept(kept)})
 	case forward.Rejected:
 		return g.ok(c, d, answer{Status: "rejected", EventID: d.eventID, RunID: d.runID})
 	}

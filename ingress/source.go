@@ -36,6 +36,9 @@ type Source struct {
 	signingSecret  string
 	passHeaders    []string // canonical names of informative provider headers to forward
 	queue          QueueConfig
+	// respondLimit > 0: forward.respond is agent, and the agent's 2xx
+	// answer, up to this many bytes, is the provider's (respond.go).
+	respondLimit int64
 }
 
 // SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
@@ -64,6 +67,13 @@ type ForwardConfig struct {
 	Headers       map[string]string
 	SigningSecret string
 	Queue         QueueConfig
+	// Respond is who answers the provider: RespondGateway (the default;
+	// the gateway's JSON) or RespondAgent (the agent's status,
+	// Content-Type and body, for inline sources only).
+	Respond string
+	// RespondLimit bounds the agent's answer that is passed on and stored
+	// for duplicates (default DefaultRespondLimit, at most MaxRespondLimit).
+	RespondLimit int64
 }
 
 // Defaults for a source.
@@ -189,6 +199,9 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
 		return nil, err
 	}
+	if s.respondLimit, err = respondLimit(cfg.Forward, s.queue.Mode, s.split, field+".forward"); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -247,6 +260,10 @@ func (s *Source) Describe() string {
 	if s.split != "" {
 		split = " split={json:" + s.split + "}"
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s)",
-		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode)
+	respond := ""
+	if s.respondLimit > 0 {
+		respond = fmt.Sprintf(", the agent answers (up to %d bytes)", s.respondLimit)
+	}
+	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s%s)",
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode, respond)
 }

@@ -113,7 +113,8 @@
 //     the claim's deadline, settle; put an ambiguous entry to the
 //     reconciler; wait for an in-flight one by the injected clock.
 //   - Because committed is final, a Ledger remembers the committed entries
-//     it settled or was told of (Options.ReplayCache, bounded) and answers
+//     it settled or was told of (Options.ReplayCache entries and 64 MiB of
+//     values and payloads at most) and answers
 //     a later claim for one of them "replayed" without the store, until
 //     ten minutes before its retention ends. That is the one piece of state
 //     outside the store: it makes a provider's redelivery of an event this

@@ -10,6 +10,12 @@ import (
 // Options.ReplayCache is zero.
 const DefaultReplayCache = 10000
 
+// replayBytes bounds the bytes of values and payloads the replay memory
+// holds, whatever its entry count: an entry's value can be large (the
+// gateway keeps an agent's answer for a provider, up to 1 MiB, in the
+// deliver entry's value), and 10,000 of those must not take 10 GiB.
+const replayBytes = 64 << 20
+
 // replayMargin is taken off an entry's retention before a remembered entry
 // stops being used: a process whose clock runs ahead of ours prunes the
 // entry (and lets its document expire) that much earlier.
@@ -26,15 +32,24 @@ const replayMargin = 10 * time.Minute
 // retention: one with a shorter retention could forget an entry while
 // another still replays it, which errs on the side of not redoing an effect.
 //
-// Two generations bound the memory: when the current one is full it
-// becomes the old one, and the previous old one is dropped. A hit in the
-// old generation moves the entry forward.
+// Two generations bound the memory: when the current one is full (half
+// the entries, or half of replayBytes) it becomes the old one, and the
+// previous old one is dropped. A hit in the old generation moves the entry
+// forward.
 type replayCache struct {
 	retention time.Duration
-	half      int // entries per generation
+	half      int   // entries per generation
+	halfBytes int64 // bytes per generation
 
 	mu       sync.Mutex
 	cur, old map[replayKey]Entry
+	curBytes int64
+}
+
+// entryBytes is what an entry costs the replay memory, roughly: its
+// variable-length parts and a fixed overhead for the rest.
+func entryBytes(e *Entry) int64 {
+	return int64(len(e.Value)+len(e.Payload)+len(e.ID)+len(e.RunID)+len(e.Intent)+len(e.Summary)) + 256
 }
 
 type replayKey struct{ scope, id string }
@@ -49,7 +64,7 @@ func newReplayCache(size int, retention time.Duration) *replayCache {
 		return nil
 	}
 	half := max(size/2, 1)
-	return &replayCache{retention: retention, half: half,
+	return &replayCache{retention: retention, half: half, halfBytes: replayBytes / 2,
 		cur: make(map[replayKey]Entry, half), old: map[replayKey]Entry{}}
 }
 
@@ -78,6 +93,7 @@ func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 	}
 	if !c.usable(&e, now) {
 		delete(c.cur, k)
+		c.curBytes -= entryBytes(&e)
 		return nil, false
 	}
 	e.Payload, e.Value = bytes.Clone(e.Payload), bytes.Clone(e.Value)
@@ -89,7 +105,7 @@ func (c *replayCache) get(scope, id string, now time.Time) (*Entry, bool) {
 // with an entry read from, or written to, the store: never with one from a
 // decision whose write may not have landed.
 func (c *replayCache) remember(scope, id string, e *Entry, now time.Time) {
-	if c == nil || e == nil || e.State != StateCommitted || e.SettledAt.IsZero() || !c.usable(e, now) {
+	if c == nil || e == nil || e.State != StateCommitted || e.SettledAt.IsZero() || !c.usable(e, now) || entryBytes(e) > c.halfBytes {
 		return
 	}
 	k := replayKey{scope, id}
@@ -105,10 +121,14 @@ func (c *replayCache) remember(scope, id string, e *Entry, now time.Time) {
 // add puts e in the current generation, turning it over when full. c.mu
 // must be held.
 func (c *replayCache) add(k replayKey, e Entry) {
-	if _, ok := c.cur[k]; !ok && len(c.cur) >= c.half {
-		c.old, c.cur = c.cur, make(map[replayKey]Entry, c.half)
+	size := entryBytes(&e)
+	if prev, ok := c.cur[k]; ok {
+		c.curBytes -= entryBytes(&prev)
+	} else if len(c.cur) >= c.half || c.curBytes+size > c.halfBytes {
+		c.old, c.cur, c.curBytes = c.cur, make(map[replayKey]Entry, c.half), 0
 	}
 	c.cur[k] = e
+	c.curBytes += size
 }
 
 // len reports how many entries are remembered, for tests.

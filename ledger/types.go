@@ -231,7 +231,9 @@ type Options struct {
 	// ReplayCache is how many committed entries the Ledger remembers, so
 	// that a claim for one of them (a redelivered event, a retried write)
 	// is answered "replayed" without a store round trip. Zero means
-	// DefaultReplayCache; a negative value turns it off. It assumes every
+	// DefaultReplayCache; a negative value turns it off. However many
+	// entries that is, it holds at most 64 MiB of their values and
+	// payloads (large values turn it over sooner). It assumes every
 	// process sharing the store uses the same Retention.
 	ReplayCache int
 }

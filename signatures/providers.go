@@ -124,7 +124,13 @@ var registry = map[string]*def{
 		handshake: signedPing(func(r *Request) bool { return headerValue(r.Header, "X-GitHub-Event") == "ping" }),
 	},
 	"slack": {
-		info: Provider{EventID: []string{"{json:event_id}"}, ContextAt: "{json:event_time}",
+		// Events API deliveries carry event_id. Slash commands (form fields) and
+		// interactivity (JSON in the payload= form field) carry no event id, but each
+		// invocation has its own trigger_id (block_actions, shortcuts, message actions,
+		// view_submission); a view_closed has none, and a view closes once.
+		info: Provider{EventID: []string{"{json:event_id}", "{form:payload|json:trigger_id}",
+			"{form:payload|json:type}:{form:payload|json:view.id}", "{form:trigger_id}"},
+			ContextAt:        "{json:event_time}",
 			ForwardHeaders:   []string{"X-Slack-Retry-Num", "X-Slack-Retry-Reason"},
 			SignatureHeaders: []string{"X-Slack-Signature", "X-Slack-Request-Timestamp"},
 			Timestamped:      true, DefaultTolerance: tol5m, BodySigned: true},

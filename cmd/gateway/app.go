@@ -27,6 +27,9 @@ type App struct {
 	Ready func(public, admin string)
 	// Reload receives a value on SIGHUP: serve reloads its TLS certificate.
 	Reload <-chan struct{}
+	// StoreRetry is the first wait between attempts to open a store that
+	// is down at start (default DefaultStoreRetry, doubling to 30 s).
+	StoreRetry time.Duration
 }
 
 type usageError struct{ msg string }

@@ -186,3 +186,18 @@ func TestComposeConfigPassesCheck(t *testing.T) {
 		t.Fatalf("%s with the compose environment %v: %v", config, vars, err)
 	}
 }
+
+// check shows which sources let the agent answer, and refuses
+// respond: agent on a queued source naming the field.
+func TestCheckShowsRespond(t *testing.T) {
+	inline := strings.Replace(validSource, `forward: {url: "http://127.0.0.1:9000/events"}`,
+		`forward: {url: "http://127.0.0.1:9000/events", mode: inline, respond: agent, respond_limit: 16KiB}`, 1)
+	out, err := runCheck(t, inline, nil)
+	if err != nil || !strings.Contains(out, "the agent answers (up to 16384 bytes)") {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	_, err = runCheck(t, strings.Replace(inline, "mode: inline", "mode: queued", 1), nil)
+	if err == nil || !strings.Contains(err.Error(), "sources.stripe.forward.respond: agent needs forward.mode: inline") {
+		t.Fatalf("respond: agent on a queued source: %v", err)
+	}
+}

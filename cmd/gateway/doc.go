@@ -12,6 +12,11 @@
 //	                                  measure the gateway against a bare reverse proxy
 //	gateway version
 //
+// serve does not exit when its store is down at start: it listens, answers
+// /readyz and webhooks 503, and retries the store with backoff
+// (storewait.go), so an orchestrator sees an unready process rather than a
+// crash loop.
+//
 // main is thin: everything runs through App.Run, which tests call directly
 // with their own arguments, output, environment and clock.
 package main

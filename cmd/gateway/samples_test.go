@@ -24,7 +24,7 @@ func TestSamples(t *testing.T) {
 	want := map[string][]string{
 		"stripe": {"charge.refunded", "customer.subscription.created", "invoice.paid", "payment_intent.succeeded"},
 		"github": {"issue_comment.created", "issues.opened", "pull_request.opened", "push"},
-		"slack":  {"app_mention", "message.channels", "reaction_added"}, "shopify": {"customers/create", "orders/create", "products/update"},
+		"slack":  {"app_mention", "block_actions", "message.channels", "reaction_added", "slash_command"}, "shopify": {"customers/create", "orders/create", "products/update"},
 		"intercom": {"conversation.admin.replied", "conversation.user.created"}, "zendesk": {"ticket.comment_added", "ticket.created"},
 		"nylas": {"event.created", "message.created"}, "twilio": {"call.status", "message.received", "message.status"},
 		"hubspot": {"contact.creation", "deal.propertyChange"}, "standard-webhooks": {"invoice.paid", "user.created"},
@@ -61,12 +61,13 @@ func TestSamples(t *testing.T) {
 			}
 			u, _ := url.Parse(pub)
 			in := &extract.Input{Header: req.Header, Query: u.Query(), Body: req.Body, ContentType: req.Header.Get("Content-Type")}
-			tmpl, err := extract.Parse(info.EventID[0])
+			// The whole default rule, first template that resolves, as the gateway reads it.
+			rule, err := extract.ParseRule(info.EventID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, ok := tmpl.Resolve(in); !ok || got != id {
-				t.Errorf("%s %s: event id rule %s gives %q, want %q", provider, typ, info.EventID[0], got, id)
+			if got, ok := rule.Resolve(in); !ok || got != id {
+				t.Errorf("%s %s: event id rule %v gives %q, want %q", provider, typ, info.EventID, got, id)
 			}
 			if strings.Contains(string(req.Body), "{{") {
 				t.Errorf("%s %s: unfilled placeholder in %s", provider, typ, req.Body)

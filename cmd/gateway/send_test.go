@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -265,5 +266,52 @@ func TestSendBodyTwiceIsOneEvent(t *testing.T) {
 	err := app.Run(context.Background(), []string{"send", "--config", sendCfg, "--source", "strip"})
 	if err == nil || !strings.Contains(err.Error(), "did you mean `stripe`?") || !strings.Contains(err.Error(), "sources: github, std, stripe") {
 		t.Errorf("unknown source: %v", err)
+	}
+}
+
+// What send puts on the wire: --header and --content-type arrive as
+// given, and a Standard Webhooks webhook-id is the same for one
+// --event-id and different for another.
+func TestSendHeadersAndStableWebhookID(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"status":"delivered"}`))
+	}))
+	defer rec.Close()
+	cfg := writeConfig(t, "{kind: memory}", `  std:
+    provider: standard-webhooks
+    secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
+    forward: {url: http://127.0.0.1:9/std, mode: inline}
+`, "http://127.0.0.1:9")
+	bodyFile := filepath.Join(t.TempDir(), "body.txt")
+	if err := os.WriteFile(bodyFile, []byte("plain text body"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send := func(eventID string, more ...string) http.Header {
+		t.Helper()
+		app := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(nil), Clock: time.Now}
+		args := append([]string{"send", "--config", cfg, "--source", "std", "--body", bodyFile, "--event-id", eventID, "--to", rec.URL}, more...)
+		if err := app.Run(context.Background(), args); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return got[len(got)-1]
+	}
+	a := send("order-42", "--header", "X-Tenant: acme", "--header", "X-Trace:abc", "--content-type", "text/plain; charset=utf-8")
+	if a.Get("X-Tenant") != "acme" || a.Get("X-Trace") != "abc" || a.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("headers on the wire: %v", a)
+	}
+	b := send("order-42")
+	c := send("order-43")
+	if a.Get("Webhook-Id") == "" || a.Get("Webhook-Id") != b.Get("Webhook-Id") {
+		t.Fatalf("webhook-id %q then %q for one --event-id, want the same", a.Get("Webhook-Id"), b.Get("Webhook-Id"))
+	}
+	if c.Get("Webhook-Id") == a.Get("Webhook-Id") {
+		t.Fatalf("webhook-id %q for two event ids", c.Get("Webhook-Id"))
 	}
 }

@@ -59,7 +59,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := a.openStore(ctx, cfg.Store)
+	store, closeStore, err := a.openStoreRetrying(ctx, cfg.Store, log)
 	if err != nil {
 		return err
 	}

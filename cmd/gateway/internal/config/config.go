@@ -127,6 +127,10 @@ type Forward struct {
 	Concurrency int    `yaml:"concurrency"`
 	Retry       Retry  `yaml:"retry"`
 	Reject      []int  `yaml:"reject"` // agent statuses that reject an event for good, besides 400, 413, 415, 422
+	// Respond: gateway (default) or agent, whose 2xx answer (status,
+	// Content-Type, body up to RespondLimit) the provider then hears.
+	Respond      string   `yaml:"respond"`
+	RespondLimit ByteSize `yaml:"respond_limit"`
 }
 
 // Retry is a queued source's retry policy.
@@ -723,7 +727,8 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
 			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
 				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
-					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject}},
+					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject},
+				Respond: s.Forward.Respond, RespondLimit: int64(s.Forward.RespondLimit)},
 			Split: s.Split,
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {

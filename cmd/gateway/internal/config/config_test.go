@@ -216,3 +216,36 @@ sources:
 		t.Errorf("store.path = %q, want the text 0012", cfg.Store.Path)
 	}
 }
+
+// forward.respond: agent reaches the source, and with the default queued
+// mode it is refused naming the field and what to write instead.
+func TestRespondSettings(t *testing.T) {
+	withForward := func(extra string) string {
+		return strings.Replace(base, "timeout: ${TIMEOUT}}", "timeout: ${TIMEOUT}, "+extra+"}", 1)
+	}
+	vars := lookup(map[string]string{"SECRET": "s", "TIMEOUT": "1s"})
+	for _, tc := range []struct{ yaml, want string }{
+		{withForward("respond: agent"), "sources.s.forward.respond: agent needs forward.mode: inline: a queued source answers the provider before the agent runs"},
+		{withForward("mode: inline, respond: agent, respond_limit: 1MB"), "sources.s.forward.respond_limit"},
+		{withForward("mode: inline, respond: agent, respond_limit: 2MiB"), "sources.s.forward.respond_limit: 2097152 bytes: want 1 to 1048576"},
+		{withForward("mode: inline, respond: yes"), `sources.s.forward.respond: "yes" is not one of gateway, agent`},
+	} {
+		cfg, err := Parse([]byte(tc.yaml), vars)
+		if err == nil {
+			_, err = cfg.BuildSources()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+	cfg, err := Parse([]byte(withForward("mode: inline, respond: agent, respond_limit: 16KiB")), vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.BuildSources(); err != nil {
+		t.Fatalf("an inline source with respond: agent: %v", err)
+	}
+	if f := cfg.Sources["s"].Forward; f.Respond != "agent" || f.RespondLimit != 16<<10 {
+		t.Fatalf("forward = %+v", f)
+	}
+}

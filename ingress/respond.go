@@ -1,0 +1,134 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/replyonce/gateway/forward"
+)
+
+// Who answers the provider (ForwardConfig.Respond).
+const (
+	RespondGateway = "gateway"
+	RespondAgent   = "agent"
+)
+
+// Limits on an agent's answer passed back to the provider. The answer is
+// stored in the deliver entry, inside the scope's document, for
+// duplicates: the limit bounds what every later read of that document
+// carries (base64, so 4/3 of the bytes).
+const (
+	DefaultRespondLimit = 64 << 10
+	MaxRespondLimit     = 1 << 20
+)
+
+// Why an agent's 2xx answer was not kept (agentAnswer.NotKept).
+const (
+	answerTooLarge = "too_large"
+	answerUnread   = "unread"
+)
+
+// agentAnswer is the agent's answer as the deliver entry keeps it, so a
+// duplicate hears what the first delivery heard. Only Content-Type is kept
+// of its headers: the others (cookies, caching, the agent's own server
+// headers) are the agent's business, not the provider's.
+type agentAnswer struct {
+	Status      int    `json:"status"`
+	ContentType string `json:"contentType,omitempty"`
+	Body        []byte `json:"body,omitempty"`
+	// NotKept is set when the body was not kept (too_large, unread): the
+	// provider then hears the gateway's JSON, first delivery and
+	// duplicates alike.
+	NotKept string `json:"notKept,omitempty"`
+}
+
+// respondLimit validates forward.respond and forward.respond_limit: 0 when
+// the gateway answers, else the limit.
+func respondLimit(f ForwardConfig, mode DeliveryMode, split, field string) (int64, error) {
+	switch f.Respond {
+	case "", RespondGateway:
+		if f.RespondLimit != 0 {
+			return 0, fieldErr(field+".respond_limit", "applies only with forward.respond: agent")
+		}
+		return 0, nil
+	case RespondAgent:
+	default:
+		return 0, fieldErr(field+".respond", "%q is not one of gateway, agent", f.Respond)
+	}
+	if mode != ModeInline {
+		return 0, fieldErr(field+".respond", "agent needs forward.mode: inline: a %s source answers the provider before the agent runs", mode)
+	}
+	if split != "" {
+		return 0, fieldErr(field+".respond", "agent cannot answer a split batch: one request carries many events, each with its own answer")
+	}
+	limit := f.RespondLimit
+	switch {
+	case limit == 0:
+		limit = DefaultRespondLimit
+	case limit < 0 || limit > MaxRespondLimit:
+		return 0, fieldErr(field+".respond_limit", "%d bytes: want 1 to %d (1MiB); the answer is stored with the event for its duplicates", limit, MaxRespondLimit)
+	}
+	return limit, nil
+}
+
+// keptAnswer is what the deliver entry records of a delivered event's
+// answer when the agent answers the provider.
+func keptAnswer(src *Source, out forward.Outcome) *agentAnswer {
+	if src.respondLimit == 0 || out.Kind != forward.Delivered {
+		return nil
+	}
+	a := &agentAnswer{Status: out.Status, ContentType: out.ContentType, Body: out.Body}
+	switch {
+	case errors.Is(out.BodyErr, forward.ErrAnswerTooLarge):
+		a.NotKept, a.Body = answerTooLarge, nil
+	case out.BodyErr != nil:
+		a.NotKept, a.Body = answerUnread, nil
+	}
+	return a
+}
+
+// answerFromAgent writes the agent's kept answer for the provider. It
+// reports false, writing nothing, when there is none to write: the
+// source lets the gateway answer, the event was rejected or recorded
+// before the source let the agent answer, or the answer was not kept (d
+// then says why, for a warning in the log).
+func answerFromAgent(c echo.Context, d *delivery, src *Source, a *agentAnswer) bool {
+	if src.respondLimit == 0 || a == nil {
+		return false
+	}
+	if a.NotKept != "" {
+		d.warn = true
+		d.note = fmt.Sprintf("the agent's answer was not passed on (%s; forward.respond_limit is %d bytes): the provider hears the gateway's JSON", a.NotKept, src.respondLimit)
+		return false
+	}
+	if a.ContentType != "" {
+		c.Response().Header().Set(echo.HeaderContentType, a.ContentType)
+	} else {
+		// The agent sent none: net/http must not sniff one in its place.
+		c.Response().Header()[echo.HeaderContentType] = nil
+	}
+	d.status = a.Status
+	c.Response().WriteHeader(a.Status)
+	if bodyAllowed(a.Status) && c.Request().Method != http.MethodHead {
+		// A failed write means the provider is gone; the log line says
+		// the answer was not sent.
+		_, _ = c.Response().Write(a.Body)
+	}
+	return true
+}
+
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusResetContent && status != http.StatusNotModified
+}
+
+// notKept is the gateway JSON's agent_answer field: why the agent's
+// answer was not passed on, if it was not.
+func notKept(a *agentAnswer) string {
+	if a == nil {
+		return ""
+	}
+	return a.NotKept
+}

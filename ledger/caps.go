@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -61,6 +62,9 @@ type Escalation struct {
 
 // Open reports whether no operator has dismissed the escalation yet.
 func (e *Escalation) Open() bool { return e.DismissedAt.IsZero() }
+
+// ErrUnknownEscalation is dismissing an escalation the scope does not have.
+var ErrUnknownEscalation = errors.New("ledger: unknown escalation")
 
 // capFor is the valid cap on intent, if any.
 func capFor(o Options, intent string) (Cap, bool) {
@@ -219,7 +223,7 @@ func (l *Ledger) DismissEscalation(ctx context.Context, scope, id, by string) (E
 			out = *e
 			return true, nil
 		}
-		return false, fmt.Errorf("%w: no escalation %q on scope %q", ErrUnknownEntry, id, scope)
+		return false, fmt.Errorf("%w: no escalation %q on scope %q", ErrUnknownEscalation, id, scope)
 	})
 	if err != nil {
 		return Escalation{}, err

@@ -93,8 +93,8 @@ func testCapLimitsIntent(t *testing.T, newStore NewStore) {
 	if list := must(e.l.Escalations(e.ctx, 0)); len(list) != 0 {
 		t.Fatalf("open escalations after dismissal: %+v", list)
 	}
-	if _, err := e.l.DismissEscalation(e.ctx, "loop", "nope", ""); !errors.Is(err, ledger.ErrUnknownEntry) {
-		t.Fatalf("dismissing an unknown escalation: %v, want ErrUnknownEntry", err)
+	if _, err := e.l.DismissEscalation(e.ctx, "loop", "nope", ""); !errors.Is(err, ledger.ErrUnknownEscalation) {
+		t.Fatalf("dismissing an unknown escalation: %v, want ErrUnknownEscalation", err)
 	}
 	wantStatus(t, "reply 6", must(e.l.Once(e.ctx, replyKey("loop", 6), count(&ran, 6))), ledger.StatusRefused, ledger.ReasonRateLimited)
 	if n := len(ev.of("escalation")); n != 2 {

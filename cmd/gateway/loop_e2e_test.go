@@ -170,6 +170,18 @@ sources:
 					t.Errorf("/metrics lacks %q", line)
 				}
 			}
+			// The operator's view: gateway ledger escalations, then dismiss.
+			out := runCLI(t, g, "ledger", "escalations")
+			if !strings.Contains(out, thread) || !strings.Contains(out, "3 in 5m0s") || !strings.Contains(out, "1 open escalation.") {
+				t.Errorf("gateway ledger escalations:\n%s", out)
+			}
+			out = runCLI(t, g, "ledger", "dismiss", thread, escs[0].ID)
+			if !strings.Contains(out, "dismissed "+thread) {
+				t.Errorf("gateway ledger dismiss:\n%s", out)
+			}
+			if out := runCLI(t, g, "ledger", "escalations"); !strings.Contains(out, "no open escalations") {
+				t.Errorf("after dismissal:\n%s", out)
+			}
 			if !strings.Contains(g.stderr.String(), "loop breaker: cap reached") {
 				t.Errorf("no escalation warning in the log:\n%s", g.stderr.String())
 			}

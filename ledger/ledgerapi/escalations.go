@@ -64,7 +64,8 @@ type EscalationOnlyJSON struct {
 	Escalation EscalationJSON `json:"escalation"`
 }
 
-func escalationToJSON(e ledger.Escalation) EscalationJSON {
+// EscalationToJSON is e as the API shows it.
+func EscalationToJSON(e ledger.Escalation) EscalationJSON {
 	return EscalationJSON{ID: e.ID, Scope: e.Scope, Intent: e.Intent, Reason: string(e.Reason), Max: e.Max,
 		WindowMs: e.Window.Milliseconds(), Count: e.Count, OpenedAt: utc(e.OpenedAt), LastAt: utc(e.LastAt),
 		Refused: e.Refused, RunID: e.RunID, EntryID: e.EntryID, Summary: e.Summary,
@@ -81,7 +82,7 @@ func escalationFromJSON(j EscalationJSON) ledger.Escalation {
 func escalationsToJSON(es []ledger.Escalation) []EscalationJSON {
 	out := make([]EscalationJSON, 0, len(es))
 	for _, e := range es {
-		out = append(out, escalationToJSON(e))
+		out = append(out, EscalationToJSON(e))
 	}
 	return out
 }
@@ -146,7 +147,7 @@ func (s *server) dismiss(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return EscalationOnlyJSON{Escalation: escalationToJSON(e)}, nil
+	return EscalationOnlyJSON{Escalation: EscalationToJSON(e)}, nil
 }
 
 // Caps returns the caps the server's ledger enforces, by intent.

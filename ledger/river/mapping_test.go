@@ -92,9 +92,11 @@ func TestCappedJobIsCancelledAndEscalated(t *testing.T) {
 	var escalated []*riverledger.Refusal
 	sent := 0
 	w, err := riverledger.New(riverledger.Config[refundArgs]{
-		Ledger:   ledgerapi.InProcess(l),
-		Scope:    func(*river.Job[refundArgs]) string { return "thread-1" },
-		Escalate: func(_ context.Context, _ *river.Job[refundArgs], r *riverledger.Refusal) { escalated = append(escalated, r) },
+		Ledger: ledgerapi.InProcess(l),
+		Scope:  func(*river.Job[refundArgs]) string { return "thread-1" },
+		Escalate: func(_ context.Context, _ *river.Job[refundArgs], r *riverledger.Refusal) {
+			escalated = append(escalated, r)
+		},
 	}, func(ctx context.Context, run ledgerapi.RunHandle, job *river.Job[refundArgs]) error {
 		res, err := run.Once(ctx, "reply", job.Args.Order, func(context.Context, ledger.Call) (any, error) { sent++; return nil, nil })
 		return riverledger.Result("reply", res, err)

@@ -189,20 +189,34 @@ func testCapRace(t *testing.T, newStore NewStore) {
 	var ev events
 	e := setup(t, newStore, ledger.Options{Caps: replyCap, Observe: ev.observe})
 	const goroutines = 24
-	var ran atomic.Int64
+	var ran, returned atomic.Int64
 	results := make([]ledger.Result, goroutines)
 	errs := make([]error, goroutines)
-	start := make(chan struct{})
+	start, release := make(chan struct{}), make(chan struct{})
+	// Every effect stays in flight until each goroutine has either
+	// returned or entered its effect, so all the claims are decided while
+	// the winners are still pending: pending attempts must count.
+	held := func(ctx context.Context, c ledger.Call) (any, error) {
+		ran.Add(1)
+		<-release
+		return "sent", nil
+	}
 	var wg sync.WaitGroup
 	for i := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = e.l.Once(e.ctx, replyKey("race", i), count(&ran, i))
+			results[i], errs[i] = e.l.Once(e.ctx, replyKey("race", i), held)
+			returned.Add(1)
 		}()
 	}
 	close(start)
+	deadline := time.Now().Add(20 * time.Second)
+	for returned.Load()+ran.Load() < goroutines && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
 	wg.Wait()
 	executed, limited := 0, 0
 	for i, r := range results {

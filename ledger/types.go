@@ -274,5 +274,14 @@ func (o Options) withDefaults() Options {
 	if o.WaitInterval <= 0 {
 		o.WaitInterval = 50 * time.Millisecond
 	}
+	if o.Caps != nil {
+		// The ledger reads its caps from many goroutines: a copy keeps a
+		// caller's later change to its map from racing them.
+		caps := make(map[string]Cap, len(o.Caps))
+		for intent, c := range o.Caps {
+			caps[intent] = c
+		}
+		o.Caps = caps
+	}
 	return o
 }

@@ -27,6 +27,10 @@ type decision struct {
 	changed        bool // the document must be written back
 	needsReconcile bool
 	claimed        *Entry
+	// escalation is the loop breaker's record when the cap refused the
+	// claim; escalated says this refusal opened it.
+	escalation *Escalation
+	escalated  bool
 }
 
 // settledState answers step 1 of a claim: is the effect already done,
@@ -184,7 +188,7 @@ func conflicts(d *document, r *runState, in claimInput, now time.Time) []*Entry 
 }
 
 // decideClaim runs the whole claim order: already done, may this run
-// write, has the scope changed, claim.
+// write, is the intent's cap reached, has the scope changed, claim.
 func decideClaim(d *document, in claimInput, now time.Time, o Options) (decision, error) {
 	if dec := settledState(d, in, now, o); dec != nil {
 		return *dec, nil
@@ -201,6 +205,14 @@ func decideClaim(d *document, in claimInput, now time.Time, o Options) (decision
 		if reason != "" {
 			return decision{result: Result{Status: StatusRefused, Reason: reason, Entry: d.Entries[in.key.id]}, changed: changed}, nil
 		}
+		// The loop breaker comes after the fence, so that a stale run
+		// hears that it is stale rather than raising an escalation, and
+		// before the conflict check, whose advice (re-read, try again)
+		// would only lead to the same refusal.
+		if dec := capped(d, in, r, now, o); dec != nil {
+			dec.changed = dec.changed || changed
+			return *dec, nil
+		}
 		found := conflicts(d, r, in, now)
 		if len(found) > 0 {
 			// The refusal itself is the acknowledgement: the caller is told
@@ -214,6 +226,11 @@ func decideClaim(d *document, in claimInput, now time.Time, o Options) (decision
 			if !in.ack {
 				return decision{result: res, changed: true}, nil
 			}
+		}
+	}
+	if r == nil {
+		if dec := capped(d, in, nil, now, o); dec != nil {
+			return *dec, nil
 		}
 	}
 	e := claimEntry(d, in, r, now, o)

@@ -122,6 +122,38 @@
 //     store would say: it keeps its own copy of the entry, with the value
 //     in the compact form the document stores, never the caller's buffer.
 //
+// # The loop breaker: caps and escalations
+//
+// Options.Caps limits, per intent, how many effects one scope may start
+// within a sliding window on the ledger's clock (the gateway's example is
+// reply: at most 3 in 5 minutes). No intent is capped by default. The cap
+// is counted inside the claim's own transaction, from the scope document
+// alone, so concurrent claims in any number of processes can never start
+// more than Max effects in a window. It is weighed after step 1 (a replay,
+// an in-flight or ambiguous answer is not a new effect and is never
+// refused) and after the run's fence (a stale run is told superseded),
+// before the conflict check and the claim.
+//
+// What counts: every other entry of the intent on the scope whose latest
+// attempt was claimed within the window and that may have happened:
+// committed, pending (redeliverable or not) and ambiguous. Failed entries,
+// known not to have happened, do not. A new attempt of an entry is weighed
+// against the other entries only. Counting uses ClaimedAt, the start of the
+// attempt, and relies on the window not exceeding Retention (settled
+// entries older than that are forgotten).
+//
+// A claim past the cap is refused rate_limited and its effect does not
+// run. The first such refusal opens an Escalation in the scope document
+// (intent, cap, count, the refused claim's run and summary) and the
+// observer hears an "escalation" event; later refusals of the intent on the
+// scope within one window of its opening extend it (Refused counts them)
+// without a new event. An open escalation puts its scope on the review
+// index, so Escalations lists it beside ambiguous entries until an operator
+// dismisses it (DismissEscalation). Dismissing does not lift the cap; the
+// next refusal after it opens a new escalation. Escalations are forgotten
+// one retention after their last refusal. The gateway's own deliver claims
+// (BeginClaim, Enqueue, TakeDelivery) are not capped.
+//
 // # Queued delivery
 //
 // The outbox lives in the same store step as the ledger's own state, never

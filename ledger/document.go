@@ -30,6 +30,9 @@ type document struct {
 	// from its front.
 	LandedBase uint64    `json:"landedBase,omitempty"`
 	Landings   []landing `json:"landings,omitempty"`
+	// Escalations are the loop breaker's records (see caps.go), oldest
+	// first.
+	Escalations []*Escalation `json:"escalations,omitempty"`
 }
 
 // landing is one write joining the scope's history.
@@ -212,6 +215,7 @@ func (d *document) prune(now time.Time, retention time.Duration, blobs *blobSet)
 		}
 	}
 	d.pruneQueue(now, retention, blobs)
+	d.pruneEscalations(cutoff)
 	// Only a front of the landing list may go: the mapping is by order.
 	n := 0
 	for n < len(d.Landings) && d.Landings[n].At.Before(cutoff) {
@@ -273,6 +277,14 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		// Nothing left needs the document past now, but the write itself is
 		// news: keep it for one retention period.
 		expires = now.Add(retention)
+	}
+	for _, e := range d.Escalations {
+		later(e.LastAt.Add(retention))
+		if e.Open() {
+			// An open escalation waits for an operator: the review index
+			// lists its scope (Escalations) until it is dismissed.
+			earlier(e.OpenedAt)
+		}
 	}
 	due := d.queueTimes(retention, later)
 	for _, q := range d.Queue {

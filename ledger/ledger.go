@@ -189,6 +189,10 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	l.rememberReplay(in.key, dec)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID, Reason: c.Reason})
+	if dec.escalated {
+		l.observe(Event{Type: "escalation", Scope: c.Scope, EntryID: dec.escalation.EntryID, Intent: in.key.intent,
+			RunID: req.RunID, Reason: ReasonRateLimited, EscalationID: dec.escalation.ID})
+	}
 	return c, nil
 }
 

@@ -187,13 +187,16 @@ type Reconciler func(ctx context.Context, e Entry) (Outcome, error)
 
 // Event is what the ledger tells its observer after each decision.
 type Event struct {
-	Type       string // claimed, executed, replayed, in_flight, refused, failed, ambiguous, committed, late_settle, resolved, reconciled
+	Type       string // claimed, executed, replayed, in_flight, refused, failed, ambiguous, committed, late_settle, resolved, reconciled, escalation, escalation_dismissed
 	Scope      string
 	EntryID    string
 	Intent     string
 	RunID      string
 	Reason     Reason
 	LateSettle bool
+	// EscalationID names the escalation an "escalation" event opened (or
+	// an "escalation_dismissed" event closed).
+	EscalationID string
 }
 
 // Errors for invalid input. They change nothing in the ledger.
@@ -226,6 +229,11 @@ type Options struct {
 	Reconcile   Reconciler
 	Observe     func(Event)
 	Clock       func() time.Time
+	// Caps are the loop breaker: per intent, how many effects a scope may
+	// start within a window (see Cap). A claim past its cap is refused
+	// rate_limited and opens an escalation. No intent is capped by
+	// default.
+	Caps map[string]Cap
 	// WaitInterval is how often a claim made with Wait polls (default 50 ms).
 	WaitInterval time.Duration
 	// ReplayCache is how many committed entries the Ledger remembers, so
@@ -267,6 +275,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WaitInterval <= 0 {
 		o.WaitInterval = 50 * time.Millisecond
+	}
+	if o.Caps != nil {
+		// The ledger reads its caps from many goroutines: a copy keeps a
+		// caller's later change to its map from racing them.
+		caps := make(map[string]Cap, len(o.Caps))
+		for intent, c := range o.Caps {
+			caps[intent] = c
+		}
+		o.Caps = caps
 	}
 	return o
 }

@@ -47,6 +47,8 @@ func TestCheckNamesTheField(t *testing.T) {
 		{"open admin without token", "admin: {listen: 0.0.0.0:8081}\n" + validSource, "admin.token"},
 		{"bad size", validSource + "    max_body: lots\n", "max_body"},
 		{"no sources", "listen: 127.0.0.1:8080\n", "sources"},
+		{"cap without a max", "ledger: {caps: {reply: {window: 5m}}}\n" + validSource, "ledger.caps.reply.max: must be at least 1"},
+		{"cap without a window", "ledger: {caps: {reply: {max: 3}}}\n" + validSource, "ledger.caps.reply.window: must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runCheck(t, tc.yaml, nil)

@@ -28,6 +28,8 @@ commands:
   resolve SCOPE ENTRY_ID --outcome committed|not_applied
                                    record what you found about an ambiguous entry
                                    (SCOPE and ENTRY_ID as "ambiguous" lists them)
+  escalations [--limit N]          open escalations: a ledger.caps cap tripped (loop breaker)
+  dismiss SCOPE ID                 record that you dealt with an escalation
 
 flags (all commands):
   --admin URL     the gateway's admin API (default: admin.listen from --config,
@@ -58,15 +60,15 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 	case "help", "-h", "--help":
 		fmt.Fprintln(a.Stdout, ledgerUsage)
 		return nil
-	case "history", "ambiguous", "resolve":
+	case "history", "ambiguous", "resolve", "escalations", "dismiss":
 	default:
-		return usageError{fmt.Sprintf("ledger: unknown command %q%s\n\n%s", sub, suggest.Hint(sub, []string{"history", "ambiguous", "resolve"}), ledgerUsage)}
+		return usageError{fmt.Sprintf("ledger: unknown command %q%s\n\n%s", sub, suggest.Hint(sub, []string{"history", "ambiguous", "resolve", "escalations", "dismiss"}), ledgerUsage)}
 	}
 
 	var f ledgerFlags
 	fs := a.flags("ledger " + sub)
 	adminFlags(fs, &f)
-	if sub == "ambiguous" {
+	if sub == "ambiguous" || sub == "escalations" {
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
 	}
 	if sub == "resolve" {
@@ -76,7 +78,7 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"history": 1, "ambiguous": 0, "resolve": 2}[sub]
+	want := map[string]int{"history": 1, "ambiguous": 0, "resolve": 2, "escalations": 0, "dismiss": 2}[sub]
 	if len(pos) != want {
 		return usageError{fmt.Sprintf("ledger %s: takes %d argument(s), got %d\n\n%s", sub, want, len(pos), ledgerUsage)}
 	}
@@ -88,6 +90,8 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 	defer cancel()
 
 	switch sub {
+	case "escalations", "dismiss":
+		return a.escalationsCmd(ctx, client, f, sub, pos)
 	case "history":
 		entries, err := client.History(ctx, pos[0])
 		if err != nil {

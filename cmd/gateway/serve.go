@@ -69,6 +69,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lopts := cfg.LedgerOptions()
 	lopts.Clock = a.Clock
+	lopts.Observe = loopBreakerObserver(reg, log.Named("ledger"))
 	l := ledger.New(store, lopts)
 	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock)
 	// Every serve process dispatches queued sources; several processes on

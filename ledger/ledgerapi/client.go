@@ -54,6 +54,8 @@ func (e *Error) Unwrap() error {
 		return ledger.ErrAlreadySettled
 	case CodeNotAmbiguous:
 		return ledger.ErrNotAmbiguous
+	case CodeUnknownEscalation:
+		return ledger.ErrUnknownEscalation
 	case CodeStoreUnavailable:
 		return ErrUnavailable
 	}

@@ -34,18 +34,19 @@ var (
 // Error codes, stable across releases: clients match on them, never on
 // messages.
 const (
-	CodeInvalidRequest   = "invalid_request"
-	CodeUnauthorized     = "unauthorized"
-	CodeNotFound         = "not_found"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeTooLarge         = "body_too_large"
-	CodeMediaType        = "unsupported_media_type"
-	CodeUnknownRun       = "unknown_run"
-	CodeUnknownClaim     = "unknown_claim"
-	CodeAlreadySettled   = "already_settled"
-	CodeNotAmbiguous     = "not_ambiguous"
-	CodeStoreUnavailable = "store_unavailable"
-	CodeDeliveryInFlight = "delivery_in_flight"
+	CodeInvalidRequest    = "invalid_request"
+	CodeUnauthorized      = "unauthorized"
+	CodeNotFound          = "not_found"
+	CodeMethodNotAllowed  = "method_not_allowed"
+	CodeTooLarge          = "body_too_large"
+	CodeMediaType         = "unsupported_media_type"
+	CodeUnknownRun        = "unknown_run"
+	CodeUnknownClaim      = "unknown_claim"
+	CodeAlreadySettled    = "already_settled"
+	CodeNotAmbiguous      = "not_ambiguous"
+	CodeStoreUnavailable  = "store_unavailable"
+	CodeDeliveryInFlight  = "delivery_in_flight"
+	CodeUnknownEscalation = "unknown_escalation"
 )
 
 // statusFor is the one place where an error becomes an HTTP status and a
@@ -68,6 +69,8 @@ func statusFor(err error) (int, string) {
 		return http.StatusBadRequest, CodeInvalidRequest
 	case errors.Is(err, ledger.ErrUnknownRun):
 		return http.StatusNotFound, CodeUnknownRun
+	case errors.Is(err, ledger.ErrUnknownEscalation):
+		return http.StatusNotFound, CodeUnknownEscalation
 	case errors.Is(err, ledger.ErrUnknownEntry):
 		return http.StatusNotFound, CodeUnknownClaim
 	case errors.Is(err, ledger.ErrAlreadySettled):
@@ -111,6 +114,7 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 	s.route(mux, http.MethodGet, "/v1/ambiguous", s.ambiguous)
 	s.route(mux, http.MethodPost, "/v1/entries/resolve", s.resolve)
 	s.routeDeliveries(mux)
+	s.routeEscalations(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.fail(w, r, errNoRoute) })
 	return RequireToken(token, mux, logger)
 }

@@ -35,7 +35,7 @@ func TestAnswers(t *testing.T) {
 		{"run ended", refused(ledger.ReasonRunEnded), "cancel", false},
 		{"ambiguous", ledger.Result{Status: ledger.StatusAmbiguous}, "cancel", true},
 		{"exhausted", refused(ledger.ReasonExhausted), "cancel", true},
-		{"rate limited", refused(ledger.Reason("rate_limited")), "cancel", true},
+		{"rate limited", refused(ledger.ReasonRateLimited), "cancel", true},
 		{"not applied", ledger.Result{Status: ledger.StatusFailed, Err: errors.New("400")}, "retry", false},
 		{"conversation changed", refused(ledger.ReasonConversationChanged), "retry", false},
 	}
@@ -81,6 +81,46 @@ func TestAnswers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The loop breaker's real refusal: four jobs replying on one thread under
+// a cap of three; the fourth job's reply is refused rate_limited by the
+// ledger, so the job is cancelled and escalated, and its effect never runs.
+func TestCappedJobIsCancelledAndEscalated(t *testing.T) {
+	l := ledger.New(memory.New(nil), ledger.Options{Caps: map[string]ledger.Cap{"reply": {Max: 3, Window: 5 * time.Minute}}})
+	var escalated []*riverledger.Refusal
+	sent := 0
+	w, err := riverledger.New(riverledger.Config[refundArgs]{
+		Ledger: ledgerapi.InProcess(l),
+		Scope:  func(*river.Job[refundArgs]) string { return "thread-1" },
+		Escalate: func(_ context.Context, _ *river.Job[refundArgs], r *riverledger.Refusal) {
+			escalated = append(escalated, r)
+		},
+	}, func(ctx context.Context, run ledgerapi.RunHandle, job *river.Job[refundArgs]) error {
+		res, err := run.Once(ctx, "reply", job.Args.Order, func(context.Context, ledger.Call) (any, error) { sent++; return nil, nil })
+		return riverledger.Result("reply", res, err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []error
+	for i := int64(1); i <= 4; i++ {
+		job := &river.Job[refundArgs]{JobRow: &rivertype.JobRow{ID: i, Queue: "replies", Attempt: 1, CreatedAt: time.Now()},
+			Args: refundArgs{Order: "m" + string(rune('0'+i))}}
+		answers = append(answers, w.Work(context.Background(), job))
+	}
+	for i, err := range answers[:3] {
+		if err != nil {
+			t.Fatalf("job %d: %v, want completed", i+1, err)
+		}
+	}
+	var cancel *river.JobCancelError
+	if !errors.As(answers[3], &cancel) || !strings.Contains(answers[3].Error(), "rate_limited") {
+		t.Fatalf("job 4: %v, want cancelled with the reason rate_limited", answers[3])
+	}
+	if sent != 3 || len(escalated) != 1 || escalated[0].Result.Reason != ledger.ReasonRateLimited {
+		t.Fatalf("%d sent, escalated %v; want 3 sent and job 4 escalated as rate_limited", sent, escalated)
 	}
 }
 

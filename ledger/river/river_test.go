@@ -23,7 +23,7 @@ import (
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 	riverledger "github.com/replyonce/gateway/ledger/river"
-	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/postgres"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,6 +35,9 @@ const dsnVar = "REPLYONCE_TEST_POSTGRES"
 func riverSchema(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	dsn := os.Getenv(dsnVar)
+	if dsn == "" && os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set: in CI the River tests must run", dsnVar)
+	}
 	if dsn == "" {
 		t.Skipf("%s is not set; set it to a PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the River tests", dsnVar)
 	}
@@ -66,6 +69,19 @@ func riverSchema(t *testing.T) (*pgxpool.Pool, string) {
 		t.Fatalf("migrate River: %v", err)
 	}
 	return pool, schema
+}
+
+// postgresLedger is a ledger on the Postgres store, in a table of the
+// test's River schema: the jobs and the ledger on one database, as a
+// deployment would have them.
+func postgresLedger(t *testing.T, pool *pgxpool.Pool, schema string) *ledger.Ledger {
+	t.Helper()
+	s := postgres.New(pool, postgres.Options{Table: schema + ".ledger"})
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate the ledger table: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return ledger.New(s, ledger.Options{})
 }
 
 type refundArgs struct {
@@ -105,7 +121,7 @@ type attempt struct {
 // reply. The refund and the reply each happen once.
 func TestRescuedJobResumesItsRun(t *testing.T) {
 	pool, schema := riverSchema(t)
-	l := ledger.New(memory.New(nil), ledger.Options{})
+	l := postgresLedger(t, pool, schema)
 
 	var refunds, replies atomic.Int32
 	hung, wake := make(chan struct{}), make(chan struct{})

@@ -23,10 +23,10 @@ const (
 	StatusRunEnded            Status = "run_ended"
 	StatusBusy                Status = "busy"
 	StatusExhausted           Status = "exhausted"
-	// StatusRateLimited is the loop breaker's refusal: the scope reached
-	// its cap of this intent. It is matched on the reason string, so it
-	// works with a ledger that has the cap and one that does not yet.
-	StatusRateLimited Status = "rate_limited"
+	// StatusRateLimited is the loop breaker's refusal
+	// (ledger.ReasonRateLimited): the scope reached its cap of this intent
+	// (ledger.Options.Caps), which looks like a loop.
+	StatusRateLimited Status = Status(ledger.ReasonRateLimited)
 
 	StatusInvalidArguments Status = "invalid_arguments"
 	StatusUnknownTool      Status = "unknown_tool"

@@ -116,8 +116,8 @@ func TestFromResultMapping(t *testing.T) {
 		{ledger.Result{Status: ledger.StatusRefused, Reason: ledger.ReasonRunCancelled}, tool.StatusRunCancelled, flags{isError: true, terminal: true}},
 		{ledger.Result{Status: ledger.StatusRefused, Reason: ledger.ReasonRunEnded}, tool.StatusRunEnded, flags{isError: true, terminal: true}},
 		{ledger.Result{Status: ledger.StatusRefused, Reason: ledger.ReasonExhausted}, tool.StatusExhausted, flags{isError: true, terminal: true, escalate: true}},
-		// The loop breaker's reason, matched by name before the ledger has it.
-		{ledger.Result{Status: ledger.StatusRefused, Reason: ledger.Reason("rate_limited")}, tool.StatusRateLimited, flags{isError: true, terminal: true, escalate: true}},
+		// The loop breaker's reason (TestRateLimitedFromARealCap gets it from a real cap).
+		{ledger.Result{Status: ledger.StatusRefused, Reason: ledger.ReasonRateLimited}, tool.StatusRateLimited, flags{isError: true, terminal: true, escalate: true}},
 		// A reason this package has never heard of stops the loop.
 		{ledger.Result{Status: ledger.StatusRefused, Reason: ledger.Reason("something_new")}, tool.Status("something_new"), flags{isError: true, terminal: true, escalate: true}},
 	}

@@ -90,6 +90,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"TokenSurvivesExpiry", testTokenSurvivesExpiry},
 		{"MaxAttemptsCountsFailures", testMaxAttemptsCountsFailures},
 		{"SettlePastDeadlineFlagged", testSettlePastDeadlineFlagged},
+		{"CapLimitsIntent", testCapLimitsIntent},
+		{"CapCounts", testCapCounts},
+		{"CapWithRuns", testCapWithRuns},
+		{"CapRace", testCapRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

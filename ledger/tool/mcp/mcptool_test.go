@@ -247,3 +247,60 @@ func TestRunNaming(t *testing.T) {
 		t.Fatalf("%d refunds, want 1", n)
 	}
 }
+
+// Over streamable HTTP the gateway's headers name the run, and they come
+// before _meta: a call whose _meta names another run writes under the
+// headers' run. A malformed header is an error for the model naming it,
+// and nothing runs.
+func TestHeadersComeBeforeMeta(t *testing.T) {
+	ctx := context.Background()
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	run, err := l.Begin(ctx, "conv-h", ledger.RunOptions{RunID: "from-headers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := tooltest.NewRefund()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0.0.1"}, nil)
+	mcptool.AddTools(srv, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund.Tool)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close) // after the sessions' own cleanups, which end them on the server
+	session := func(token string) *mcp.ClientSession {
+		hc := &http.Client{Transport: headers{next: http.DefaultTransport, h: http.Header{
+			mcptool.HeaderScope: {run.Scope}, mcptool.HeaderRunID: {run.ID}, mcptool.HeaderFencingToken: {token}}}}
+		t.Cleanup(hc.CloseIdleConnections)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	args := map[string]any{"order": "A-7", "cents": 700}
+
+	bad := session("not-a-token")
+	res, err := bad.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := text(t, res); !res.IsError || !strings.Contains(body, "header "+mcptool.HeaderFencingToken) {
+		t.Fatalf("malformed header token: %s (isError %v), want an error naming the header", body, res.IsError)
+	}
+
+	good := session(strconv.FormatUint(run.Token, 10))
+	res, err = good.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args, Meta: mcp.Meta{
+		mcptool.HeaderScope: "conv-h", mcptool.HeaderRunID: "from-meta", mcptool.HeaderFencingToken: "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusExecuted {
+		t.Fatalf("call with headers and a different _meta: %s, want executed under the headers' run", text(t, res))
+	}
+	hist, err := l.History(ctx, "conv-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 1 || hist[0].RunID != "from-headers" || refund.Executions.Load() != 1 {
+		t.Fatalf("history %+v, %d executions; want one refund under run from-headers", hist, refund.Executions.Load())
+	}
+}

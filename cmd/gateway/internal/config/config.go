@@ -67,6 +67,15 @@ type Ledger struct {
 	// answer redeliveries without the store (0: the ledger's default;
 	// negative: off).
 	ReplayCache int `yaml:"replay_cache"`
+	// Caps is the loop breaker: per intent, at most Max effects per scope
+	// within Window (none by default).
+	Caps map[string]Cap `yaml:"caps"`
+}
+
+// Cap is one intent's loop-breaker cap.
+type Cap struct {
+	Max    int           `yaml:"max"`
+	Window time.Duration `yaml:"window"`
 }
 
 // Log sets logging.
@@ -673,6 +682,7 @@ func (c Config) Validate() error {
 	if c.Ledger.MaxAttempts < 0 {
 		bad("ledger.max_attempts", "must not be negative")
 	}
+	c.validateCaps(bad)
 	if c.Server.StoreTimeout <= 0 {
 		bad("server.store_timeout", "must be positive")
 	}
@@ -759,7 +769,7 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 // LedgerOptions converts the ledger section.
 func (c Config) LedgerOptions() ledger.Options {
 	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL,
-		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache}
+		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache, Caps: c.ledgerCaps()}
 }
 
 // modeOrDefault is a source's forward.mode: queued unless it says inline.

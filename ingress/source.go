@@ -36,6 +36,9 @@ type Source struct {
 	signingSecret  string
 	passHeaders    []string // canonical names of informative provider headers to forward
 	queue          QueueConfig
+
+	ignore []matcher     // ignore rules, then presets; first match wins
+	echoOf *extract.Rule // nil: no echo suppression
 }
 
 // SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
@@ -55,6 +58,16 @@ type SourceConfig struct {
 	// "{json:PATH}" ("{json:@this}" for a body that is the array), or "default" for the
 	// provider's. EventID, Scope and ContextAt then apply to each element.
 	Split string
+	// Ignore lists rules whose matching events are answered 200 "ignored"
+	// and not recorded or forwarded; IgnorePresets (nil: on) switches the
+	// provider's presets; IgnoreFrom lists the agent's own identities for
+	// the presets that need them (Slack user or bot ids, Nylas addresses).
+	Ignore        []IgnoreRule
+	IgnorePresets *bool
+	IgnoreFrom    []string
+	// EchoOf gives the provider id of the thing an event is about; an event
+	// whose id an effect committed on its scope holds is the agent's echo.
+	EchoOf []string
 }
 
 // ForwardConfig says where and how accepted events go.
@@ -189,6 +202,19 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
 		return nil, err
 	}
+	if s.ignore, err = compileIgnore(cfg, field); err != nil {
+		return nil, err
+	}
+	if len(cfg.EchoOf) > 0 {
+		if s.scope == nil {
+			return nil, fieldErr(field+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
+		}
+		r, err := extract.ParseRule(cfg.EchoOf)
+		if err != nil {
+			return nil, &FieldError{Field: field + ".echo_of", Err: err}
+		}
+		s.echoOf = &r
+	}
 	return s, nil
 }
 
@@ -247,6 +273,16 @@ func (s *Source) Describe() string {
 	if s.split != "" {
 		split = " split={json:" + s.split + "}"
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s)",
-		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode)
+	ignore := ""
+	for _, m := range s.ignore {
+		ignore += " " + m.label
+	}
+	if ignore != "" {
+		ignore = " ignore:" + ignore
+	}
+	if s.echoOf != nil {
+		ignore += " echo_of=" + s.echoOf.String()
+	}
+	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s)%s",
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode, ignore)
 }

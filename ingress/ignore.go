@@ -69,17 +69,17 @@ func compileIgnore(cfg SourceConfig, field string) ([]matcher, error) {
 		}
 		out = append(out, matcher{label: label, rule: rule})
 	}
-	if len(errs) > 0 {
-		// Every bad rule at once, each naming its field.
-		return nil, errors.Join(errs...)
-	}
 	if len(cfg.IgnoreFrom) > 0 && cfg.Provider != "slack" && cfg.Provider != "nylas" {
-		return nil, fieldErr(field+".ignore_from", "only the slack and nylas presets use it (provider is %q): write an ignore rule instead", cfg.Provider)
+		errs = append(errs, fieldErr(field+".ignore_from", "only the slack and nylas presets use it (provider is %q): write an ignore rule instead", cfg.Provider))
 	}
 	for i, a := range cfg.IgnoreFrom {
 		if strings.TrimSpace(a) == "" {
-			return nil, fieldErr(fmt.Sprintf("%s.ignore_from[%d]", field, i), "is empty")
+			errs = append(errs, fieldErr(fmt.Sprintf("%s.ignore_from[%d]", field, i), "is empty"))
 		}
+	}
+	if len(errs) > 0 {
+		// Every bad rule at once, each naming its field.
+		return nil, errors.Join(errs...)
 	}
 	if cfg.IgnorePresets != nil && !*cfg.IgnorePresets {
 		return out, nil

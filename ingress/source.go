@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -202,18 +203,23 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
 		return nil, err
 	}
-	if s.ignore, err = compileIgnore(cfg, field); err != nil {
-		return nil, err
-	}
+	// Ignore rules and echo_of are checked together, so that gateway check
+	// lists every bad rule at once.
+	var ignoreErr, echoErr error
+	s.ignore, ignoreErr = compileIgnore(cfg, field)
 	if len(cfg.EchoOf) > 0 {
-		if s.scope == nil {
-			return nil, fieldErr(field+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
-		}
 		r, err := extract.ParseRule(cfg.EchoOf)
-		if err != nil {
-			return nil, &FieldError{Field: field + ".echo_of", Err: err}
+		switch {
+		case s.scope == nil:
+			echoErr = fieldErr(field+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
+		case err != nil:
+			echoErr = &FieldError{Field: field + ".echo_of", Err: err}
+		default:
+			s.echoOf = &r
 		}
-		s.echoOf = &r
+	}
+	if ignoreErr != nil || echoErr != nil {
+		return nil, errors.Join(ignoreErr, echoErr)
 	}
 	return s, nil
 }

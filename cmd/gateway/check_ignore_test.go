@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	"github.com/replyonce/gateway/ingress/filter"
 )
 
 // Bad ignore rules are refused by gateway check, all at once, each naming
@@ -52,6 +55,8 @@ func TestCheckRefusesBadIgnoreRules(t *testing.T) {
 	good := validSource + `    ignore:
       - name: test-mode
         body: {livemode: false}
+      - name: bots
+        body: {data: {object: {description: {$regex: "\\[bot\\]$"}}}}
   slack:
     provider: slack
     secrets: [s3cret]
@@ -63,7 +68,7 @@ func TestCheckRefusesBadIgnoreRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a good configuration: %v", err)
 	}
-	for _, want := range []string{"ignore: test-mode", "ignore: preset:slack_self echo_of=\"{json:event.client_msg_id}\""} {
+	for _, want := range []string{"ignore: test-mode bots", "ignore: preset:slack_self echo_of=\"{json:event.client_msg_id}\""} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check output lacks %q:\n%s", want, out)
 		}
@@ -74,5 +79,30 @@ func TestCheckIgnoreFromNeedsAPreset(t *testing.T) {
 	_, err := runCheck(t, validSource+"    ignore_from: [agent@example.com]\n", map[string]string{"STRIPE_SECRET": "whsec_x"})
 	if err == nil || !strings.Contains(err.Error(), "sources.stripe.ignore_from: only the slack and nylas presets use it") {
 		t.Fatalf("ignore_from on stripe: %v", err)
+	}
+}
+
+// A rule written in YAML matches like the same rule in JSON: a regex
+// ending in $ is not taken for a ${VAR}, and YAML integers equal JSON numbers.
+func TestYAMLRulesMatch(t *testing.T) {
+	cfg, err := config.Parse([]byte(validSource+`    ignore:
+      - body: {data: {object: {description: {$regex: "\\[bot\\]$"}, amount: 2500}}}
+`), env(map[string]string{"STRIPE_SECRET": "whsec_x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Sources["stripe"].Ignore[0]
+	rule, err := filter.CompileRule(map[string]any{"body": r.Body}, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]bool{
+		`{"data":{"object":{"description":"refund by ci[bot]","amount":2500}}}`:  true,
+		`{"data":{"object":{"description":"refund by ci[bot]","amount":2501}}}`:  false,
+		`{"data":{"object":{"description":"refund by a person","amount":2500}}}`: false,
+	} {
+		if got := rule.Match(&filter.Request{Body: []byte(body)}); got != want {
+			t.Errorf("%s: matched %v, want %v", body, got, want)
+		}
 	}
 }

@@ -34,7 +34,7 @@ type batchItem struct {
 // serveBatch turns one verified request into one event per element of the source's split
 // array. Every element is claimed and forwarded on its own, under its own event id, so an
 // element already delivered is a duplicate and the others still go through. The provider hears
-// 200 only when every element is recorded (delivered, rejected or duplicate); otherwise the
+// 200 only when every element is recorded (delivered, rejected or duplicate) or ignored; otherwise the
 // first element's failure, so it retries the whole request and the recorded ones are not
 // delivered twice. An element whose event id does not resolve fails the request with 400
 // before anything is recorded.

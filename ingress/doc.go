@@ -45,7 +45,7 @@
 //     only when all are recorded, else with the first failure, so the
 //     provider's retry brings back only what is missing (the rest are
 //     duplicates). An element without an event id refuses the whole request
-//     with 400 before anything is written.
+//     with 400 before anything is written, unless an ignore rule drops it.
 //   - Ignore rules (package filter), the provider's presets and echo_of are
 //     applied after verification and before the ledger. An ignored event is
 //     answered 200 "ignored", counted by rule and logged (throttled per

@@ -28,12 +28,13 @@ type batchItem struct {
 	eventID   string
 	scope     string
 	contextAt time.Time
+	ignored   string // the rule that ignores this element; "" when none
 }
 
 // serveBatch turns one verified request into one event per element of the source's split
 // array. Every element is claimed and forwarded on its own, under its own event id, so an
 // element already delivered is a duplicate and the others still go through. The provider hears
-// 200 only when every element is recorded (delivered, rejected or duplicate); otherwise the
+// 200 only when every element is recorded (delivered, rejected or duplicate) or ignored; otherwise the
 // first element's failure, so it retries the whole request and the recorded ones are not
 // delivered twice. An element whose event id does not resolve fails the request with 400
 // before anything is recorded.
@@ -54,9 +55,23 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		var a answer
 		ed.collect = &a
 		var err error
-		if src.queue.Mode == ModeQueued {
+		var echo bool
+		if it.ignored == "" {
+			in := &extract.Input{Header: c.Request().Header, Query: c.Request().URL.Query(), Body: it.body, ContentType: "application/json"}
+			if echo, err = g.echoOf(c.Request().Context(), src, in, it.scope); err != nil {
+				ed.decision = "store_error"
+			} else if echo {
+				it.ignored = ruleEcho
+			}
+		}
+		switch {
+		case err != nil:
+		case it.ignored != "":
+			ed.runID = ""
+			err = g.ignored(c, ed, src, it.ignored)
+		case src.queue.Mode == ModeQueued:
 			err = g.enqueue(c, ed, src, it.body, it.contextAt, now)
-		} else {
+		default:
 			err = g.claimAndForward(c, ed, src, it.body, it.contextAt)
 		}
 		fields := []zap.Field{zap.String("source", src.Name), zap.String("decision", ed.decision),
@@ -72,6 +87,15 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 			}
 		} else {
 			events = append(events, a)
+		}
+		if ed.decision == "ignored" {
+			ok, suppressed := g.refusals.allow(ignoreLogKey(src.Name, ed.reason), g.now())
+			if !ok {
+				continue
+			}
+			if suppressed > 0 {
+				fields = append(fields, zap.Int("suppressed", suppressed))
+			}
 		}
 		g.log.Info("webhook batch element", fields...)
 	}
@@ -105,6 +129,16 @@ func (g *Gateway) batchItems(src *Source, req *http.Request, body []byte, now ti
 		}
 		raw := []byte(el.Raw)
 		in := &extract.Input{Header: req.Header, Query: query, Body: raw, ContentType: "application/json"}
+		// Ignore rules apply per element, with the request's headers, query
+		// and path; an ignored element needs no event id.
+		if label, ok := src.ignoredBy(req, raw, "application/json"); ok {
+			it := batchItem{body: raw, ignored: label}
+			if id, ok := src.eventID.Resolve(in); ok && checkID("event id", src.eventIDText, id) == nil {
+				it.eventID = id
+			}
+			items = append(items, it)
+			return true
+		}
 		id, ok := src.eventID.Resolve(in)
 		if !ok {
 			bad = &Error{Status: http.StatusBadRequest, Reason: "missing_event_id",

@@ -11,7 +11,8 @@
 // # What it promises
 //
 //   - Nothing is answered 2xx unless it was delivered, rejected by the agent
-//     for good, or already recorded as such. Store failures and agent
+//     for good, already recorded as such, or ignored by the source's own
+//     configuration (ignore rules, presets, echo_of). Store failures and agent
 //     failures answer 503 with Retry-After, so the provider keeps the event.
 //   - A bad, missing or stale signature is 401 and touches neither the
 //     ledger nor the agent.
@@ -44,7 +45,7 @@
 //     only when all are recorded, else with the first failure, so the
 //     provider's retry brings back only what is missing (the rest are
 //     duplicates). An element without an event id refuses the whole request
-//     with 400 before anything is written.
+//     with 400 before anything is written, unless an ignore rule drops it.
 //   - With forward.respond: agent (inline sources only), a 2xx from the
 //     agent is the provider's answer: its status, Content-Type (no other
 //     header) and body, kept in the deliver entry's value so duplicates
@@ -53,6 +54,14 @@
 //     passed on nor kept: the provider hears the gateway's JSON with
 //     agent_answer "too_large", first delivery and duplicates alike, and
 //     the log line is a warning; a truncated body is never sent.
+//   - Ignore rules (package filter), the provider's presets and echo_of are
+//     applied after verification and before the ledger. An ignored event is
+//     answered 200 "ignored", counted by rule and logged (throttled per
+//     rule), and writes nothing: the decision is a function of the verified
+//     request, or for echo_of of a committed effect, so a redelivery gets the
+//     same answer without a ledger entry. Rules come first, in order, then
+//     presets, then (once the scope is known) echo_of, the only one that
+//     reads the store. With split they apply per element.
 //   - Every error becomes an HTTP answer in one place, errorHandler; an
 //     error it does not recognise is a 503, never a 2xx and never a 400.
 package ingress

@@ -136,8 +136,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.echo.Ser
 // answer is the 2xx body.
 type answer struct {
 	Status  string `json:"status"`
-	EventID string `json:"event_id"`
-	RunID   string `json:"run_id"`
+	EventID string `json:"event_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
 	// AgentAnswer says why the agent's answer was not passed on, when the
 	// source lets the agent answer (too_large, unread).
@@ -209,8 +209,13 @@ func (g *Gateway) handle(c echo.Context) error {
 		g.log.Error("webhook", fields...)
 	case status >= 500 || d.warn:
 		g.log.Warn("webhook", fields...)
-	case status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge:
-		ok, suppressed := g.refusals.allow(name+" "+strconv.Itoa(status), g.now())
+	case status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge || d.decision == "ignored":
+		key := name + " " + strconv.Itoa(status)
+		if d.decision == "ignored" {
+			// A bot talking to itself can send many: throttled per rule.
+			key = ignoreLogKey(name, d.reason)
+		}
+		ok, suppressed := g.refusals.allow(key, g.now())
 		if !ok {
 			break
 		}
@@ -271,6 +276,14 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		return g.serveBatch(c, d, src, body, now)
 	}
 	in := &extract.Input{Header: req.Header, Query: req.URL.Query(), Body: body, ContentType: req.Header.Get("Content-Type")}
+	// Ignore rules come after verification (an unsigned request is still a
+	// 401) and before anything is written.
+	if label, ok := src.ignoredBy(req, body, in.ContentType); ok {
+		if id, ok := src.eventID.Resolve(in); ok && checkID("event id", src.eventIDText, id) == nil {
+			d.eventID = id
+		}
+		return g.ignored(c, d, src, label)
+	}
 	eventID, ok := src.eventID.Resolve(in)
 	if !ok {
 		d.decision = "no_event_id"
@@ -297,6 +310,13 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if err != nil {
 		d.decision = "bad_context_at"
 		return err
+	}
+	if echo, err := g.echoOf(req.Context(), src, in, d.scope); err != nil {
+		d.decision = "store_error"
+		return err
+	} else if echo {
+		d.runID = ""
+		return g.ignored(c, d, src, ruleEcho)
 	}
 	if src.queue.Mode == ModeQueued {
 		return g.enqueue(c, d, src, body, contextAt, now)

@@ -13,6 +13,7 @@ type Metrics struct {
 	forwardLatency *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
 	queued         *prometheus.CounterVec
+	ignored        *prometheus.CounterVec
 }
 
 // NewMetrics creates and registers the instruments.
@@ -43,9 +44,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replyonce_events_queued_total", Help: "Events recorded for queued delivery and answered 202, by source.",
 		}, []string{"source"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_events_ignored_total", Help: "Verified events answered 200 ignored and not forwarded, by source and rule (a rule's name or ignore[i], preset:NAME, echo_of).",
+		}, []string{"source", "rule"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued)
+		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued, m.ignored)
 	}
 	return m
 }

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -39,6 +40,9 @@ type Source struct {
 	// respondLimit > 0: forward.respond is agent, and the agent's 2xx
 	// answer, up to this many bytes, is the provider's (respond.go).
 	respondLimit int64
+
+	ignore []matcher     // ignore rules, then presets; first match wins
+	echoOf *extract.Rule // nil: no echo suppression
 }
 
 // SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
@@ -58,6 +62,16 @@ type SourceConfig struct {
 	// "{json:PATH}" ("{json:@this}" for a body that is the array), or "default" for the
 	// provider's. EventID, Scope and ContextAt then apply to each element.
 	Split string
+	// Ignore lists rules whose matching events are answered 200 "ignored"
+	// and not recorded or forwarded; IgnorePresets (nil: on) switches the
+	// provider's presets; IgnoreFrom lists the agent's own identities for
+	// the presets that need them (Slack user or bot ids, Nylas addresses).
+	Ignore        []IgnoreRule
+	IgnorePresets *bool
+	IgnoreFrom    []string
+	// EchoOf gives the provider id of the thing an event is about; an event
+	// whose id an effect committed on its scope holds is the agent's echo.
+	EchoOf []string
 }
 
 // ForwardConfig says where and how accepted events go.
@@ -202,6 +216,24 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if s.respondLimit, err = respondLimit(cfg.Forward, s.queue.Mode, s.split, field+".forward"); err != nil {
 		return nil, err
 	}
+	// Ignore rules and echo_of are checked together, so that gateway check
+	// lists every bad rule at once.
+	var ignoreErr, echoErr error
+	s.ignore, ignoreErr = compileIgnore(cfg, field)
+	if len(cfg.EchoOf) > 0 {
+		r, err := extract.ParseRule(cfg.EchoOf)
+		switch {
+		case s.scope == nil:
+			echoErr = fieldErr(field+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
+		case err != nil:
+			echoErr = &FieldError{Field: field + ".echo_of", Err: err}
+		default:
+			s.echoOf = &r
+		}
+	}
+	if ignoreErr != nil || echoErr != nil {
+		return nil, errors.Join(ignoreErr, echoErr)
+	}
 	return s, nil
 }
 
@@ -264,6 +296,16 @@ func (s *Source) Describe() string {
 	if s.respondLimit > 0 {
 		respond = fmt.Sprintf(", the agent answers (up to %d bytes)", s.respondLimit)
 	}
-	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s%s)",
-		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode, respond)
+	ignore := ""
+	for _, m := range s.ignore {
+		ignore += " " + m.label
+	}
+	if ignore != "" {
+		ignore = " ignore:" + ignore
+	}
+	if s.echoOf != nil {
+		ignore += " echo_of=" + s.echoOf.String()
+	}
+	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s%s)%s",
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode, respond, ignore)
 }

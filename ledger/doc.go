@@ -121,6 +121,13 @@
 //     process delivered cost no round trip, and it can only say what the
 //     store would say: it keeps its own copy of the entry, with the value
 //     in the compact form the document stores, never the caller's buffer.
+//   - CommittedValue answers "did an effect committed on this scope return
+//     this id?" from the document alone: any JSON string anywhere in a
+//     committed entry's value, equal to the id, counts (object keys and
+//     numbers do not; pending, failed and ambiguous entries have no value).
+//     The gateway's echo suppression uses it; it is a read, not part of a
+//     claim, because the echo's race is with the agent's settle, which no
+//     transaction of the gateway's can close.
 //
 // # The loop breaker: caps and escalations
 //

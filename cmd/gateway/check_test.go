@@ -80,7 +80,7 @@ func TestExampleConfigsPassCheck(t *testing.T) {
 	}
 	vars := map[string]string{}
 	for _, name := range []string{"GATEWAY_ADMIN_TOKEN", "DATABASE_URL", "AGENT_TOKEN", "GITHUB_WEBHOOK_SECRET", "SLACK_SIGNING_SECRET",
-		"SHOPIFY_SECRET", "SHOPIFY_PREVIOUS_SECRET", "CRM_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET"} {
+		"SHOPIFY_SECRET", "SHOPIFY_PREVIOUS_SECRET", "CRM_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRET", "NYLAS_WEBHOOK_SECRET"} {
 		vars[name] = "test-value-" + name
 	}
 	vars["AGENT_URL"] = "http://agent:9000/events"

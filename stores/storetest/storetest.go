@@ -94,6 +94,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CapCounts", testCapCounts},
 		{"CapWithRuns", testCapWithRuns},
 		{"CapRace", testCapRace},
+		{"CommittedValue", testCommittedValue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

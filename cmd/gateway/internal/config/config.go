@@ -110,6 +110,33 @@ type Source struct {
 	RetryAfter  time.Duration `yaml:"retry_after"`
 	Forward     Forward       `yaml:"forward"`
 	Split       string        `yaml:"split"`
+	// Ignore rules and presets (see ingress.IgnoreRule); echo_of turns on
+	// echo suppression.
+	Ignore        []IgnoreRule `yaml:"ignore"`
+	IgnorePresets *bool        `yaml:"ignore_presets"`
+	IgnoreFrom    []string     `yaml:"ignore_from"`
+	EchoOf        Templates    `yaml:"echo_of"`
+}
+
+// IgnoreRule is one entry of a source's ignore list: JSON filters (Hookdeck
+// and Convoy syntax) over the request's sections, all of which must match.
+type IgnoreRule struct {
+	Name    string `yaml:"name"`
+	Headers any    `yaml:"headers"`
+	Query   any    `yaml:"query"`
+	Path    any    `yaml:"path"`
+	Body    any    `yaml:"body"`
+}
+
+// spec is the rule's sections as ingress.IgnoreRule takes them.
+func (r IgnoreRule) spec() map[string]any {
+	m := map[string]any{}
+	for k, v := range map[string]any{"headers": r.Headers, "query": r.Query, "path": r.Path, "body": r.Body} {
+		if v != nil {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // HMAC configures the generic HMAC provider.
@@ -739,7 +766,11 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
 					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject},
 				Respond: s.Forward.Respond, RespondLimit: int64(s.Forward.RespondLimit)},
-			Split: s.Split,
+			Split:         s.Split,
+			IgnorePresets: s.IgnorePresets, IgnoreFrom: s.IgnoreFrom, EchoOf: s.EchoOf,
+		}
+		for _, r := range s.Ignore {
+			sc.Ignore = append(sc.Ignore, ingress.IgnoreRule{Name: r.Name, Spec: r.spec()})
 		}
 		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
 			sc.ContextAt = s.ContextAt
@@ -749,13 +780,8 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 				Separator: h.Separator, Template: h.Template, IDHeader: h.IDHeader, TimestampHeader: h.TimestampHeader, Tolerance: h.Tolerance}
 		}
 		src, err := ingress.NewSource(sc)
-		var ife *ingress.FieldError
-		switch {
-		case errors.As(err, &ife):
-			errs = append(errs, &FieldError{Field: ife.Field, Err: ife.Err})
-			continue
-		case err != nil:
-			errs = append(errs, &FieldError{Field: "sources." + name, Err: err})
+		if err != nil {
+			errs = append(errs, sourceErrors(name, err)...)
 			continue
 		}
 		out = append(out, src)
@@ -764,6 +790,23 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// sourceErrors converts what NewSource returned, one *FieldError or
+// several joined (a source's bad ignore rules all at once).
+func sourceErrors(name string, err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, sourceErrors(name, e)...)
+		}
+		return out
+	}
+	var ife *ingress.FieldError
+	if errors.As(err, &ife) {
+		return []error{&FieldError{Field: ife.Field, Err: ife.Err}}
+	}
+	return []error{&FieldError{Field: "sources." + name, Err: err}}
 }
 
 // LedgerOptions converts the ledger section.

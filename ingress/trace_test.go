@@ -1,0 +1,208 @@
+package ingress_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/signatures"
+)
+
+// The provider's own trace context, which the gateway must only link to.
+const (
+	providerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	providerSpan  = "00f067aa0ba902b7"
+)
+
+// newTracedHarness is a harness whose gateway and forwarder trace into an
+// in-memory exporter.
+func newTracedHarness(t *testing.T, cfgs ...ingress.SourceConfig) (*harness, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h := newHarnessWith(t, func(o *ingress.Options) {
+		o.TracerProvider = tp
+		o.Forwarder = o.Forwarder.WithTracer(tp)
+	}, cfgs...)
+	return h, exp
+}
+
+// spansByName indexes ended spans; a name seen twice fails the test.
+func spansByName(t *testing.T, spans tracetest.SpanStubs) map[string]tracetest.SpanStub {
+	t.Helper()
+	out := map[string]tracetest.SpanStub{}
+	for _, s := range spans {
+		if _, dup := out[s.Name]; dup {
+			t.Fatalf("span %q twice in %v", s.Name, names(spans))
+		}
+		out[s.Name] = s
+	}
+	return out
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var n []string
+	for _, s := range spans {
+		n = append(n, s.Name)
+	}
+	return n
+}
+
+func attrsOf(s tracetest.SpanStub) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, a := range s.Attributes {
+		m[a.Key] = a.Value.Emit()
+	}
+	return m
+}
+
+// noSecrets fails when any attribute of any span, or of its links and
+// events, quotes one of the given strings.
+func noSecrets(t *testing.T, spans tracetest.SpanStubs, secrets ...string) {
+	t.Helper()
+	for _, s := range spans {
+		var kvs []attribute.KeyValue
+		kvs = append(kvs, s.Attributes...)
+		for _, l := range s.Links {
+			kvs = append(kvs, l.Attributes...)
+		}
+		for _, e := range s.Events {
+			kvs = append(kvs, e.Attributes...)
+		}
+		for _, kv := range kvs {
+			for _, sec := range secrets {
+				if strings.Contains(kv.Value.Emit(), sec) {
+					t.Errorf("span %s attribute %s = %q quotes %q", s.Name, kv.Key, kv.Value.Emit(), sec)
+				}
+			}
+		}
+		if strings.Contains(s.Status.Description, "Refund") {
+			t.Errorf("span %s status quotes the body", s.Name)
+		}
+	}
+}
+
+// A delivered event is one trace: a new root server span linked (not
+// parented) to the provider's traceparent, with verify, claim, forward and
+// settle as its children, and the agent receives the forward span's
+// traceparent.
+func TestTraceOfADeliveredEvent(t *testing.T) {
+	h, exp := newTracedHarness(t, githubSource("gh"))
+	hdr := githubHeader("tr-1")
+	hdr.Set("Traceparent", "00-"+providerTrace+"-"+providerSpan+"-01")
+	hdr.Set("Tracestate", "vendor=provider")
+	body := sign(t, "github", signatures.Config{Secrets: []string{githubSecret}}, h.clock.Now(), http.MethodPost, "", hdr, githubBody("tr-1"))
+	r := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/gh", hdr, body))
+	wantStatus(t, r, http.StatusOK)
+	h.gw.Wait() // the server span ends after the answer is written
+	spans := exp.GetSpans()
+	by := spansByName(t, spans)
+	root, ok := by["POST /hooks/{source}"]
+	if !ok {
+		t.Fatalf("no server span in %v", names(spans))
+	}
+	if root.Parent.IsValid() || root.SpanKind != trace.SpanKindServer {
+		t.Errorf("server span: parent %v, kind %v; want a new root server span", root.Parent, root.SpanKind)
+	}
+	tid := root.SpanContext.TraceID()
+	if tid.String() == providerTrace {
+		t.Fatal("the server span joined the provider's trace")
+	}
+	if len(root.Links) != 1 || root.Links[0].SpanContext.TraceID().String() != providerTrace || root.Links[0].SpanContext.SpanID().String() != providerSpan {
+		t.Errorf("links %+v, want one to the provider's %s/%s", root.Links, providerTrace, providerSpan)
+	}
+	for _, name := range []string{ingress.SpanVerify, ingress.SpanClaim, forward.SpanForward, ingress.SpanSettle} {
+		s, ok := by[name]
+		if !ok {
+			t.Errorf("no %s span in %v", name, names(spans))
+			continue
+		}
+		if s.Parent.SpanID() != root.SpanContext.SpanID() || s.SpanContext.TraceID() != tid {
+			t.Errorf("%s span: parent %s in trace %s, want a child of the server span %s", name, s.Parent.SpanID(), s.SpanContext.TraceID(), root.SpanContext.SpanID())
+		}
+		if s.Status.Code == codes.Error {
+			t.Errorf("%s span is an error: %s", name, s.Status.Description)
+		}
+	}
+	got := h.sink.requests("tr-1")
+	if len(got) != 1 {
+		t.Fatalf("agent got %d requests", len(got))
+	}
+	fs := by[forward.SpanForward]
+	want := "00-" + tid.String() + "-" + fs.SpanContext.SpanID().String() + "-01"
+	if tp := got[0].Header.Get("Traceparent"); tp != want {
+		t.Errorf("agent got traceparent %q, want %q (the forward span, in the gateway's trace)", tp, want)
+	}
+	if ts := got[0].Header.Get("Tracestate"); ts != "" {
+		t.Errorf("agent got the provider's tracestate %q", ts)
+	}
+	a := attrsOf(root)
+	for k, v := range map[attribute.Key]string{"replyonce.source": "gh", "replyonce.event_id": "tr-1", "replyonce.run_id": "gh:tr-1",
+		"replyonce.delivery": "1", "replyonce.decision": "delivered", "http.response.status_code": "200"} {
+		if a[k] != v {
+			t.Errorf("server span %s = %q, want %q", k, a[k], v)
+		}
+	}
+	if c := attrsOf(by[ingress.SpanClaim]); c["replyonce.status"] != "claimed" || c["replyonce.event_id"] != "tr-1" {
+		t.Errorf("claim span attributes %v, want status claimed and the event id", c)
+	}
+	noSecrets(t, spans, githubSecret, hdr.Get("X-Hub-Signature-256"), "Refund", string(body))
+}
+
+// A duplicate is a trace of its own, answered from the claim, with no
+// forward; an agent failure marks the server and forward spans as errors,
+// and a store failure the claim span.
+func TestTraceStatusOnFailures(t *testing.T) {
+	h, exp := newTracedHarness(t, githubSource("gh"))
+	h.sink.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
+	wantStatus(t, h.postGitHub(t, "gh", "tr-2"), http.StatusServiceUnavailable)
+	h.gw.Wait()
+	by := spansByName(t, exp.GetSpans())
+	if s := by["POST /hooks/{source}"]; s.Status.Code != codes.Error || attrsOf(s)["replyonce.reason"] != "agent_unavailable" {
+		t.Errorf("server span after an agent 502: status %v, attributes %v; want an error", s.Status, attrsOf(s))
+	}
+	if s := by[forward.SpanForward]; s.Status.Code != codes.Error || attrsOf(s)["http.response.status_code"] != "502" {
+		t.Errorf("forward span after an agent 502: status %v, attributes %v", s.Status, attrsOf(s))
+	}
+	if s := by[ingress.SpanSettle]; s.Status.Code == codes.Error {
+		t.Errorf("settle span is an error after a settle that worked")
+	}
+
+	exp.Reset()
+	h.store.down.Store(true)
+	wantStatus(t, h.postGitHub(t, "gh", "tr-3"), http.StatusServiceUnavailable)
+	h.gw.Wait()
+	by = spansByName(t, exp.GetSpans())
+	if s := by[ingress.SpanClaim]; s.Status.Code != codes.Error {
+		t.Errorf("claim span with the store down: %v, want an error", s.Status)
+	}
+	if _, ok := by[forward.SpanForward]; ok {
+		t.Error("forwarded with the store down")
+	}
+	if s := by["POST /hooks/{source}"]; s.Status.Code != codes.Error || attrsOf(s)["replyonce.decision"] != "store_error" {
+		t.Errorf("server span with the store down: %v %v", s.Status, attrsOf(s))
+	}
+}
+
+// Without a tracer provider the agent gets no traceparent, and a provider's
+// is not passed through.
+func TestNoTracingNoTraceparent(t *testing.T) {
+	h := newHarness(t, githubSource("gh"))
+	hdr := githubHeader("tr-4")
+	hdr.Set("Traceparent", "00-"+providerTrace+"-"+providerSpan+"-01")
+	body := sign(t, "github", signatures.Config{Secrets: []string{githubSecret}}, h.clock.Now(), http.MethodPost, "", hdr, githubBody("tr-4"))
+	wantStatus(t, h.do(t, h.newRequest(t, http.MethodPost, "/hooks/gh", hdr, body)), http.StatusOK)
+	if tp := h.sink.requests("tr-4")[0].Header.Get("Traceparent"); tp != "" {
+		t.Errorf("untraced gateway forwarded traceparent %q", tp)
+	}
+}

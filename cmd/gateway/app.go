@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 )
@@ -27,6 +29,9 @@ type App struct {
 	Ready func(public, admin string)
 	// Reload receives a value on SIGHUP: serve reloads its TLS certificate.
 	Reload <-chan struct{}
+	// SpanExporter, when set, receives serve's spans instead of the OTLP
+	// exporter the configuration names, when tracing is on (tests).
+	SpanExporter sdktrace.SpanExporter
 }
 
 type usageError struct{ msg string }

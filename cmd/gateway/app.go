@@ -249,5 +249,5 @@ func (a *App) check(args []string) error {
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}
-	return nil
+	return a.checkTracing(cfg.Tracing)
 }

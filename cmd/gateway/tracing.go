@@ -41,3 +41,14 @@ func (a *App) startTracing(ctx context.Context, c config.Tracing, log *zap.Logge
 		}
 	}, nil
 }
+
+// checkTracing prints what tracing serve would do with this file and this
+// environment, or the variable at fault.
+func (a *App) checkTracing(c config.Tracing) error {
+	s, err := tracing.Resolve(c, a.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	fmt.Fprintf(a.Stdout, "tracing %s\n", s)
+	return nil
+}

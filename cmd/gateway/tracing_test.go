@@ -213,3 +213,28 @@ func TestServeRefusesABadTracingVariable(t *testing.T) {
 		t.Fatalf("serve: %v, want an error naming OTEL_TRACES_EXPORTER", err)
 	}
 }
+
+// check says what tracing serve would do, with the environment applied.
+func TestCheckReportsTracing(t *testing.T) {
+	path := writeConfig(t, "{kind: memory}", "", "http://127.0.0.1:1")
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "tracing off\n"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otel.example:4318"}, "tracing otlp http/protobuf to https://otel.example:4318/v1/traces, sample ratio 1, service replyonce-gateway\n"},
+	} {
+		var out bytes.Buffer
+		app := &App{Stdout: &out, Stderr: io.Discard, LookupEnv: env(tc.env)}
+		if err := app.Run(context.Background(), []string{"check", "--config", path}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(out.String(), tc.want) {
+			t.Errorf("check printed %q, want it to end with %q", out.String(), tc.want)
+		}
+	}
+	app := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(map[string]string{"OTEL_TRACES_EXPORTER": "jaeger"})}
+	if err := app.Run(context.Background(), []string{"check", "--config", path}); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+		t.Errorf("check with OTEL_TRACES_EXPORTER=jaeger: %v", err)
+	}
+}

@@ -67,7 +67,6 @@ func (g *Gateway) startWebhook(c echo.Context) trace.Span {
 			attribute.String("http.request.method", req.Method),
 			attribute.String("http.route", "/hooks/{source}"),
 			attribute.String("url.path", req.URL.Path),
-			attribute.String("replyonce.source", c.Param("source")),
 		)}
 	if pc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.HeaderCarrier(req.Header))); pc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: pc,
@@ -88,6 +87,10 @@ func endWebhook(span trace.Span, d *delivery, status int, reason string) {
 		return
 	}
 	span.SetAttributes(attribute.Int("http.response.status_code", status), attribute.String("replyonce.decision", d.decision))
+	if d.source != nil {
+		// Only a configured name: the path of a 404 is the caller's text.
+		span.SetAttributes(attribute.String("replyonce.source", d.source.Name))
+	}
 	if d.eventID != "" {
 		span.SetAttributes(attribute.String("replyonce.event_id", d.eventID), attribute.String("replyonce.run_id", d.runID),
 			attribute.Int("replyonce.delivery", d.deliveryN))

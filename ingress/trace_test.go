@@ -206,3 +206,19 @@ func TestNoTracingNoTraceparent(t *testing.T) {
 		t.Errorf("untraced gateway forwarded traceparent %q", tp)
 	}
 }
+
+// A request for an unknown source is traced too (404), without the
+// caller's path text as its source.
+func TestTraceOfAnUnknownSource(t *testing.T) {
+	h, exp := newTracedHarness(t, githubSource("gh"))
+	wantStatus(t, h.do(t, h.newRequest(t, http.MethodPost, "/hooks/nope", http.Header{}, []byte("{}"))), http.StatusNotFound)
+	h.gw.Wait()
+	s := spansByName(t, exp.GetSpans())["POST /hooks/{source}"]
+	a := attrsOf(s)
+	if a["http.response.status_code"] != "404" || a["replyonce.decision"] != "unknown_source" || s.Status.Code == codes.Error {
+		t.Errorf("span %v %v, want a 404 unknown_source that is not an error", a, s.Status)
+	}
+	if v, ok := a["replyonce.source"]; ok {
+		t.Errorf("replyonce.source = %q for a source that does not exist", v)
+	}
+}

@@ -185,7 +185,7 @@ func (g *Gateway) handle(c echo.Context) error {
 	if ie != nil {
 		reason = ie.Reason
 	}
-	endWebhook(span, d, status, reason)
+	endWebhook(span, c, d, status, reason)
 	name := c.Param("source")
 	if d.source != nil {
 		g.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()

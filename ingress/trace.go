@@ -81,12 +81,18 @@ func (g *Gateway) startWebhook(c echo.Context) trace.Span {
 // identifiers and outcomes: never a secret, a signature, a header or the
 // body, and not the reason text, which can quote the agent's or the
 // store's error.
-func endWebhook(span trace.Span, d *delivery, status int, reason string) {
+func endWebhook(span trace.Span, c echo.Context, d *delivery, status int, reason string) {
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status), attribute.String("replyonce.decision", d.decision))
+	if !answerSent(c) {
+		// As in the log: the provider heard nothing.
+		span.SetAttributes(attribute.Int("replyonce.unsent_status", status))
+	} else {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	span.SetAttributes(attribute.String("replyonce.decision", d.decision))
 	if d.source != nil {
 		// Only a configured name: the path of a 404 is the caller's text.
 		span.SetAttributes(attribute.String("replyonce.source", d.source.Name))

@@ -1,8 +1,10 @@
 package ingress_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -220,5 +222,51 @@ func TestTraceOfAnUnknownSource(t *testing.T) {
 	}
 	if v, ok := a["replyonce.source"]; ok {
 		t.Errorf("replyonce.source = %q for a source that does not exist", v)
+	}
+}
+
+// A provider that hangs up before the answer: the span, like the log, does
+// not claim the answer was sent.
+func TestTraceOfAnUnsentAnswer(t *testing.T) {
+	h, exp := newTracedHarness(t, githubSource("gh"))
+	arrived, release := make(chan struct{}), make(chan struct{})
+	h.sink.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		close(arrived)
+		<-release
+		w.WriteHeader(http.StatusOK)
+	})
+	// A listener of our own in front of the gateway, to learn when the
+	// server has noticed the hang-up.
+	seen := make(chan context.Context, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Context()
+		h.gw.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	hdr := githubHeader("tr-5")
+	body := sign(t, "github", signatures.Config{Secrets: []string{githubSecret}}, h.clock.Now(), http.MethodPost, "", hdr, githubBody("tr-5"))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/hooks/gh", bytes.NewReader(body))
+	req.Header = hdr
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	serverCtx := <-seen
+	<-arrived
+	cancel() // the provider gives up while the agent works
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled request got an answer")
+	}
+	<-serverCtx.Done() // the gateway's server has seen the hang-up
+	close(release)
+	h.gw.Wait()
+	a := attrsOf(spansByName(t, exp.GetSpans())["POST /hooks/{source}"])
+	if a["replyonce.unsent_status"] != "200" || a["http.response.status_code"] != "" || a["replyonce.decision"] != "delivered" {
+		t.Errorf("server span %v, want delivered with unsent_status 200 and no response status", a)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,8 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/replyonce/gateway/forward"
 )
@@ -236,5 +239,59 @@ func TestCheckReportsTracing(t *testing.T) {
 	app := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(map[string]string{"OTEL_TRACES_EXPORTER": "jaeger"})}
 	if err := app.Run(context.Background(), []string{"check", "--config", path}); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
 		t.Errorf("check with OTEL_TRACES_EXPORTER=jaeger: %v", err)
+	}
+}
+
+// traceCollector is an OTLP/gRPC collector that remembers the span names
+// it receives.
+type traceCollector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *traceCollector) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				c.names = append(c.names, s.Name)
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// The same over gRPC, turned on by the environment alone (OTEL_TRACES_EXPORTER
+// and OTEL_EXPORTER_OTLP_PROTOCOL, injected): an http:// endpoint is plain text.
+func TestServeExportsOverOTLPgRPC(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &traceCollector{}
+	gs := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(gs, col)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = gs.Serve(lis) }()
+	defer func() { gs.Stop(); <-served }()
+	agent := newSink(t)
+	g := startGatewayApp(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
+		a.LookupEnv = env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String()})
+	})
+	body, header := stripeEvent(t, "evt_grpc", nil)
+	if r := post(t, newClient(t), g.hook("stripe"), body, header); r.status != 200 {
+		t.Fatalf("webhook: %d", r.status)
+	}
+	g.stop(t)
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	got := strings.Join(col.names, ",")
+	for _, want := range []string{"POST /hooks/{source}", "verify", "ledger.begin_claim", "forward", "ledger.settle"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("collector got spans %s; no %s", got, want)
+		}
 	}
 }

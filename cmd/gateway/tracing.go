@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -28,6 +29,13 @@ func (a *App) startTracing(ctx context.Context, c config.Tracing, log *zap.Logge
 	if !s.On {
 		return nil, func() {}, nil
 	}
+	// The SDK reports export failures through OpenTelemetry's one
+	// process-wide handler, which prints raw lines to stderr by default;
+	// serve, like it does for go-redis, sends them through its logger.
+	olog := log.Named("otel")
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		olog.Warn("tracing: spans could not be exported", zap.Error(err))
+	}))
 	p, err := tracing.Start(ctx, s, Version, a.SpanExporter)
 	if err != nil {
 		return nil, nil, err

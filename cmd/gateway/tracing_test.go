@@ -295,3 +295,37 @@ func TestServeExportsOverOTLPgRPC(t *testing.T) {
 		}
 	}
 }
+
+// A collector that refuses the spans is logged through the gateway's
+// logger (JSON, warn), not as a raw line.
+func TestServeLogsExportFailures(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusBadRequest) // not retried by the exporter
+	}))
+	defer collector.Close()
+	agent := newSink(t)
+	path := writeConfig(t, "{kind: memory}", "", agent.srv.URL)
+	appendConfig(t, path, "tracing: {endpoint: \""+collector.URL+"\"}\n")
+	g := startGatewayApp(t, path, func(*App) {})
+	body, header := stripeEvent(t, "evt_refused_spans", nil)
+	if r := post(t, newClient(t), g.hook("stripe"), body, header); r.status != 200 {
+		t.Fatalf("webhook: %d", r.status)
+	}
+	g.stop(t)
+	var found bool
+	for _, line := range strings.Split(g.stderr.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "{") {
+			t.Errorf("raw line on stderr: %q", line)
+		}
+		if strings.Contains(line, `"logger":"otel"`) && strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "400") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no warn line from the otel logger about the refused export in:\n%s", g.stderr.String())
+	}
+}

@@ -69,6 +69,8 @@ func (g *Gateway) startWebhook(c echo.Context) trace.Span {
 			attribute.String("url.path", req.URL.Path),
 		)}
 	if pc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.HeaderCarrier(req.Header))); pc.IsValid() {
+		// Its tracestate is the provider's vendor data: nothing to keep.
+		pc = pc.WithTraceState(trace.TraceState{})
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: pc,
 			Attributes: []attribute.KeyValue{attribute.String("replyonce.link", "provider_traceparent")}}))
 	}

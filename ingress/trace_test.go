@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -122,6 +123,9 @@ func TestTraceOfADeliveredEvent(t *testing.T) {
 	}
 	if len(root.Links) != 1 || root.Links[0].SpanContext.TraceID().String() != providerTrace || root.Links[0].SpanContext.SpanID().String() != providerSpan {
 		t.Errorf("links %+v, want one to the provider's %s/%s", root.Links, providerTrace, providerSpan)
+	}
+	if len(root.Links) == 1 && root.Links[0].SpanContext.TraceState().Len() != 0 {
+		t.Errorf("the link keeps the provider's tracestate %q", root.Links[0].SpanContext.TraceState())
 	}
 	for _, name := range []string{ingress.SpanVerify, ingress.SpanClaim, forward.SpanForward, ingress.SpanSettle} {
 		s, ok := by[name]
@@ -268,5 +272,42 @@ func TestTraceOfAnUnsentAnswer(t *testing.T) {
 	a := attrsOf(spansByName(t, exp.GetSpans())["POST /hooks/{source}"])
 	if a["replyonce.unsent_status"] != "200" || a["http.response.status_code"] != "" || a["replyonce.decision"] != "delivered" {
 		t.Errorf("server span %v, want delivered with unsent_status 200 and no response status", a)
+	}
+}
+
+// A batch is one server span; each element has its own claim, forward and
+// settle under it, named by its event id, and each agent request carries
+// its own forward span's traceparent.
+func TestTraceOfABatch(t *testing.T) {
+	h, exp := newTracedHarness(t, ingress.SourceConfig{Name: "gc", Provider: "gocardless", Split: "default",
+		Signature: signatures.Config{Secrets: []string{gcSecret}}})
+	wantStatus(t, h.postGC(t, gcBatch(0, 3)), http.StatusOK)
+	h.gw.Wait()
+	spans := exp.GetSpans()
+	var root tracetest.SpanStub
+	claims, forwards := map[string]tracetest.SpanStub{}, map[string]tracetest.SpanStub{}
+	for _, s := range spans {
+		switch s.Name {
+		case "POST /hooks/{source}":
+			root = s
+		case ingress.SpanClaim:
+			claims[attrsOf(s)["replyonce.event_id"]] = s
+		case forward.SpanForward:
+			forwards[attrsOf(s)["replyonce.event_id"]] = s
+		}
+	}
+	if attrsOf(root)["replyonce.decision"] != "batch" {
+		t.Fatalf("server span %v", attrsOf(root))
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("EV%04d", i)
+		c, f := claims[id], forwards[id]
+		if c.Parent.SpanID() != root.SpanContext.SpanID() || f.Parent.SpanID() != root.SpanContext.SpanID() {
+			t.Errorf("%s: claim or forward span is not a child of the batch's server span", id)
+		}
+		want := "00-" + root.SpanContext.TraceID().String() + "-" + f.SpanContext.SpanID().String() + "-01"
+		if got := h.sink.requests(id)[0].Header.Get("Traceparent"); got != want {
+			t.Errorf("%s: agent got traceparent %q, want %q", id, got, want)
+		}
 	}
 }

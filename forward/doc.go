@@ -12,7 +12,8 @@
 //
 //   - the original raw body and its Content-Type, byte for byte;
 //   - the informative provider headers the caller passed, minus any header this package sets itself,
-//     hop-by-hop headers, Authorization and Cookie, and anything that looks like a provider
+//     hop-by-hop headers, Authorization and Cookie, the provider's trace context (traceparent,
+//     tracestate, baggage), and anything that looks like a provider
 //     signature (a name containing "signature" or "hmac", or starting with "Webhook-" or "Svix-"):
 //     the caller's allow-list is the real filter, this is a second fence;
 //   - User-Agent: replyonce-gateway;
@@ -21,6 +22,12 @@
 //   - the Replyonce-* headers, Idempotency-Key and, when a signing secret is set, the Standard
 //     Webhooks headers webhook-id (the idempotency key, the same on every delivery), webhook-timestamp
 //     (the injected clock) and webhook-signature, computed with svix's Sign.
+//
+// With tracing (WithTracer), each forward is a client span "forward", a child of the span in the
+// caller's context, and the agent receives that span's W3C traceparent, so its own spans join the
+// gateway's trace. The span names the agent's host and port, the source, event id, run id and
+// delivery, and the agent's status; never the URL's path or query, a header or the body. Without
+// it, Forward starts no span and sets no trace header.
 //
 // String headers with an empty value and a zero ContextAt are left out rather than sent empty.
 //

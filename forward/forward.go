@@ -14,6 +14,7 @@ import (
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Header names set on every forwarded request, in canonical MIME form so they index an http.Header
@@ -149,6 +150,7 @@ type Outcome struct {
 type Forwarder struct {
 	client *http.Client
 	now    func() time.Time
+	tracer trace.Tracer // nil: no tracing (see WithTracer)
 }
 
 // New returns a Forwarder using client and now. A nil client gets NewClient(ClientOptions{}); a nil
@@ -189,11 +191,18 @@ func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx, span := f.startSpan(ctx, &r)
+	out := f.forward(ctx, r)
+	endSpan(span, out)
+	return out
+}
 
+func (f *Forwarder) forward(ctx context.Context, r Request) Outcome {
 	req, err := f.newRequest(ctx, r)
 	if err != nil {
 		return Outcome{Kind: Retry, Err: err}
 	}
+	f.inject(ctx, req.Header)
 
 	start := f.now()
 	resp, err := f.client.Do(req)
@@ -356,7 +365,10 @@ func dropped(name string) bool {
 	}
 	switch c {
 	case "Authorization", "Cookie", "Proxy-Authorization", "Connection", "Keep-Alive", "Te", "Trailer",
-		"Transfer-Encoding", "Upgrade", "Proxy-Connection", "Expect":
+		"Transfer-Encoding", "Upgrade", "Proxy-Connection", "Expect",
+		// A provider's trace context is not ours to hand on: with tracing
+		// on, the agent gets the gateway's own traceparent instead.
+		"Traceparent", "Tracestate", "Baggage":
 		return true
 	}
 	lower := strings.ToLower(c)

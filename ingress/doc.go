@@ -64,4 +64,21 @@
 //     reads the store. With split they apply per element.
 //   - Every error becomes an HTTP answer in one place, errorHandler; an
 //     error it does not recognise is a 503, never a 2xx and never a 400.
+//
+// # Tracing
+//
+// With Options.TracerProvider set (and the Forwarder given the same
+// provider with WithTracer), every webhook is a server span "POST
+// /hooks/{source}" with children verify, ledger.begin_claim (or
+// ledger.enqueue for a queued source), forward and ledger.settle, and the
+// agent receives the forward span's traceparent. The server span is a new
+// root: a provider's traceparent is untrusted (anyone can send one), so it
+// is recorded as a link, never as the parent. Spans carry the source, event
+// id, run id, delivery number, the decision and the answer's status; never a
+// secret, a signature, a header or the body, nor error texts (they can
+// quote an agent's answer or a store's address). A 5xx answer, an agent
+// failure and a store error mark their span as an error. A queued event
+// keeps its accepting request's trace context under TraceHeader, so the
+// dispatcher's span for each delivery attempt is a child of that request.
+// Without a provider no span is started: tracing off costs nothing.
 package ingress

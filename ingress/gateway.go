@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/replyonce/gateway/forward"
@@ -48,6 +49,10 @@ type Options struct {
 	// Handoff is the process's dispatcher, for queued sources. Without one
 	// queued events wait in the store for a dispatcher elsewhere.
 	Handoff Handoff
+	// TracerProvider, when set, traces every webhook (see trace.go). Nil:
+	// no tracing, at no cost. Give the Forwarder the same provider
+	// (forward.Forwarder.WithTracer) so the agent joins the trace.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultStoreTimeout is Options.StoreTimeout's default: well inside the
@@ -65,6 +70,7 @@ type Gateway struct {
 	metrics  *Metrics
 	now      func() time.Time
 	handoff  Handoff
+	tracer   trace.Tracer // nil: tracing off
 	echo     *echo.Echo
 	// storeTimeout bounds each ledger call; settleMargin is what a claim
 	// must keep after its forward for the settle to land before it
@@ -114,7 +120,7 @@ func New(o Options) (*Gateway, error) {
 		return nil, errors.New("ingress: the store timeout must be positive")
 	}
 	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff,
-		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack}
+		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack, tracer: tracerOf(o.TracerProvider)}
 	g.stop, g.stopNow = context.WithCancel(context.Background())
 	for _, s := range o.Sources {
 		if _, dup := g.sources[s.Name]; dup {
@@ -163,6 +169,7 @@ func (g *Gateway) handle(c echo.Context) error {
 	g.active.Add(1)
 	defer g.active.Done()
 	d := &delivery{start: time.Now()}
+	span := g.startWebhook(c)
 	err := g.serve(c, d)
 	if err != nil {
 		g.errorHandler(err, c)
@@ -178,6 +185,11 @@ func (g *Gateway) handle(c echo.Context) error {
 			}
 		}
 	}
+	var reason string
+	if ie != nil {
+		reason = ie.Reason
+	}
+	endWebhook(span, c, d, status, reason)
 	name := c.Param("source")
 	if d.source != nil {
 		g.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
@@ -268,7 +280,10 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if req.Method != http.MethodPost {
 		return methodNotAllowed(c, src, d)
 	}
-	if err := src.scheme.Verify(sreq, now); err != nil {
+	_, vspan := g.startStep(req.Context(), SpanVerify, d)
+	err = src.scheme.Verify(sreq, now)
+	endStep(vspan, err, "signature verification failed", "")
+	if err != nil {
 		d.decision = "unauthorized"
 		return g.unauthorized(src, d, err)
 	}
@@ -566,10 +581,12 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	ctx := c.Request().Context()
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
 	cctx, cancel := g.storeCtx(ctx)
+	cctx, span := g.startStep(cctx, SpanClaim, d)
 	run, claim, err := g.ledger.BeginClaim(cctx,
 		ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
 		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: g.pendingTTL(src),
 			Redeliverable: true, MaxAttempts: deliverAttempts})
+	endStep(span, err, "store error", string(claim.Status))
 	cancel()
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
@@ -647,6 +664,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		d.reason = out.Err.Error()
 	}
 	sctx, cancel := g.storeCtx(ctx)
+	sctx, span = g.startStep(sctx, SpanSettle, d)
 	var settleErr error
 	kept := keptAnswer(src, out)
 	switch out.Kind {
@@ -655,6 +673,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	default:
 		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}
+	endStep(span, settleErr, "store error", "")
 	cancel()
 	if settleErr != nil {
 		// The agent may have the event, but the ledger does not know: the
@@ -687,7 +706,9 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 // the provider's next retry redelivers at once, and answers 503.
 func (g *Gateway) giveUp(ctx context.Context, d *delivery, src *Source, claim ledger.Claim, why error, msg string) error {
 	sctx, cancel := g.storeCtx(ctx)
+	sctx, span := g.startStep(sctx, SpanSettle, d)
 	_, err := g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, why)
+	endStep(span, err, "store error", "")
 	cancel()
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()

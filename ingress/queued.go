@@ -175,14 +175,17 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	req := c.Request()
 	ev := ledger.QueuedEvent{Source: src.Name, EventID: d.eventID, Scope: d.scope, ContentType: req.Header.Get("Content-Type"),
 		Header: pickHeaders(req.Header, src.passHeaders), ReceivedAt: now, ContextAt: contextAt, Body: body}
+	rememberTrace(ctx, ev.Header)
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
-	res, err := g.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+	ectx, span := g.startStep(ctx, SpanEnqueue, d)
+	res, err := g.ledger.Enqueue(ectx, ledger.EnqueueRequest{
 		Event:  ev,
 		Run:    ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
 		Claim:  ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
 		Hold:   slot != nil,
 		MaxAge: src.KeepFor(),
 	})
+	endStep(span, err, "store error", string(res.Status))
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = "store_error"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 )
@@ -30,6 +32,9 @@ type App struct {
 	// StoreRetry is the first wait between attempts to open a store that
 	// is down at start (default DefaultStoreRetry, doubling to 30 s).
 	StoreRetry time.Duration
+	// SpanExporter, when set, receives serve's spans instead of the OTLP
+	// exporter the configuration names, when tracing is on (tests).
+	SpanExporter sdktrace.SpanExporter
 }
 
 type usageError struct{ msg string }
@@ -247,5 +252,5 @@ func (a *App) check(args []string) error {
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}
-	return nil
+	return a.checkTracing(cfg.Tracing)
 }

@@ -14,10 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	"github.com/replyonce/gateway/cmd/gateway/internal/tracing"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
@@ -59,6 +61,11 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := a.startTracing(ctx, cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	store, closeStore, err := a.openStoreRetrying(ctx, cfg.Store, log)
 	if err != nil {
 		return err
@@ -71,17 +78,18 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	lopts.Clock = a.Clock
 	lopts.Observe = loopBreakerObserver(reg, log.Named("ledger"))
 	l := ledger.New(store, lopts)
-	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock)
+	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock).WithTracer(tp)
 	// Every serve process dispatches queued sources; several processes on
 	// one store share the work through the ledger.
 	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: sources, Logger: log.Named("dispatch"),
-		Metrics: dispatch.NewMetrics(reg), Clock: a.Clock})
+		Metrics: dispatch.NewMetrics(reg), Clock: a.Clock, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
 	gw, err := ingress.New(ingress.Options{
 		Sources: sources, Ledger: l, Forwarder: fwd,
 		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -120,7 +128,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		}
 		adminAddr = admin.Addr().String()
 		servers = append(servers, &http.Server{
-			Handler:           a.adminHandler(reg, store, l, cfg.Admin.Token, log, &stopping),
+			Handler:           a.adminHandler(reg, store, l, cfg.Admin.Token, log, &stopping, tp),
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			ReadTimeout:       cfg.Server.ReadTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,
@@ -230,9 +238,10 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 // and /metrics, both behind the admin token when one is set, and the
 // health probes /healthz and /readyz, which stay open so that orchestrator
 // probes need no credentials (they reveal only up or down).
-func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, log *zap.Logger, stopping *atomic.Bool) http.Handler {
+func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, log *zap.Logger, stopping *atomic.Bool,
+	tp trace.TracerProvider) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", ledgerapi.NewHandler(l, token, log.Named("ledgerapi")))
+	mux.Handle("/v1/", tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp))
 	mux.Handle("GET /metrics", ledgerapi.RequireToken(token, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/replyonce/gateway/forward"
@@ -43,6 +44,9 @@ type Options struct {
 	Poll time.Duration
 	// Batch bounds the due deliveries read per sweep.
 	Batch int
+	// TracerProvider, when set, traces every delivery attempt (see
+	// trace.go). Nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Dispatcher delivers queued events: the ones the gateway hands it as they
@@ -58,6 +62,7 @@ type Dispatcher struct {
 	batch   int
 	sources map[string]*source
 	wake    chan struct{}
+	tracer  trace.Tracer // nil: tracing off
 
 	// forwards is the context every forward runs in; Shutdown cancels it
 	// once the grace period is over.
@@ -118,6 +123,9 @@ func New(o Options) (*Dispatcher, error) {
 			continue
 		}
 		d.sources[s.Name] = &source{src: s, slots: make(chan struct{}, s.Queue().Concurrency)}
+	}
+	if o.TracerProvider != nil {
+		d.tracer = o.TracerProvider.Tracer(TracerName)
 	}
 	d.forwards, d.cut = context.WithCancel(context.Background())
 	return d, nil
@@ -291,10 +299,11 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		ev = &got
 	}
 	start := d.now()
-	out := d.fwd.Forward(ctx, s.src.ForwardRequest(*ev, t))
+	actx, span := d.startAttempt(ctx, s, t, ev)
+	out := d.fwd.Forward(actx, s.src.ForwardRequest(*ev, t))
 	fin := d.outcome(s, t, out, ctx.Err() != nil)
 	fin.Record.At = start
-	sctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	sctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), span), settleTimeout)
 	res, err := d.l.FinishDelivery(sctx, fin)
 	cancel()
 	label := string(fin.Status)
@@ -304,6 +313,7 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 			label = "fault"
 		}
 	}
+	endAttempt(span, label, out, err)
 	d.metrics.attempts.WithLabelValues(s.src.Name, label).Inc()
 	d.metrics.forwardLatency.WithLabelValues(s.src.Name).Observe(out.Latency.Seconds())
 	fields = append(fields, zap.String("outcome", label), zap.Int("agent_status", out.Status), zap.Duration("latency", out.Latency))

@@ -32,6 +32,15 @@
 // delivery is recorded due again at once (not counted as a failure), or,
 // if even that cannot be recorded, becomes due when its claim runs out.
 //
+// With Options.TracerProvider, each delivery attempt is a span "dispatch"
+// (kind consumer) whose parent is the request that accepted the event
+// (ingress.EventTrace), so an event's accept and all its attempts, retries
+// hours later included, read as one trace; an event accepted without
+// tracing gets a root span per attempt. The span names the source, event
+// id, run id, delivery and attempt numbers, the outcome and the agent's
+// status, and is an error when the agent failed or the outcome could not
+// be recorded.
+//
 // Run and every delivery goroutine belong to the Dispatcher: Run returns
 // when its context ends, and Shutdown returns only when every delivery it
 // started has ended.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/replyonce/gateway/forward"
@@ -115,6 +116,7 @@ type harness struct {
 	d       *Dispatcher
 	srv     *httptest.Server
 	jitterU float64
+	tp      trace.TracerProvider // nil: no tracing
 }
 
 func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
@@ -129,7 +131,14 @@ func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
 
 func newHarness(t *testing.T, cfg ingress.SourceConfig) *harness {
 	t.Helper()
-	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5}
+	return newTracedHarness(t, cfg, nil)
+}
+
+// newTracedHarness is newHarness with the gateway, forwarder and
+// dispatchers tracing under tp.
+func newTracedHarness(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider) *harness {
+	t.Helper()
+	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp}
 	h.agent = newAgent(t)
 	h.store = &downStore{Store: memory.New(nil)}
 	h.ledger = ledger.New(h.store, ledger.Options{Clock: h.clock.Now})
@@ -143,9 +152,10 @@ func newHarness(t *testing.T, cfg ingress.SourceConfig) *harness {
 	h.source = src
 	client := forward.NewClient(forward.ClientOptions{})
 	t.Cleanup(client.CloseIdleConnections)
-	fwd := forward.New(client, h.clock.Now)
+	fwd := forward.New(client, h.clock.Now).WithTracer(tp)
 	h.d = h.newDispatcher(t, fwd)
-	h.gw, err = ingress.New(ingress.Options{Sources: []*ingress.Source{src}, Ledger: h.ledger, Forwarder: fwd, Clock: h.clock.Now, Handoff: h.d})
+	h.gw, err = ingress.New(ingress.Options{Sources: []*ingress.Source{src}, Ledger: h.ledger, Forwarder: fwd, Clock: h.clock.Now, Handoff: h.d,
+		TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +169,8 @@ func newHarness(t *testing.T, cfg ingress.SourceConfig) *harness {
 func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder) *Dispatcher {
 	t.Helper()
 	d, err := New(Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd,
-		Sources: []*ingress.Source{h.source}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond})
+		Sources: []*ingress.Source{h.source}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
+		TracerProvider: h.tp})
 	if err != nil {
 		t.Fatal(err)
 	}

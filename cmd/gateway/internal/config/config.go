@@ -29,6 +29,7 @@ type Config struct {
 	Ledger  Ledger            `yaml:"ledger"`
 	Log     Log               `yaml:"log"`
 	Server  Server            `yaml:"server"`
+	Tracing Tracing           `yaml:"tracing"`
 	Sources map[string]Source `yaml:"sources"`
 }
 
@@ -723,6 +724,7 @@ func (c Config) Validate() error {
 	default:
 		bad("log.format", "%q is not json or console", c.Log.Format)
 	}
+	errs = append(errs, c.Tracing.validate()...)
 	if len(c.Sources) == 0 {
 		bad("sources", "at least one source is required")
 	}

@@ -145,13 +145,13 @@ func TestProviderHangsUpDuringTheClaim(t *testing.T) {
 func TestCancelForwards(t *testing.T) {
 	h := newHarness(t, githubSource("github", func(c *ingress.SourceConfig) { c.Forward.Timeout = time.Minute }))
 	arrived := make(chan struct{})
-	var agentCancelled atomic.Bool
+	agentCancelled := make(chan struct{})
 	h.sink.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
 			close(arrived)
 			select {
 			case <-r.Context().Done():
-				agentCancelled.Store(true)
+				close(agentCancelled)
 				return
 			case <-time.After(60 * time.Second):
 			}
@@ -175,7 +175,12 @@ func TestCancelForwards(t *testing.T) {
 	if e := h.deliverEntry(t, "github:d-shutdown"); e.State != ledger.StateFailed {
 		t.Fatalf("the cancelled forward's claim is %s, want settled not applied (failed)", e.State)
 	}
-	if !agentCancelled.Load() {
+	// The agent's server notices the closed connection on its own
+	// schedule, possibly after the gateway has answered: wait for it (the
+	// agent would otherwise sit out its 60 s).
+	select {
+	case <-agentCancelled:
+	case <-time.After(30 * time.Second):
 		t.Error("the agent's request was not cancelled")
 	}
 	// Another request to this instance is not forwarded any more.

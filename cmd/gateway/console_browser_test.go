@@ -66,8 +66,15 @@ func newBrowser(t *testing.T) (context.Context, *atomic.Int32) {
 		chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1360, 900),
+		chromedp.WindowSize(1360, 900),
 	}
+	// A profile of its own, removed after the browser is gone (Chromium may
+	// still be writing to it while it exits, so not t.TempDir).
+	profile, err := os.MkdirTemp("", "replyonce-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, chromedp.UserDataDir(profile))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	dialogs := new(atomic.Int32)
@@ -80,9 +87,19 @@ func newBrowser(t *testing.T) (context.Context, *atomic.Int32) {
 	if err := chromedp.Run(ctx); err != nil {
 		cancel()
 		cancelAlloc()
+		_ = os.RemoveAll(profile)
 		t.Fatalf("start chromium: %v", err)
 	}
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	return ctx, dialogs
 }
 
@@ -641,4 +658,3 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("%d JavaScript dialog(s) opened", n)
 	}
 }
-

@@ -326,9 +326,16 @@ func (c *Console) bulkReplay(w http.ResponseWriter, r *http.Request, s *session)
 	return nil
 }
 
+// maxMoments is how many of a conversation's latest moments the page
+// shows unless asked for all.
+const maxMoments = 500
+
 // moment is one line of a conversation's timeline.
 type moment struct {
 	At      time.Time
+	When    string // At as shown
+	Class   string // the status's CSS class
+	TokenS  string
 	Order   int // breaks ties: received, claim, settle, refusal, finish
 	Kind    string
 	Status  string
@@ -350,7 +357,14 @@ func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "scope", "Conversation "+scope, map[string]any{"Scope": scope, "T": tl, "Moments": moments(tl)})
+	all := moments(tl)
+	shown, earlier := all, 0
+	if r.URL.Query().Get("all") == "" && len(all) > maxMoments {
+		earlier = len(all) - maxMoments
+		shown = all[earlier:]
+	}
+	c.render(w, r, s, http.StatusOK, "scope", "Conversation "+scope, map[string]any{"Scope": scope, "T": tl, "Moments": shown,
+		"Earlier": earlier, "AllLink": link("/scope", "scope", scope, "all", "1")})
 	return nil
 }
 
@@ -410,6 +424,15 @@ func moments(tl ledgerapi.TimelineJSON) []moment {
 		}
 		return out[i].Order < out[j].Order
 	})
+	// Formatted here once rather than through template functions, which
+	// cost a reflective call each on a page of thousands of lines.
+	for i := range out {
+		m := &out[i]
+		m.When, m.Class = stamp(m.At), statusClass(m.Status)
+		if m.Token != 0 {
+			m.TokenS = strconv.FormatUint(m.Token, 10)
+		}
+	}
 	return out
 }
 

@@ -550,6 +550,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		})
 		e.stripe(t, "stripe", old, scope, now.Add(-time.Minute))
 		waitFor(t, "old forwarded", func() bool { return len(e.agent.forwards(old)) > 0 })
+		// A run's context is its receipt time (the provider's clock is
+		// bounded by it) in milliseconds: the newer message must arrive in
+		// a later millisecond to be newer.
+		time.Sleep(20 * time.Millisecond)
 		e.stripe(t, "stripe", newer, scope, now)
 		var o outcome
 		select {
@@ -608,6 +612,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		})
 		e.stripe(t, "billing", first, scope, now.Add(-time.Minute))
 		waitFor(t, "first forwarded", func() bool { return len(e.agent.forwards(first)) > 0 })
+		time.Sleep(20 * time.Millisecond)
 		e.stripe(t, "billing", second, scope, now)
 		var o outcome
 		select {

@@ -90,6 +90,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"TokenSurvivesExpiry", testTokenSurvivesExpiry},
 		{"MaxAttemptsCountsFailures", testMaxAttemptsCountsFailures},
 		{"SettlePastDeadlineFlagged", testSettlePastDeadlineFlagged},
+		{"OperatorResolveAs", testResolveAs},
+		{"Conversation", testConversation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -400,6 +400,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		if !strings.Contains(cell, "503") || !strings.Contains(cell, "answer for "+id) {
 			t.Fatalf("attempt row %q lacks the agent status or the start of its answer", cell)
 		}
+		var waiting string
+		run(t, ctx, "waiting for", chromedp.Text("#waiting", &waiting, chromedp.ByID))
+		if !strings.Contains(waiting, "next attempt, due") {
+			t.Fatalf("a queued event after a failed attempt says it waits for %q, want its next attempt", waiting)
+		}
 		e.agent.status.Store(http.StatusOK)
 		run(t, ctx, "replay", clickNav("#replay"), chromedp.WaitVisible("#replayed", chromedp.ByID))
 		var loc string

@@ -424,6 +424,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		e.screenshot(t, ctx, "event")
 	})
 
+	t.Run("keyboard only: skip link, then replay with Tab and Enter", func(t *testing.T) {
+		id := "evt_" + p + "_b1"
+		run(t, ctx, "open", chromedp.Navigate(e.admin+"/event?"+url.Values{"source": {"stripe"}, "event_id": {id}, "scope": {"cus_" + p + "_b1"}}.Encode()),
+			chromedp.WaitVisible("#replay", chromedp.ByID))
+		var focused string
+		run(t, ctx, "first tab", chromedp.KeyEvent("\t"), chromedp.Evaluate(`document.activeElement.className`, &focused))
+		if focused != "skip" {
+			t.Fatalf("the first Tab focuses %q, want the skip link", focused)
+		}
+		for range 40 {
+			run(t, ctx, "tab", chromedp.KeyEvent("\t"), chromedp.Evaluate(`document.activeElement.id`, &focused))
+			if focused == "replay" {
+				break
+			}
+		}
+		if focused != "replay" {
+			t.Fatal("Tab never reaches the replay button")
+		}
+		run(t, ctx, "enter",
+			chromedp.Evaluate(`document.body.dataset.stale = "1"`, nil),
+			chromedp.KeyEvent("\r"),
+			chromedp.WaitNotPresent(`body[data-stale]`, chromedp.ByQuery),
+			chromedp.WaitVisible("#replayed", chromedp.ByID))
+	})
+
 	t.Run("bulk replay of a filter", func(t *testing.T) {
 		// billing gives up after one attempt: three dead letters.
 		e.agent.status.Store(http.StatusServiceUnavailable)

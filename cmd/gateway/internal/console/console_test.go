@@ -215,3 +215,44 @@ func TestLargeBodyTruncatedWithDownload(t *testing.T) {
 		t.Fatalf("download: %d %d bytes %v", resp.StatusCode, len(body), resp.Header)
 	}
 }
+
+// A store that does not answer shows as unreachable on the overview, and
+// a page that needs it is a 503 that names no host, never a 2xx.
+func TestStoreDownIsSaidNotHidden(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"store_unavailable","message":"dial tcp 10.9.8.7:5432: refused"}}`))
+	}))
+	defer down.Close()
+	client, err := ledgerapi.NewClient(down.URL, "", down.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := console.New(console.Options{API: client, Sources: []string{"gh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	defer hc.CloseIdleConnections()
+	defer down.Client().CloseIdleConnections()
+	get := func(p string) (int, string) {
+		resp, err := hc.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/"); code != http.StatusOK || !strings.Contains(body, `id="store-health">unreachable`) {
+		t.Fatalf("overview with the store down: %d", code)
+	}
+	code, body := get("/events?status=queued")
+	if code != http.StatusServiceUnavailable || strings.Contains(body, "10.9.8.7") || !strings.Contains(body, "unavailable") {
+		t.Fatalf("events with the store down: %d %s", code, body)
+	}
+}

@@ -201,6 +201,12 @@
 // record in the reserved scope "replyonce:control:paused-sources", which
 // every dispatcher reads on each sweep.
 //
+// Conversation reads one scope's runs (each with its latest token and why
+// it may no longer write), entries and queued items in one read, for the
+// admin console's view of a scope; it changes nothing. ResolveEntryAs is
+// ResolveEntry recording the operator's name in ResolvedBy
+// ("operator:<name>").
+//
 // Retention: a delivered or rejected item and its blobs are dropped one
 // retention after it finished; any other item once it is older than its
 // MaxAge plus one retention. Dropping happens on the scope's next write,

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Ledger is the API over a Store. It is safe for concurrent use. All its
@@ -388,7 +390,7 @@ func (l *Ledger) Resolve(ctx context.Context, key Key, outcome Outcome) (Entry, 
 	if err != nil {
 		return Entry{}, err
 	}
-	return l.resolveEntry(ctx, k.scope, k.idIn, outcome)
+	return l.resolveEntry(ctx, k.scope, k.idIn, outcome, "operator")
 }
 
 // ResolveEntry is Resolve by scope and entry id, as listed by Ambiguous.
@@ -396,17 +398,30 @@ func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcom
 	if scope == "" || entryID == "" {
 		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}
-	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome)
+	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome, "operator")
+}
+
+// ResolveEntryAs is ResolveEntry recording who resolved it: the entry's
+// ResolvedBy reads "operator:" followed by who (at most 64 printable
+// characters), and its SettledAt says when.
+func (l *Ledger) ResolveEntryAs(ctx context.Context, scope, entryID string, outcome Outcome, who string) (Entry, error) {
+	if scope == "" || entryID == "" {
+		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
+	}
+	if who == "" || len(who) > 64 || strings.IndexFunc(who, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return Entry{}, fmt.Errorf("%w: who must be 1 to 64 printable characters", ErrInvalid)
+	}
+	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome, "operator:"+who)
 }
 
 // resolveEntry resolves the entry that idIn names in the scope's document.
-func (l *Ledger) resolveEntry(ctx context.Context, scope string, idIn func(*document) string, outcome Outcome) (Entry, error) {
+func (l *Ledger) resolveEntry(ctx context.Context, scope string, idIn func(*document) string, outcome Outcome, by string) (Entry, error) {
 	if outcome != OutcomeCommitted && outcome != OutcomeNotApplied {
 		return Entry{}, fmt.Errorf("%w: outcome must be %q or %q, got %q", ErrInvalid, OutcomeCommitted, OutcomeNotApplied, outcome)
 	}
 	var out Entry
 	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
-		e, derr := decideResolve(d, idIn(d), 0, outcome, "operator", now)
+		e, derr := decideResolve(d, idIn(d), 0, outcome, by, now)
 		if derr != nil {
 			return false, derr
 		}

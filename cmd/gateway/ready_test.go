@@ -38,7 +38,10 @@ func (downStore) ScopesToReview(context.Context, time.Time, int) ([]string, erro
 func TestReadyzRevealsNothingAboutTheStore(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	a := &App{Clock: time.Now}
-	h := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), "secret-token", zap.New(core), new(atomic.Bool), nil)
+	h, err := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), "secret-token", nil, zap.New(core), new(atomic.Bool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	body, _ := io.ReadAll(rec.Body)

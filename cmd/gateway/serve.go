@@ -127,8 +127,14 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		adminAddr = admin.Addr().String()
+		adminH, err := a.adminHandler(reg, store, l, cfg.Admin.Token, sources, log, &stopping, tp)
+		if err != nil {
+			_ = public.Close()
+			_ = admin.Close()
+			return err
+		}
 		servers = append(servers, &http.Server{
-			Handler:           a.adminHandler(reg, store, l, cfg.Admin.Token, log, &stopping, tp),
+			Handler:           adminH,
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			ReadTimeout:       cfg.Server.ReadTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,
@@ -235,13 +241,25 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 }
 
 // adminHandler serves the private listener: the ledger API under /v1/
-// and /metrics, both behind the admin token when one is set, and the
-// health probes /healthz and /readyz, which stay open so that orchestrator
-// probes need no credentials (they reveal only up or down).
-func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, log *zap.Logger, stopping *atomic.Bool,
-	tp trace.TracerProvider) http.Handler {
+// and /metrics, both behind the admin token when one is set, the health
+// probes /healthz and /readyz, which stay open so that orchestrator
+// probes need no credentials (they reveal only up or down), and the admin
+// console on every other path, behind a session signed in with the token.
+// The console calls the same ledger API handler (traced when tp is set).
+func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
+	tp trace.TracerProvider) (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp))
+	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp)
+	mux.Handle("/v1/", api)
+	clock := a.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	con, err := newConsole(api, token, sources, reg, clock, log.Named("console"))
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/", con)
 	mux.Handle("GET /metrics", ledgerapi.RequireToken(token, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -266,5 +284,5 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	return mux
+	return mux, nil
 }

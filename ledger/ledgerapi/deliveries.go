@@ -163,6 +163,9 @@ func (s *server) listDeliveries(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.URL.Query().Has("page") {
+		return s.page(r, f)
+	}
 	lf, err := f.ledger()
 	if err != nil {
 		return nil, err

@@ -14,6 +14,13 @@
 // interfaces are what an agent needs from either, so its logic does not
 // change when it moves from the in-process ledger to the remote one.
 //
+// The admin console (cmd/gateway/internal/console) is built on this API
+// through the Client, like the CLI: the scope timeline, newest-first pages
+// of deliveries and resolve-with-a-name exist for it (timeline.go). The
+// timeline's refusals are the ones this handler answered since it was
+// built, kept in memory (bounded): a refused claim changes nothing in the
+// ledger, so nothing durable records it.
+//
 // # What it promises
 //
 //   - Ledger outcomes (executed, replayed, in_flight, ambiguous, failed,

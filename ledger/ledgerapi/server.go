@@ -85,8 +85,9 @@ func statusFor(err error) (int, string) {
 
 // server answers the API from one ledger.
 type server struct {
-	l   *ledger.Ledger
-	log *zap.Logger
+	l        *ledger.Ledger
+	log      *zap.Logger
+	refusals *refusalLog
 }
 
 // endpoint handles one request and returns the value to send as JSON with
@@ -101,7 +102,7 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	s := &server{l: l, log: logger}
+	s := &server{l: l, log: logger, refusals: newRefusalLog(1000, 50)}
 	mux := http.NewServeMux()
 	s.route(mux, http.MethodPost, "/v1/runs", s.begin)
 	s.route(mux, http.MethodPost, "/v1/runs/heartbeat", s.heartbeat)
@@ -111,6 +112,7 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 	s.route(mux, http.MethodPost, "/v1/claims/settle", s.settle)
 	s.route(mux, http.MethodPost, "/v1/check", s.check)
 	s.route(mux, http.MethodGet, "/v1/scopes/{scope}/history", s.history)
+	s.route(mux, http.MethodGet, "/v1/scopes/{scope}/timeline", s.timeline)
 	s.route(mux, http.MethodGet, "/v1/ambiguous", s.ambiguous)
 	s.route(mux, http.MethodPost, "/v1/entries/resolve", s.resolve)
 	s.routeDeliveries(mux)
@@ -310,6 +312,10 @@ func (s *server) claim(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Status == ledger.StatusRefused {
+		s.refusals.add(RefusalJSON{At: s.l.Options().Clock().UTC(), Scope: req.Scope, Intent: req.Intent, Summary: req.Summary,
+			RunID: req.RunID, Token: req.Token, Reason: string(c.Reason)})
+	}
 	return claimToJSON(c), nil
 }
 
@@ -395,6 +401,12 @@ func (s *server) resolve(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("%w: name the entry by entry_id or by intent and payload, not both", ledger.ErrInvalid)
 	case req.By != "" && req.By != ResolvedByOperator && req.By != ResolvedByReconciler:
 		return nil, fmt.Errorf("%w: by %q (want %s or %s)", ledger.ErrInvalid, req.By, ResolvedByOperator, ResolvedByReconciler)
+	case req.Who != "" && (req.EntryID == "" || req.By == ResolvedByReconciler):
+		return nil, fmt.Errorf("%w: who is for an operator resolving by entry_id", ledger.ErrInvalid)
+	case req.Who != "" && req.Attempt != 0:
+		return nil, fmt.Errorf("%w: attempt is for by=reconciler", ledger.ErrInvalid)
+	case req.Who != "":
+		e, err = s.l.ResolveEntryAs(r.Context(), req.Scope, req.EntryID, outcome, req.Who)
 	case req.By == ResolvedByReconciler && (req.EntryID == "" || req.Attempt < 1):
 		return nil, fmt.Errorf("%w: a reconciler names the entry by entry_id and the attempt it found ambiguous", ledger.ErrInvalid)
 	case req.By == ResolvedByReconciler:

@@ -141,6 +141,9 @@ type ResolveRequest struct {
 	// refused not_ambiguous when the entry has moved on.
 	By      string `json:"by,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Who names the operator resolving by EntryID; the entry records
+	// "operator:<who>" as resolved_by.
+	Who string `json:"who,omitempty"`
 }
 
 // Who resolved an entry, as ResolveRequest.By names it.

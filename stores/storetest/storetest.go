@@ -95,6 +95,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CapWithRuns", testCapWithRuns},
 		{"CapRace", testCapRace},
 		{"CommittedValue", testCommittedValue},
+		{"OperatorResolveAs", testResolveAs},
+		{"Conversation", testConversation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

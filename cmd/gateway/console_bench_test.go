@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/ledger/ledgerapi"
+	"github.com/replyonce/gateway/stores/bolt"
+	"github.com/replyonce/gateway/stores/memory"
+)
+
+// BenchmarkConsole measures the server time of the console's pages (the
+// whole handler: session, in-process API call, ledger read, template) with
+// 100,000 queued events in the store, plus a conversation of 1,000 ledger
+// entries on one scope. The events list reads at most 1,000 scopes through
+// the due index whatever the store holds, so its cost does not grow with
+// the number of events. REPLYONCE_CONSOLE_BENCH_EVENTS changes the count.
+//
+//	go test -run '^$' -bench BenchmarkConsole -benchtime 50x ./cmd/gateway
+func BenchmarkConsole(b *testing.B) {
+	events := 100_000
+	if v := os.Getenv("REPLYONCE_CONSOLE_BENCH_EVENTS"); v != "" {
+		events, _ = strconv.Atoi(v)
+	}
+	for _, kind := range []string{"memory", "bolt"} {
+		b.Run(kind, func(b *testing.B) {
+			var store ledger.Store
+			switch kind {
+			case "memory":
+				store = memory.New(time.Now)
+			case "bolt":
+				s, err := bolt.Open(filepath.Join(b.TempDir(), "bench.db"), bolt.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = s.Close() })
+				store = s
+			}
+			l := ledger.New(store, ledger.Options{})
+			fillConsoleBench(b, l, events)
+			api := ledgerapi.NewHandler(l, consoleToken, nil)
+			con, err := newConsole(api, consoleToken, nil, nil, time.Now, zap.NewNop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			login := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader("token="+consoleToken))
+			login.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			rec := httptest.NewRecorder()
+			con.ServeHTTP(rec, login)
+			cookies := rec.Result().Cookies()
+			if len(cookies) != 1 {
+				b.Fatalf("sign in: %d", rec.Code)
+			}
+			get := func(b *testing.B, h http.Handler, path, want string) {
+				// CPU time per page as well as wall time: on a shared
+				// machine the wall time includes waiting for a core.
+				cpu0 := cpuTime()
+				defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op") }()
+				for b.Loop() {
+					req := httptest.NewRequest(http.MethodGet, path, nil)
+					req.AddCookie(cookies[0])
+					req.Header.Set("Authorization", "Bearer "+consoleToken)
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), want) {
+						b.Fatalf("GET %s: %d %.300s", path, w.Code, w.Body.String())
+					}
+				}
+			}
+			b.Run("events-list", func(b *testing.B) { get(b, con, "/events", `data-event="`) })
+			b.Run("events-list-source-queued", func(b *testing.B) { get(b, con, "/events?source=bench&status=queued", `data-event="`) })
+			b.Run("events-list-api-json", func(b *testing.B) { get(b, api, "/v1/deliveries?page=50", `"event_id"`) })
+			b.Run("events-list-big-scope", func(b *testing.B) { get(b, con, "/events?scope=conv-big", `data-event="`) })
+			b.Run("conversation-1000", func(b *testing.B) { get(b, con, "/scope?scope=conv-big", `class="moment"`) })
+			b.Run("conversation-1000-all", func(b *testing.B) { get(b, con, "/scope?scope=conv-big&all=1", `class="moment"`) })
+			b.Run("conversation-api-json", func(b *testing.B) { get(b, api, "/v1/scopes/conv-big/timeline", `"entries"`) })
+			b.Run("event-detail", func(b *testing.B) {
+				get(b, con, "/event?"+url.Values{"source": {"bench"}, "event_id": {"e-42"}}.Encode(), `id="attempts"`)
+			})
+		})
+	}
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fillConsoleBench enqueues events on scopes of their own, and one scope
+// with 500 queued events and 500 agent effects (1,000 entries).
+func fillConsoleBench(b *testing.B, l *ledger.Ledger, events int) {
+	b.Helper()
+	ctx := context.Background()
+	enqueue := func(source, id, scope string) error {
+		_, err := l.Enqueue(ctx, ledger.EnqueueRequest{
+			Event: ledger.QueuedEvent{Source: source, EventID: id, Scope: scope, ContentType: "application/json",
+				Body: []byte(`{"id":"` + id + `","type":"bench.event","data":{"object":{"amount":1200}}}`)},
+			Run:   ledger.RunOptions{RunID: source + ":" + id, Mode: ledger.ModeSupersede},
+			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": source, "eventId": id}}, PendingTTL: time.Minute},
+		})
+		return err
+	}
+	start := time.Now()
+	var g errgroup.Group
+	g.SetLimit(64)
+	for i := range events {
+		g.Go(func() error {
+			id := "e-" + strconv.Itoa(i)
+			return enqueue("bench", id, "bench:"+id)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 500 {
+		id := fmt.Sprintf("c-%d", i)
+		if err := enqueue("bench", id, "conv-big"); err != nil {
+			b.Fatal(err)
+		}
+		c, err := l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "conv-big", Intent: "reply", Payload: i}, Summary: "reply " + id,
+			Conflict: ledger.ConflictNone})
+		if err != nil || !c.Acquired() {
+			b.Fatalf("claim: %+v %v", c, err)
+		}
+		if _, err := l.Settle(ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("filled %d events and a 1,000-entry scope in %s", events, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,554 @@
+package console
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/ledger/ledgerapi"
+)
+
+// bodyShown is how much of a body the event page shows; the rest is a
+// download.
+const bodyShown = 32 << 10
+
+// pageSize is the events list's page.
+const pageSize = 50
+
+// filter is the events list's form, as the query string carries it.
+type filter struct {
+	Source, Status, Scope, EventID, Since, Until string
+}
+
+func filterOf(r *http.Request) filter {
+	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		q = r.PostForm
+	}
+	return filter{Source: strings.TrimSpace(q.Get("source")), Status: q.Get("status"), Scope: strings.TrimSpace(q.Get("scope")),
+		EventID: strings.TrimSpace(q.Get("event_id")), Since: q.Get("since"), Until: q.Get("until")}
+}
+
+// Pairs is the filter as link arguments.
+func (f filter) Pairs() []string {
+	return []string{"source", f.Source, "status", f.Status, "scope", f.Scope, "event_id", f.EventID, "since", f.Since, "until", f.Until}
+}
+
+// Link is the events list for this filter.
+func (f filter) Link() string { return link("/events", f.Pairs()...) }
+
+// ReplayLink is the bulk replay confirmation for this filter.
+func (f filter) ReplayLink() string { return link("/events/replay", f.Pairs()...) }
+
+// timeOf reads a form time: the browser's datetime-local (taken as UTC,
+// as the console shows every time) or RFC 3339.
+func timeOf(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, &httpError{status: http.StatusBadRequest, msg: field + ": " + strconv.Quote(v) + " is not a time (use 2006-01-02T15:04, UTC)"}
+}
+
+func (f filter) api() (ledgerapi.PageRequest, error) {
+	since, err := timeOf("since", f.Since)
+	if err != nil {
+		return ledgerapi.PageRequest{}, err
+	}
+	until, err := timeOf("until", f.Until)
+	if err != nil {
+		return ledgerapi.PageRequest{}, err
+	}
+	return ledgerapi.PageRequest{DeliveryFilter: ledgerapi.DeliveryFilter{Source: f.Source, Status: f.Status, Scope: f.Scope, Since: since},
+		EventID: f.EventID, Until: until}, nil
+}
+
+// statuses offered by the filter; the list itself shows whatever status
+// the API answers.
+var statuses = []string{"queued", "delivering", "delivered", "rejected", "dead"}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := filterOf(r)
+	data := map[string]any{"F": f, "Statuses": statuses, "Sources": c.sources}
+	req, err := f.api()
+	if err != nil {
+		return err
+	}
+	req.Size, req.Cursor = pageSize, r.URL.Query().Get("cursor")
+	if f.Status == "delivered" && f.Scope == "" && !(f.Source != "" && f.EventID != "") {
+		data["Notice"] = "Delivered events are listed within a scope: give a scope, or a source and an event id."
+		c.render(w, r, s, http.StatusOK, "events", "Events", data)
+		return nil
+	}
+	var page ledgerapi.PageJSON
+	if f.Source != "" && f.EventID != "" && f.Scope == "" {
+		// One event by its id: the default scope finds it whatever its
+		// status, delivered included.
+		d, err := c.api.ShowDelivery(r.Context(), "", f.Source, f.EventID)
+		switch {
+		case err == nil:
+			if f.Status == "" || f.Status == d.Delivery.Status {
+				page.Deliveries = []ledgerapi.DeliveryItemJSON{d.Delivery}
+			}
+		case errors.Is(err, ledger.ErrUnknownEntry) || errors.Is(err, ledger.ErrUnknownRun) || isNotFound(err):
+			if page, err = c.api.DeliveriesPage(r.Context(), req); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	} else if page, err = c.api.DeliveriesPage(r.Context(), req); err != nil {
+		return err
+	}
+	data["Page"] = page
+	if page.Next != "" {
+		data["NextLink"] = link("/events", append(f.Pairs(), "cursor", page.Next)...)
+	}
+	data["CanReplay"] = f.Status != "" && f.Status != "delivering"
+	c.render(w, r, s, http.StatusOK, "events", "Events", data)
+	return nil
+}
+
+func isNotFound(err error) bool {
+	var ae *ledgerapi.Error
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// eventRef names one event as the event page's query and forms carry it.
+type eventRef struct{ Scope, Source, EventID string }
+
+func refOf(get func(string) string) (eventRef, error) {
+	ref := eventRef{Scope: get("scope"), Source: get("source"), EventID: get("event_id")}
+	if ref.Source == "" || ref.EventID == "" {
+		return ref, &httpError{status: http.StatusBadRequest, msg: "source and event_id are required"}
+	}
+	return ref, nil
+}
+
+// Link is the event's page.
+func (e eventRef) Link() string {
+	return link("/event", "source", e.Source, "event_id", e.EventID, "scope", e.Scope)
+}
+
+// bodyView is an event body as the page shows it.
+type bodyView struct {
+	Text      string
+	JSON      bool
+	Binary    bool
+	Truncated bool
+	Size      int
+}
+
+func viewBody(ev ledgerapi.EventJSON) bodyView {
+	if ev.BodyBase64 {
+		raw, _ := base64.StdEncoding.DecodeString(ev.Body)
+		return bodyView{Binary: true, Size: len(raw), Truncated: true}
+	}
+	v := bodyView{Text: ev.Body, Size: len(ev.Body)}
+	if json.Valid([]byte(ev.Body)) {
+		var buf bytes.Buffer
+		if json.Indent(&buf, []byte(ev.Body), "", "  ") == nil {
+			v.Text, v.JSON = buf.String(), true
+		}
+	}
+	if len(v.Text) > bodyShown {
+		cut := bodyShown
+		for cut > 0 && !utf8Start(v.Text[cut]) {
+			cut--
+		}
+		v.Text, v.Truncated = v.Text[:cut], true
+	}
+	return v
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// waitingFor says in a sentence what an unfinished delivery waits for.
+func waitingFor(d ledgerapi.DeliveryItemJSON, paused bool, now time.Time) string {
+	switch d.Status {
+	case "queued":
+		if paused {
+			return "Its source is paused: nothing is dispatched until it is resumed."
+		}
+		if d.NextAt.After(now) {
+			return "Its next attempt, due " + ago(now, d.NextAt) + " (" + stamp(d.NextAt) + ")."
+		}
+		return "A dispatcher to take it: it is due now."
+	case "delivering":
+		return "The agent's answer: a dispatcher holds it until " + stamp(d.LeaseUntil) + ", then it is due again."
+	case "dead":
+		return "A person: its retry schedule ran out. Replay it to deliver it again."
+	case "rejected":
+		return "Nothing: the agent rejected the event itself. Replay it if that was a mistake."
+	}
+	return ""
+}
+
+func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) error {
+	ref, err := refOf(r.URL.Query().Get)
+	if err != nil {
+		return err
+	}
+	d, err := c.api.ShowDelivery(r.Context(), ref.Scope, ref.Source, ref.EventID)
+	if err != nil {
+		return err
+	}
+	ref.Scope = d.Delivery.Scope
+	tl, err := c.api.Timeline(r.Context(), ref.Scope)
+	if err != nil {
+		return err
+	}
+	var run *ledgerapi.RunInfoJSON
+	for i := range tl.Runs {
+		if tl.Runs[i].RunID == d.Delivery.RunID {
+			run = &tl.Runs[i]
+		}
+	}
+	paused, err := c.api.PausedSources(r.Context())
+	if err != nil {
+		return err
+	}
+	isPaused := false
+	for _, p := range paused {
+		isPaused = isPaused || p == d.Delivery.Source
+	}
+	names := make([]string, 0, len(d.Event.Header))
+	for k := range d.Event.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	attempts := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
+	sort.Slice(attempts, func(i, j int) bool { return attempts[i].N > attempts[j].N })
+	c.render(w, r, s, http.StatusOK, "event", "Event "+ref.EventID, map[string]any{
+		"Ref": ref, "D": d.Delivery, "Event": d.Event, "Body": viewBody(d.Event), "HeaderNames": names,
+		"Attempts": attempts, "Run": run, "Waiting": waitingFor(d.Delivery, isPaused, c.now()), "Paused": isPaused,
+		"ScopeLink": link("/scope", "scope", ref.Scope), "BodyLink": link("/event/body", "source", ref.Source, "event_id", ref.EventID, "scope", ref.Scope),
+		"Replayed": r.URL.Query().Get("replayed") != "",
+	})
+	return nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// eventBody downloads the raw body as an attachment, never rendered.
+func (c *Console) eventBody(w http.ResponseWriter, r *http.Request, s *session) error {
+	ref, err := refOf(r.URL.Query().Get)
+	if err != nil {
+		return err
+	}
+	d, err := c.api.ShowDelivery(r.Context(), ref.Scope, ref.Source, ref.EventID)
+	if err != nil {
+		return err
+	}
+	body := []byte(d.Event.Body)
+	if d.Event.BodyBase64 {
+		if body, err = base64.StdEncoding.DecodeString(d.Event.Body); err != nil {
+			return err
+		}
+	}
+	name := unsafeName.ReplaceAllString(ref.Source+"-"+ref.EventID, "_")
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.body"`)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
+	return nil
+}
+
+func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) error {
+	ref, err := refOf(r.PostFormValue)
+	if err != nil {
+		return err
+	}
+	if _, err := c.api.Replay(r.Context(), ledgerapi.ReplayRequest{Scope: ref.Scope, Source: ref.Source, EventID: ref.EventID}); err != nil {
+		return err
+	}
+	redirect(w, r, link("/event", "source", ref.Source, "event_id", ref.EventID, "scope", ref.Scope, "replayed", "1"))
+	return nil
+}
+
+// bulkFilter is the filter a bulk replay takes: it needs a status, as the
+// API does, so that it never replays delivered events by accident.
+func bulkFilter(f filter) (ledgerapi.DeliveryFilter, error) {
+	req, err := f.api()
+	if err != nil {
+		return ledgerapi.DeliveryFilter{}, err
+	}
+	if f.Status == "" || f.Status == "delivering" {
+		return ledgerapi.DeliveryFilter{}, &httpError{status: http.StatusBadRequest, msg: "A bulk replay needs a status filter (queued, delivered with a scope, rejected or dead)."}
+	}
+	if f.EventID != "" || !req.Until.IsZero() {
+		return ledgerapi.DeliveryFilter{}, &httpError{status: http.StatusBadRequest, msg: "A bulk replay takes source, status, scope and since; name one event on its own page instead."}
+	}
+	return req.DeliveryFilter, nil
+}
+
+func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := filterOf(r)
+	lf, err := bulkFilter(f)
+	if err != nil {
+		return err
+	}
+	targets, err := c.api.Deliveries(r.Context(), lf)
+	if err != nil {
+		return err
+	}
+	refs := make([]eventRef, 0, len(targets))
+	for _, t := range targets {
+		refs = append(refs, eventRef{Scope: t.Scope, Source: t.Source, EventID: t.EventID})
+	}
+	c.render(w, r, s, http.StatusOK, "bulk", "Replay events", map[string]any{"F": f, "Targets": refs, "Count": len(refs)})
+	return nil
+}
+
+func (c *Console) bulkReplay(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := filterOf(r)
+	lf, err := bulkFilter(f)
+	if err != nil {
+		return err
+	}
+	done, err := c.api.Replay(r.Context(), ledgerapi.ReplayRequest{Filter: &lf})
+	if err != nil {
+		return err
+	}
+	c.render(w, r, s, http.StatusOK, "bulk", "Replay events", map[string]any{"F": f, "Done": true, "Count": len(done)})
+	return nil
+}
+
+// maxMoments is how many of a conversation's latest moments the page
+// shows unless asked for all.
+const maxMoments = 500
+
+// moment is one line of a conversation's timeline.
+type moment struct {
+	At      time.Time
+	When    string // At as shown
+	Class   string // the status's CSS class
+	TokenS  string
+	Order   int // breaks ties: received, claim, settle, refusal, finish
+	Kind    string
+	Status  string
+	What    string
+	RunID   string
+	Token   uint64
+	Detail  string
+	Link    string
+	EntryID string
+}
+
+func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *session) error {
+	scope := r.URL.Query().Get("scope")
+	if scope == "" {
+		c.render(w, r, s, http.StatusOK, "scope", "Conversation", map[string]any{})
+		return nil
+	}
+	tl, err := c.api.Timeline(r.Context(), scope)
+	if err != nil {
+		return err
+	}
+	all := moments(tl)
+	shown, earlier := all, 0
+	if r.URL.Query().Get("all") == "" && len(all) > maxMoments {
+		earlier = len(all) - maxMoments
+		shown = all[earlier:]
+	}
+	c.render(w, r, s, http.StatusOK, "scope", "Conversation "+scope, map[string]any{"Scope": scope, "T": tl, "Moments": shown,
+		"Earlier": earlier, "AllLink": link("/scope", "scope", scope, "all", "1")})
+	return nil
+}
+
+// moments merges a scope's deliveries, entries, runs and refusals into one
+// time line, oldest first.
+func moments(tl ledgerapi.TimelineJSON) []moment {
+	out := make([]moment, 0, 2*len(tl.Entries)+2*len(tl.Deliveries)+len(tl.Refusals))
+	for _, d := range tl.Deliveries {
+		ref := eventRef{Scope: d.Scope, Source: d.Source, EventID: d.EventID}
+		out = append(out, moment{At: d.ReceivedAt, Order: 0, Kind: "event received", Status: d.Status, What: d.Source + " " + d.EventID,
+			RunID: d.RunID, Detail: strconv.Itoa(d.Attempts) + " attempt(s), " + strconv.Itoa(d.BodyBytes) + " bytes", Link: ref.Link()})
+		if !d.FinishedAt.IsZero() {
+			detail := ""
+			if d.LastStatus != 0 {
+				detail = "agent answered " + strconv.Itoa(d.LastStatus)
+			}
+			out = append(out, moment{At: d.FinishedAt, Order: 4, Kind: "delivery finished", Status: d.Status, What: d.Source + " " + d.EventID,
+				RunID: d.RunID, Detail: detail, Link: ref.Link()})
+		}
+	}
+	for _, e := range tl.Entries {
+		what := e.Intent
+		if e.Summary != "" {
+			what += " — " + e.Summary
+		}
+		out = append(out, moment{At: e.ClaimedAt, Order: 1, Kind: "claim", Status: "claimed", What: what, RunID: e.RunID, Token: e.Token,
+			Detail: "attempt " + strconv.Itoa(e.Attempt) + deliveryText(e.Delivery), EntryID: e.ID})
+		if !e.SettledAt.IsZero() {
+			detail := ""
+			if e.ResolvedBy != "" {
+				detail = "resolved by " + e.ResolvedBy
+			}
+			if e.Error != "" {
+				detail = strings.TrimSpace(detail + " " + e.Error)
+			}
+			out = append(out, moment{At: e.SettledAt, Order: 2, Kind: settleKind(e.State), Status: e.State, What: what, RunID: e.RunID,
+				Token: e.Token, Detail: detail, EntryID: e.ID})
+		} else if e.State != "pending" {
+			out = append(out, moment{At: e.ClaimedAt, Order: 2, Kind: settleKind(e.State), Status: e.State, What: what, RunID: e.RunID, Token: e.Token, EntryID: e.ID})
+		}
+	}
+	for _, f := range tl.Refusals {
+		what := f.Intent
+		if f.Summary != "" {
+			what += " — " + f.Summary
+		}
+		out = append(out, moment{At: f.At, Order: 3, Kind: "refused", Status: f.Reason, What: what, RunID: f.RunID, Token: f.Token})
+	}
+	for _, ru := range tl.Runs {
+		if !ru.EndedAt.IsZero() {
+			out = append(out, moment{At: ru.EndedAt, Order: 5, Kind: "run ended", Status: ru.Fenced, What: ru.EndReason, RunID: ru.RunID, Token: ru.Token})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].Order < out[j].Order
+	})
+	// Formatted here once rather than through template functions, which
+	// cost a reflective call each on a page of thousands of lines.
+	for i := range out {
+		m := &out[i]
+		m.When, m.Class = stamp(m.At), statusClass(m.Status)
+		if m.Token != 0 {
+			m.TokenS = strconv.FormatUint(m.Token, 10)
+		}
+	}
+	return out
+}
+
+func deliveryText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return ", delivery " + strconv.Itoa(n)
+}
+
+func settleKind(state string) string {
+	switch state {
+	case "committed":
+		return "commit"
+	case "failed":
+		return "not applied"
+	case "ambiguous":
+		return "ambiguous"
+	}
+	return state
+}
+
+func (c *Console) ambiguous(w http.ResponseWriter, r *http.Request, s *session) error {
+	es, err := c.api.Ambiguous(r.Context(), 100)
+	if err != nil {
+		return err
+	}
+	c.render(w, r, s, http.StatusOK, "ambiguous", "Ambiguous entries", map[string]any{"Entries": es,
+		"Resolved": r.URL.Query().Get("resolved"), "By": r.URL.Query().Get("by"), "At": r.URL.Query().Get("at"), "Outcome": r.URL.Query().Get("outcome")})
+	return nil
+}
+
+func outcomeOf(v string) (ledger.Outcome, error) {
+	switch o := ledger.Outcome(v); o {
+	case ledger.OutcomeCommitted, ledger.OutcomeNotApplied:
+		return o, nil
+	}
+	return "", &httpError{status: http.StatusBadRequest, msg: "outcome must be committed or not_applied"}
+}
+
+func (c *Console) resolveConfirm(w http.ResponseWriter, r *http.Request, s *session) error {
+	q := r.URL.Query()
+	outcome, err := outcomeOf(q.Get("outcome"))
+	if err != nil {
+		return err
+	}
+	scope, id := q.Get("scope"), q.Get("entry_id")
+	hist, err := c.api.History(r.Context(), scope)
+	if err != nil {
+		return err
+	}
+	var entry *ledger.Entry
+	for i := range hist {
+		if hist[i].ID == id {
+			entry = &hist[i]
+		}
+	}
+	if entry == nil {
+		return &httpError{status: http.StatusNotFound, msg: "no entry " + strconv.Quote(id) + " on scope " + strconv.Quote(scope)}
+	}
+	c.render(w, r, s, http.StatusOK, "resolve", "Resolve an entry", map[string]any{"E": entry, "Outcome": string(outcome)})
+	return nil
+}
+
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) error {
+	outcome, err := outcomeOf(r.PostFormValue("outcome"))
+	if err != nil {
+		return err
+	}
+	who := strings.TrimSpace(r.PostFormValue("who"))
+	if who == "" {
+		return &httpError{status: http.StatusBadRequest, msg: "who: type your name, so the ledger records who resolved the entry"}
+	}
+	e, err := c.api.ResolveEntryAs(r.Context(), r.PostFormValue("scope"), r.PostFormValue("entry_id"), outcome, who)
+	if err != nil {
+		return err
+	}
+	redirect(w, r, link("/ambiguous", "resolved", e.ID, "by", e.ResolvedBy, "at", stamp(e.SettledAt), "outcome", string(e.State)))
+	return nil
+}
+
+func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session) error {
+	paused, err := c.api.PausedSources(r.Context())
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	for _, p := range paused {
+		set[p] = true
+	}
+	type row struct {
+		Name   string
+		Paused bool
+	}
+	var rows []row
+	seen := map[string]bool{}
+	for _, n := range c.sources {
+		rows, seen[n] = append(rows, row{n, set[n]}), true
+	}
+	for _, p := range paused {
+		if !seen[p] {
+			rows = append(rows, row{p, true})
+		}
+	}
+	c.render(w, r, s, http.StatusOK, "sources", "Sources", map[string]any{"Rows": rows})
+	return nil
+}
+
+func (c *Console) pause(w http.ResponseWriter, r *http.Request, paused bool) error {
+	name := r.PostFormValue("source")
+	if name == "" {
+		return &httpError{status: http.StatusBadRequest, msg: "source is required"}
+	}
+	if _, err := c.api.PauseSource(r.Context(), name, paused); err != nil {
+		return err
+	}
+	redirect(w, r, "/sources")
+	return nil
+}

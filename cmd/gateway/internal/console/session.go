@@ -1,0 +1,145 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// CookieName is the session cookie's name.
+const CookieName = "replyonce_console"
+
+// sessionTTL bounds a session's life; a person signs in again after it.
+const sessionTTL = 12 * time.Hour
+
+// maxSessions bounds the memory sessions take; the oldest goes first.
+const maxSessions = 1000
+
+type session struct {
+	id      string
+	csrf    string
+	expires time.Time
+}
+
+// sessions lives in memory: a restart signs everyone out, which is the
+// safe direction.
+type sessions struct {
+	mu  sync.Mutex
+	m   map[string]*session
+	now func() time.Time
+}
+
+func newSessions(now func() time.Time) *sessions {
+	return &sessions{m: map[string]*session{}, now: now}
+}
+
+func randomID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// key is what the map holds: a digest, so a timing difference in the map
+// lookup tells nothing about a live id.
+func key(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return string(sum[:])
+}
+
+func (ss *sessions) get(r *http.Request) *session {
+	ck, err := r.Cookie(CookieName)
+	if err != nil || ck.Value == "" {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.m[key(ck.Value)]
+	if s == nil {
+		return nil
+	}
+	if !ss.now().Before(s.expires) {
+		delete(ss.m, key(ck.Value))
+		return nil
+	}
+	return s
+}
+
+func (ss *sessions) start(w http.ResponseWriter, r *http.Request) *session {
+	s := &session{id: randomID(), csrf: randomID(), expires: ss.now().Add(sessionTTL)}
+	ss.mu.Lock()
+	now := ss.now()
+	for k, old := range ss.m {
+		if !now.Before(old.expires) {
+			delete(ss.m, k)
+		}
+	}
+	if len(ss.m) >= maxSessions {
+		var oldest string
+		for k, old := range ss.m {
+			if oldest == "" || old.expires.Before(ss.m[oldest].expires) {
+				oldest = k
+			}
+		}
+		delete(ss.m, oldest)
+	}
+	ss.m[key(s.id)] = s
+	ss.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, Expires: s.expires})
+	return s
+}
+
+func (ss *sessions) end(w http.ResponseWriter, r *http.Request, s *session) {
+	ss.mu.Lock()
+	delete(ss.m, key(s.id))
+	ss.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if c.open {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	c.render(w, r, nil, http.StatusOK, "login", "Sign in", map[string]any{"Next": localPath(r.URL.Query().Get("next"))})
+}
+
+// login checks the typed token and starts a session. The comparison is
+// over digests, in constant time, like the API's bearer check.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if c.open {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	if err := checkSameOrigin(r); err != nil {
+		c.fail(w, r, nil, err)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	sum := sha256.Sum256([]byte(r.PostFormValue("token")))
+	next := localPath(r.PostFormValue("next"))
+	if subtle.ConstantTimeCompare(sum[:], c.token[:]) != 1 {
+		c.render(w, r, nil, http.StatusUnauthorized, "login", "Sign in", map[string]any{"Next": next, "Wrong": true})
+		return
+	}
+	if old := c.sessions.get(r); old != nil {
+		c.sessions.end(w, r, old) // a new session id at each sign in
+	}
+	c.sessions.start(w, r)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) error {
+	c.sessions.end(w, r, s)
+	if c.open {
+		redirect(w, r, "/")
+		return nil
+	}
+	redirect(w, r, "/login")
+	return nil
+}

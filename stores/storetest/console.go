@@ -1,0 +1,76 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// testResolveAs: an operator's resolve by name records "operator:<name>"
+// and the time; a bad name changes nothing.
+func testResolveAs(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	unknown := func(context.Context, ledger.Call) (any, error) { return nil, errors.New("timeout") }
+	key := ledger.Key{Scope: "ops-as", Intent: "refund", Payload: 1}
+	r := must(e.l.Once(e.ctx, key, unknown))
+	id := r.Entry.ID
+	for _, bad := range []string{"", strings.Repeat("x", 65), "new\nline"} {
+		if _, err := e.l.ResolveEntryAs(e.ctx, "ops-as", id, ledger.OutcomeCommitted, bad); !errors.Is(err, ledger.ErrInvalid) {
+			t.Fatalf("who %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if left := must(e.l.Ambiguous(e.ctx, 10)); len(left) != 1 {
+		t.Fatalf("a refused resolve changed the entry: %+v", left)
+	}
+	e.clock.Advance(time.Minute)
+	got := must(e.l.ResolveEntryAs(e.ctx, "ops-as", id, ledger.OutcomeCommitted, "Alice Ops"))
+	if got.State != ledger.StateCommitted || got.ResolvedBy != "operator:Alice Ops" || !got.SettledAt.Equal(e.clock.Now()) {
+		t.Fatalf("resolved entry %+v", got)
+	}
+	if h := must(e.l.History(e.ctx, "ops-as")); len(h) != 1 || h[0].ResolvedBy != "operator:Alice Ops" {
+		t.Fatalf("history %+v", h)
+	}
+}
+
+// testConversation: one read gives a scope's runs with their tokens and
+// whether each may still write, its entries and its queued deliveries.
+func testConversation(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	scope := "conv-view"
+	t0 := e.clock.Now()
+	old := must(e.l.Begin(e.ctx, scope, ledger.RunOptions{RunID: "old", Mode: ledger.ModeSupersede, ContextAt: t0}))
+	e.clock.Advance(time.Second)
+	newer := must(e.l.Begin(e.ctx, scope, ledger.RunOptions{RunID: "new", Mode: ledger.ModeSupersede, ContextAt: t0.Add(time.Second)}))
+	must(newer.Once(e.ctx, "reply", "hi", func(context.Context, ledger.Call) (any, error) { return "ok", nil }))
+	ended := must(e.l.Begin(e.ctx, scope, ledger.RunOptions{RunID: "ended", Mode: ledger.ModeIndependent}))
+	if err := ended.End(e.ctx, "finished"); err != nil {
+		t.Fatal(err)
+	}
+	_ = old
+	c := must(e.l.Conversation(e.ctx, scope))
+	if len(c.Runs) != 3 || c.Token != c.Runs[2].Token {
+		t.Fatalf("runs %+v token %d", c.Runs, c.Token)
+	}
+	want := map[string]ledger.Reason{"old": ledger.ReasonSuperseded, "new": "", "ended": ledger.ReasonRunEnded}
+	for i, r := range c.Runs {
+		if r.Fenced != want[r.ID] {
+			t.Errorf("run %s fenced %q, want %q", r.ID, r.Fenced, want[r.ID])
+		}
+		if i > 0 && r.Token <= c.Runs[i-1].Token {
+			t.Errorf("runs not in token order: %+v", c.Runs)
+		}
+	}
+	if len(c.Entries) != 1 || c.Entries[0].State != ledger.StateCommitted || c.Entries[0].RunID != "new" {
+		t.Fatalf("entries %+v", c.Entries)
+	}
+	if len(c.Queue) != 0 {
+		t.Fatalf("queue %+v", c.Queue)
+	}
+	if empty := must(e.l.Conversation(e.ctx, "nobody-here")); len(empty.Runs)+len(empty.Entries)+len(empty.Queue) != 0 {
+		t.Fatalf("an unknown scope: %+v", empty)
+	}
+}

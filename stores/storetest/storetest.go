@@ -90,6 +90,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"TokenSurvivesExpiry", testTokenSurvivesExpiry},
 		{"MaxAttemptsCountsFailures", testMaxAttemptsCountsFailures},
 		{"SettlePastDeadlineFlagged", testSettlePastDeadlineFlagged},
+		{"AmbiguousWriteConflicts", testAmbiguousWriteConflicts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

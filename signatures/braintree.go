@@ -112,7 +112,9 @@ func braintreePayloadChars(p string) bool {
 
 // braintreeXML reports whether the payload decodes to something that starts like XML.
 func braintreeXML(payload string) bool {
-	head := strings.ReplaceAll(payload, "\n", "")
+	// Only the start matters: strip the line breaks of a prefix, not a copy of the whole payload.
+	head := payload[:min(len(payload), 128)]
+	head = strings.ReplaceAll(head, "\n", "")
 	if len(head) > 64 {
 		head = head[:64]
 	}

@@ -75,6 +75,7 @@ func testResolvedThenLateCommit(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{PendingTTL: time.Minute, Observe: func(ev ledger.Event) { events = append(events, ev) }})
 	var n atomic.Int64
 	key := ledger.Key{Scope: "resolve-late", Intent: "refund", Payload: 7}
+	reader := must(e.l.Begin(e.ctx, "resolve-late", ledger.RunOptions{RunID: "reader", Mode: ledger.ModeIndependent}))
 	c := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: key}))
 	e.clock.Advance(2 * time.Minute)
 	must(e.l.Resolve(e.ctx, key, ledger.OutcomeNotApplied))
@@ -92,6 +93,8 @@ func testResolvedThenLateCommit(t *testing.T, newStore NewStore) {
 	if !r.Entry.LateSettle || n.Load() != 0 {
 		t.Fatalf("entry %+v, effect ran %d times", r.Entry, n.Load())
 	}
+	// The refund happened after the reader's context: it has landed for the reader.
+	wantStatus(t, "run begun before the refund", must(reader.Once(e.ctx, "note", 1, count(&n, nil))), ledger.StatusRefused, ledger.ReasonConversationChanged)
 	// A late not_applied agrees with the resolution and changes nothing.
 	k2 := ledger.Key{Scope: "resolve-late", Intent: "refund", Payload: 8}
 	c2 := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: k2}))

@@ -81,6 +81,9 @@ func TestBraintreeChallengeAtTheEdge(t *testing.T) {
 	if h.sink.totalCount() != 0 {
 		t.Errorf("the agent received %d requests", h.sink.totalCount())
 	}
+	if n := h.store.writes.Load(); n != 0 {
+		t.Errorf("the challenge wrote %d ledger documents, want none", n)
+	}
 }
 
 // fakeAWS answers pinned URLs in process: the signing certificate, and SubscribeURL GETs.
@@ -151,6 +154,9 @@ func TestSNSSubscriptionAtTheEdge(t *testing.T) {
 	if h.sink.totalCount() != 0 {
 		t.Errorf("the agent received %d requests", h.sink.totalCount())
 	}
+	if n := h.store.writes.Load(); n != 0 {
+		t.Errorf("the confirmation wrote %d ledger documents, want none", n)
+	}
 	h.assertNothingRecorded(t, "sns:m-sub")
 
 	// Signed by someone else: 401, and the SubscribeURL is not visited.
@@ -172,6 +178,9 @@ func TestMondayChallengeAtTheEdge(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 	if string(r.Body) != body || r.mediaType(t) != "application/json" {
 		t.Fatalf("answer %q (%s)", r.Body, r.Header.Get("Content-Type"))
+	}
+	if n := h.store.writes.Load(); n != 0 {
+		t.Errorf("the challenge wrote %d ledger documents, want none", n)
 	}
 	// An event without a valid JWT is refused.
 	ev := `{"event":{"type":"create_pulse","triggerUuid":"t-1"}}`

@@ -293,6 +293,17 @@ func TestEntryIDFramesItsFields(t *testing.T) {
 	if legacyEntryID(a.Scope, a.Intent, []byte(`"p"`)) != legacyEntryID(b.Scope, b.Intent, []byte(`"p"`)) {
 		t.Error("format 1 ids should collide here; the test no longer shows the bug it guards against")
 	}
+	// Without any separator a byte moved across a boundary would collide too.
+	for _, pair := range [][2]Key{
+		{{Scope: "ab", Intent: "c", Payload: "p"}, {Scope: "a", Intent: "bc", Payload: "p"}},
+		{{Scope: "s", Intent: "refund1", Payload: 2}, {Scope: "s", Intent: "refund", Payload: 12}},
+	} {
+		k0, _ := IdempotencyKey(pair[0])
+		k1, _ := IdempotencyKey(pair[1])
+		if k0 == k1 {
+			t.Errorf("%+v and %+v share idempotency key %s", pair[0], pair[1], k0)
+		}
+	}
 }
 
 // One value is one effect whatever language spelled its numbers.

@@ -303,10 +303,15 @@ func TestReplayedValueIsTheStoredOneNotTheCallersBuffer(t *testing.T) {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}
 	buf := []byte(`{ "reply" : "a<b",  "n": 1 }`)
-	if _, err := settler.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, json.RawMessage(buf), nil); err != nil {
+	settled, err := settler.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, json.RawMessage(buf), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	copy(buf, `{ "reply" : "XXX",  "n": 2 }`) // the caller reuses its buffer
+	// and scribbles over the value Settle handed back
+	for i := range settled.Value {
+		settled.Value[i] = 'X'
+	}
 
 	_, fromStore, err := other.BeginClaim(e.ctx, ro, req)
 	if err != nil || fromStore.Status != ledger.StatusReplayed {

@@ -46,8 +46,7 @@ func newAdyen(cfg Config) (*adyenScheme, error) {
 
 // adyenValue is a field as the SDK stringifies it: strings as they are, numbers and booleans in
 // their JSON spelling, absent or null as empty.
-func adyenValue(item gjson.Result, path string) string {
-	v := item.Get(path)
+func adyenValue(v gjson.Result) string {
 	switch v.Type {
 	case gjson.String:
 		return v.Str
@@ -57,23 +56,76 @@ func adyenValue(item gjson.Result, path string) string {
 	return ""
 }
 
-// adyenSigned returns the signed string of an item. escaped=true applies the escaping some of
-// Adyen's SDKs use (a backslash before ":" and "\"; Ruby's data_to_sign); the Node and Java SDKs
-// join the values as they are. Both are tried: each is an HMAC over the same fields, so accepting
-// either admits no signature that Adyen did not make with the key.
-func adyenSigned(item gjson.Result, escaped bool) []byte {
+// adyenItem is what verification reads from one NotificationRequestItem: the signed fields in
+// adyenFields order, and the hmacSignature. adyenRead reads them in one pass over the item's
+// members, keeping the first of duplicate keys as a path lookup would: looking each field up by
+// path scanned the whole item (a long reason or additionalData) once per field.
+type adyenItem struct {
+	vals [len(adyenFields)]string
+	sig  gjson.Result
+}
+
+func adyenRead(nri gjson.Result) adyenItem {
+	var it adyenItem
+	var seen [len(adyenFields) + 2]bool // the plain fields, then amount and additionalData
+	set := func(i int, v gjson.Result) {
+		if !seen[i] {
+			seen[i] = true
+			it.vals[i] = adyenValue(v)
+		}
+	}
+	nri.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "pspReference":
+			set(0, v)
+		case "originalReference":
+			set(1, v)
+		case "merchantAccountCode":
+			set(2, v)
+		case "merchantReference":
+			set(3, v)
+		case "eventCode":
+			set(6, v)
+		case "success":
+			set(7, v)
+		case "amount":
+			if !seen[8] {
+				seen[8] = true
+				it.vals[4], it.vals[5] = adyenValue(v.Get("value")), adyenValue(v.Get("currency"))
+			}
+		case "additionalData":
+			if !seen[9] {
+				seen[9] = true
+				it.sig = v.Get("hmacSignature")
+			}
+		}
+		return true
+	})
+	return it
+}
+
+// adyenJoin returns the signed string of an item's fields. escaped=true applies the escaping some
+// of Adyen's SDKs use (a backslash before ":" and "\"; Ruby's data_to_sign); the Node and Java
+// SDKs join the values as they are. Both are tried: each is an HMAC over the same fields, so
+// accepting either admits no signature that Adyen did not make with the key.
+func adyenJoin(vals *[len(adyenFields)]string, escaped bool) []byte {
 	var b bytes.Buffer
-	for i, f := range adyenFields {
+	for i, v := range vals {
 		if i > 0 {
 			b.WriteByte(':')
 		}
-		v := adyenValue(item, f)
 		if escaped {
 			v = strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), ":", `\:`)
 		}
 		b.WriteString(v)
 	}
 	return b.Bytes()
+}
+
+// adyenSigned is the signed string of a NotificationRequestItem.
+func adyenSigned(nri gjson.Result, escaped bool) []byte {
+	it := adyenRead(nri)
+	return adyenJoin(&it.vals, escaped)
 }
 
 func adyenMAC(key, msg []byte) []byte {
@@ -97,24 +149,33 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if len(items) > maxAdyenItems {
 		return fmt.Errorf("%w: body has more than %d notification items", ErrMalformed, maxAdyenItems)
 	}
-	sigs := make([][]byte, len(items))
+	sigs := make([][sha256.Size]byte, len(items))
+	read := make([]adyenItem, len(items))
 	for i, it := range items {
-		raw := it.Get("NotificationRequestItem.additionalData.hmacSignature")
+		read[i] = adyenRead(it.Get("NotificationRequestItem"))
+		raw := read[i].sig
 		if raw.Type != gjson.String || raw.Str == "" {
 			return fmt.Errorf("%w: body notificationItems[%d].NotificationRequestItem.additionalData.hmacSignature", ErrMissingHeader, i)
 		}
-		var sig [sha256.Size]byte
-		if l, ok := decodeSig(sig[:], raw.Str, true); !ok || l != sha256.Size {
+		if l, ok := decodeSig(sigs[i][:], raw.Str, true); !ok || l != sha256.Size {
 			return fmt.Errorf("%w: body notificationItems[%d] hmacSignature", ErrMalformed, i)
 		}
-		sigs[i] = sig[:]
 	}
+	plain := make([][]byte, len(items))
+	escaped := make([][]byte, len(items)) // built only when the plain form does not match
 	for _, key := range s.keys {
 		ok := true
-		for i, it := range items {
-			nri := it.Get("NotificationRequestItem")
-			if !hmac.Equal(adyenMAC(key, adyenSigned(nri, false)), sigs[i]) &&
-				!hmac.Equal(adyenMAC(key, adyenSigned(nri, true)), sigs[i]) {
+		for i := range read {
+			if plain[i] == nil {
+				plain[i] = adyenJoin(&read[i].vals, false)
+			}
+			if hmac.Equal(adyenMAC(key, plain[i]), sigs[i][:]) {
+				continue
+			}
+			if escaped[i] == nil {
+				escaped[i] = adyenJoin(&read[i].vals, true)
+			}
+			if !hmac.Equal(adyenMAC(key, escaped[i]), sigs[i][:]) {
 				ok = false
 				break
 			}

@@ -97,7 +97,7 @@ func BenchmarkVerify(b *testing.B) {
 func BenchmarkVerifyVsBare(b *testing.B) {
 	hashes := map[string]func() hash.Hash{"intercom": sha1.New, "vercel": sha1.New, "helpscout": sha1.New, "twilio": sha1.New,
 		"mongodb-atlas": sha1.New, "webex": sha1.New, "trello": sha1.New, "mandrill": sha1.New, "segment": sha1.New,
-		"autodesk": sha1.New, "terraform": sha512.New, "onfleet": sha512.New}
+		"autodesk": sha1.New, "braintree": sha1.New, "terraform": sha512.New, "onfleet": sha512.New}
 	skip := map[string]bool{"discord": true, "sendgrid": true, "gitlab": true, "telegram": true, "postmark": true,
 		"msgraph": true, "mailgun": true, "hmac": true, "okta": true, "chargebee": true, "pipedrive": true}
 	for _, p := range Providers() {

@@ -112,7 +112,9 @@ func braintreePayloadChars(p string) bool {
 
 // braintreeXML reports whether the payload decodes to something that starts like XML.
 func braintreeXML(payload string) bool {
-	head := strings.ReplaceAll(payload, "\n", "")
+	// Only the start matters: strip the line breaks of a prefix, not a copy of the whole payload.
+	head := payload[:min(len(payload), 128)]
+	head = strings.ReplaceAll(head, "\n", "")
 	if len(head) > 64 {
 		head = head[:64]
 	}
@@ -125,6 +127,10 @@ func braintreeXML(payload string) bool {
 // Sign wraps r.Body (the notification XML) as Braintree posts it: a form with the base64 payload
 // and its signature under the first key.
 func (s *braintreeScheme) Sign(r *Request, _ time.Time) error {
+	if b := bytes.TrimLeft(r.Body, " \t\r\n"); len(b) == 0 || b[0] != '<' {
+		// The verifier takes only XML payloads (see braintreeXML).
+		return fmt.Errorf("%w: braintree signer needs the notification XML as the body", ErrMalformed)
+	}
 	k := s.keys[0]
 	payload := base64.StdEncoding.EncodeToString(r.Body) + "\n"
 	sig := k.public + "|" + hex.EncodeToString(k.digest([]byte(payload)))

@@ -1,6 +1,7 @@
 package signatures
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -505,6 +506,7 @@ func (s *hmacScheme) Sign(r *Request, now time.Time) error {
 			setHeader(r, d.tsHeader, ts)
 		}
 	} else if d.tsJSON != "" {
+		r.Body = withBodyTimestamp(r.Body, d.tsJSON, formatTime(now, d.tsFormat))
 		ts = gjson.GetBytes(r.Body, d.tsJSON).Raw
 	}
 	id := ""
@@ -655,4 +657,25 @@ func parseTemplate(t string) ([]seg, error) {
 		t = t[i+j+1:]
 	}
 	return out, nil
+}
+
+// withBodyTimestamp adds the signing time as the top-level field the scheme
+// reads its timestamp from (Linear's webhookTimestamp), in front of a JSON
+// object's other members, when the body does not have it: a test event
+// without it could never verify. A body that has it, or is no object, is
+// signed as it is.
+func withBodyTimestamp(body []byte, field, ts string) []byte {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || strings.ContainsAny(field, ".*?|#@\\") || gjson.GetBytes(body, field).Exists() || !gjson.ValidBytes(body) {
+		return body
+	}
+	if !allDigits(ts) {
+		ts = strconv.Quote(ts)
+	}
+	rest := bytes.TrimLeft(trimmed[1:], " \t\r\n")
+	out := []byte(`{"` + field + `":` + ts)
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
 }

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,8 +131,19 @@ func (a *App) send(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("sources.%s: cannot sign test events: %w", *name, err)
 	}
+	unsigned := req.URL
 	if err := signer.Sign(req, now); err != nil {
 		return fmt.Errorf("sign: %w", err)
+	}
+	if req.URL != unsigned {
+		// The signer put in the URL what the provider would (Twilio's
+		// bodySHA256 for a JSON body): the request must carry that query.
+		if su, err := url.Parse(req.URL); err == nil {
+			if tu, err := url.Parse(target); err == nil {
+				tu.RawQuery = su.RawQuery
+				target = tu.String()
+			}
+		}
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(req.Body))
 	if err != nil {
@@ -138,13 +151,15 @@ func (a *App) send(ctx context.Context, args []string) error {
 	}
 	hreq.Header = req.Header
 	// What the gateway will read as the event id, from the request as sent.
+	// send's own event puts --event-id first in a composite id.
+	ownEvent := *bodyFile == "" && *sample == ""
 	if rule, err := extract.ParseRule(templates); err == nil {
 		got, found := rule.Resolve(&extract.Input{Header: req.Header, Body: req.Body, ContentType: req.Header.Get("Content-Type"), Query: queryOf(target)})
 		switch {
 		case !found:
 			fmt.Fprintf(a.Stderr, "warning: the gateway will find no event id in this request (rule %s)\n", rule)
 			id = "(none)"
-		case *eventID != "" && got != *eventID:
+		case *eventID != "" && got != *eventID && !(ownEvent && strings.HasPrefix(got, *eventID)):
 			fmt.Fprintf(a.Stderr, "warning: --event-id %q is not the event id: the source's rule %s reads %q from the request\n", *eventID, rule, got)
 			id = got
 		default:
@@ -198,14 +213,14 @@ func sampleEvent(req *signatures.Request, templates []string, id string, now tim
 		return usageError{"this source has no event id template; pass --body FILE"}
 	}
 	t := templates[0]
-	kind, name, ok := singlePlaceholder(t)
-	if !ok {
-		return usageError{fmt.Sprintf("event id template %q is composite; pass --body FILE with an event that fills it", t)}
+	parts := placeholder.FindAllStringSubmatch(t, -1)
+	if len(parts) == 0 {
+		return usageError{fmt.Sprintf("event id template %q reads nothing from the request; pass --body FILE", t)}
 	}
 	doc := map[string]any{"type": "replyonce.test", "created": now.Unix(), "message": "test event from gateway send"}
 	if chat.conversation != "" {
-		if kind == "form" {
-			return usageError{"--conversation makes a JSON chat event; this source takes form posts, pass --body FILE"}
+		if len(parts) > 1 || parts[0][1] == "form" {
+			return usageError{"--conversation makes a JSON chat event with the id in one field; this source needs another shape, pass --body FILE"}
 		}
 		text := chat.text
 		if text == "" {
@@ -214,19 +229,35 @@ func sampleEvent(req *signatures.Request, templates []string, id string, now tim
 		doc = map[string]any{"type": "message.created", "created": now.Unix(),
 			"conversation_id": chat.conversation, "message_id": id, "text": text}
 	}
-	switch kind {
-	case "header":
-		req.Header.Set(name, id)
-	case "json":
-		setPath(doc, name, id)
-	case "form":
-		form := url.Values{"MessageSid": {id}, "Body": {"test event from gateway send"}}
-		form.Set(name, id)
+	// Every field the template reads is filled: the first with the event id,
+	// the others of a composite id with fixed test values.
+	var form url.Values
+	for i, p := range parts {
+		kind, name, v := p[1], p[2], id
+		if i > 0 {
+			v = "test" + strconv.Itoa(i)
+		}
+		switch kind {
+		case "header":
+			req.Header.Set(name, v)
+		case "json":
+			setPath(doc, name, v)
+		case "form":
+			if form == nil {
+				form = url.Values{"MessageSid": {id}, "Body": {"test event from gateway send"}}
+			}
+			form.Set(name, v)
+		default:
+			return usageError{fmt.Sprintf("event id template %q reads %s; pass --body FILE", t, kind)}
+		}
+	}
+	if form != nil {
+		if strings.Contains(t, "{json:") {
+			return usageError{fmt.Sprintf("event id template %q reads both form fields and JSON; pass --body FILE", t)}
+		}
 		req.Body = []byte(form.Encode())
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		return nil
-	default:
-		return usageError{fmt.Sprintf("event id template %q reads %s; pass --body FILE", t, kind)}
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -236,6 +267,9 @@ func sampleEvent(req *signatures.Request, templates []string, id string, now tim
 	req.Header.Set("Content-Type", "application/json")
 	return nil
 }
+
+// placeholder matches one "{kind:name}" of an event id template.
+var placeholder = regexp.MustCompile(`\{([a-z]+):([^{}]+)\}`)
 
 // singlePlaceholder splits "{kind:name}".
 func singlePlaceholder(t string) (kind, name string, ok bool) {

@@ -75,11 +75,13 @@ func testResolvedThenLateCommit(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{PendingTTL: time.Minute, Observe: func(ev ledger.Event) { events = append(events, ev) }})
 	var n atomic.Int64
 	key := ledger.Key{Scope: "resolve-late", Intent: "refund", Payload: 7}
+	reader := must(e.l.Begin(e.ctx, "resolve-late", ledger.RunOptions{RunID: "reader", Mode: ledger.ModeIndependent}))
 	c := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: key}))
 	e.clock.Advance(2 * time.Minute)
 	must(e.l.Resolve(e.ctx, key, ledger.OutcomeNotApplied))
 	s := must(e.l.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, "re_9", nil))
-	if !s.LateSettle || s.Status != ledger.StatusExecuted || !s.Entry.LateSettle {
+	// The resolution's failure was not one: it no longer counts against max_attempts.
+	if !s.LateSettle || s.Status != ledger.StatusExecuted || !s.Entry.LateSettle || s.Entry.Failures != 0 {
 		t.Fatalf("late committed settle after a not_applied resolution: %+v", s)
 	}
 	if last := events[len(events)-1]; last.Type != "late_settle" {
@@ -91,6 +93,8 @@ func testResolvedThenLateCommit(t *testing.T, newStore NewStore) {
 	if !r.Entry.LateSettle || n.Load() != 0 {
 		t.Fatalf("entry %+v, effect ran %d times", r.Entry, n.Load())
 	}
+	// The refund happened after the reader's context: it has landed for the reader.
+	wantStatus(t, "run begun before the refund", must(reader.Once(e.ctx, "note", 1, count(&n, nil))), ledger.StatusRefused, ledger.ReasonConversationChanged)
 	// A late not_applied agrees with the resolution and changes nothing.
 	k2 := ledger.Key{Scope: "resolve-late", Intent: "refund", Payload: 8}
 	c2 := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: k2}))
@@ -367,3 +371,22 @@ func itoa(u uint64) string {
 }
 
 var _ = context.Background
+
+// testAmbiguousWriteConflicts: a write whose outcome is unknown has landed
+// as far as other runs are concerned: one whose context predates it sees
+// the scope as changed, as for a committed write.
+func testAmbiguousWriteConflicts(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	var n atomic.Int64
+	reader := must(e.l.Begin(e.ctx, "ambiguous-lands", ledger.RunOptions{RunID: "reader", Mode: ledger.ModeIndependent}))
+	e.clock.Advance(time.Millisecond)
+	writer := must(e.l.Begin(e.ctx, "ambiguous-lands", ledger.RunOptions{RunID: "writer", Mode: ledger.ModeIndependent}))
+	c := must(writer.Claim(e.ctx, "reply", "hello", ledger.OnceOptions{}))
+	s := must(e.l.Settle(e.ctx, c.Ref(), ledger.OutcomeUnknown, nil, errors.New("agent timed out")))
+	if s.Status != ledger.StatusAmbiguous {
+		t.Fatalf("unknown settle: %s", s.Status)
+	}
+	wantStatus(t, "run that did not see the ambiguous write", must(reader.Once(e.ctx, "tag", "vip", count(&n, nil))), ledger.StatusRefused, ledger.ReasonConversationChanged)
+	late := must(e.l.Begin(e.ctx, "ambiguous-lands", ledger.RunOptions{RunID: "late", Mode: ledger.ModeIndependent}))
+	wantStatus(t, "run begun after it", must(late.Once(e.ctx, "tag", "vip", count(&n, nil))), ledger.StatusExecuted, "")
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CommittedValue", testCommittedValue},
 		{"OperatorResolveAs", testResolveAs},
 		{"Conversation", testConversation},
+		{"AmbiguousWriteConflicts", testAmbiguousWriteConflicts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,7 +65,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	var graceEnd time.Time // zero until shutdown begins
+	defer func() { stopTracing(graceEnd) }()
 	store, closeStore, err := a.openStoreRetrying(ctx, cfg.Store, log)
 	if err != nil {
 		return err
@@ -184,6 +185,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	}
 	stopping.Store(true)
 	end := a.drain(log, gw, servers[0], cfg.Server)
+	graceEnd = end
 	// The dispatcher stops taking work, and its deliveries in flight get
 	// what is left of the grace period; a cut one is left due.
 	stopDispatch()

@@ -274,7 +274,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		// news: keep it for one retention period.
 		expires = now.Add(retention)
 	}
-	due := d.queueTimes(retention, later)
+	due := d.queueTimes(now, retention, later)
 	for _, q := range d.Queue {
 		// Dead and rejected deliveries wait for an operator: the review
 		// index lists them (ListDeliveries) until replayed or dropped.

@@ -26,6 +26,7 @@ const (
 	HeaderDelivery         = "Replyonce-Delivery"
 	HeaderFencingToken     = "Replyonce-Fencing-Token"
 	HeaderContextAt        = "Replyonce-Context-At"
+	HeaderCovers           = "Replyonce-Covers"
 	HeaderIdempotencyKey   = "Idempotency-Key"
 	HeaderWebhookID        = "Webhook-Id"
 	HeaderWebhookTimestamp = "Webhook-Timestamp"
@@ -77,6 +78,10 @@ type Request struct {
 	SigningSecret string
 	// Final lists agent statuses, besides 400, 413, 415 and 422, that reject the event for good.
 	Final []int
+	// CoverCount and Covers say, for a debounced delivery, how many events it stands for and
+	// which (oldest first, this one last, at most the newest ledger.MaxCovers): HeaderCovers.
+	CoverCount int
+	Covers     []string
 }
 
 // Kind is what the agent's answer means for the provider.
@@ -275,6 +280,9 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 		h[HeaderContextAt] = []string{r.ContextAt.UTC().Format(ContextAtFormat)}
 	}
 	setNonEmpty(h, HeaderIdempotencyKey, key)
+	if r.CoverCount > 0 {
+		h[HeaderCovers] = []string{FormatCovers(r.CoverCount, r.Covers)}
+	}
 
 	if wh != nil {
 		ts := f.now()

@@ -13,6 +13,9 @@ type Metrics struct {
 	forwardLatency *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
 	queued         *prometheus.CounterVec
+	// Conversation counts conversation-aware delivery; the dispatcher
+	// shares it (dispatch.Options.Conversation).
+	Conversation *ConversationMetrics
 }
 
 // NewMetrics creates and registers the instruments.
@@ -44,6 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "replyonce_events_queued_total", Help: "Events recorded for queued delivery and answered 202, by source.",
 		}, []string{"source"}),
 	}
+	m.Conversation = NewConversationMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued)
 	}

@@ -212,9 +212,9 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 		Header: pickHeaders(req.Header, src.passHeaders), ReceivedAt: now, ContextAt: contextAt, Body: body}
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
 	res, err := g.ledger.Enqueue(ctx, ledger.EnqueueRequest{
-		Event:  ev,
-		Run:    ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
-		Claim:  ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
+		Event:    ev,
+		Run:      ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
+		Claim:    ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
 		Hold:     slot != nil,
 		MaxAge:   src.KeepFor(),
 		Order:    src.queue.Order,

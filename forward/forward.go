@@ -27,6 +27,7 @@ const (
 	HeaderFencingToken     = "Replyonce-Fencing-Token"
 	HeaderContextAt        = "Replyonce-Context-At"
 	HeaderCovers           = "Replyonce-Covers"
+	HeaderNotice           = "Replyonce-Notice"
 	HeaderIdempotencyKey   = "Idempotency-Key"
 	HeaderWebhookID        = "Webhook-Id"
 	HeaderWebhookTimestamp = "Webhook-Timestamp"
@@ -82,6 +83,8 @@ type Request struct {
 	// which (oldest first, this one last, at most the newest ledger.MaxCovers): HeaderCovers.
 	CoverCount int
 	Covers     []string
+	// Notice marks a request that is not an event but a notice about one ("cancel"): HeaderNotice.
+	Notice string
 }
 
 // Kind is what the agent's answer means for the provider.
@@ -280,6 +283,7 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 		h[HeaderContextAt] = []string{r.ContextAt.UTC().Format(ContextAtFormat)}
 	}
 	setNonEmpty(h, HeaderIdempotencyKey, key)
+	setNonEmpty(h, HeaderNotice, r.Notice)
 	if r.CoverCount > 0 {
 		h[HeaderCovers] = []string{FormatCovers(r.CoverCount, r.Covers)}
 	}

@@ -1,8 +1,12 @@
 package ingress
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -95,5 +99,63 @@ func (m *ConversationMetrics) settled(source string, res ledger.Enqueued) {
 	}
 	if res.Status == ledger.EnqueueQueued {
 		m.depth.WithLabelValues(source).Observe(float64(res.Depth))
+	}
+}
+
+// CancelNotice is the body of the cancellation notice (forward.cancel:
+// notify) the gateway POSTs to a source's forward.url when a newer event
+// supersedes the run of a delivery the agent is working on. It is signed
+// like a forward (Standard Webhooks, webhook-id "cancel_{run id}_{token}")
+// and marked Replyonce-Notice: cancel, with the delivery's Replyonce-Scope,
+// -Run-Id, -Event-Id and -Fencing-Token. It is sent once, not retried: the
+// ledger refusing the run's next claim is what stops it; the notice only
+// saves the agent the work.
+type CancelNotice struct {
+	Type           string `json:"type"`   // "replyonce.cancel"
+	Reason         string `json:"reason"` // "superseded"
+	Source         string `json:"source"`
+	Scope          string `json:"scope"`
+	EventID        string `json:"event_id"`
+	RunID          string `json:"run_id"`
+	Delivery       int    `json:"delivery"`
+	FencingToken   uint64 `json:"fencing_token"`
+	SupersededBy   string `json:"superseded_by"` // the newer run
+	SupersededByID string `json:"superseded_by_event_id"`
+}
+
+// Canceller is what a Handoff implements to send cancellation notices
+// (the dispatcher: it owns the goroutine and waits for it at shutdown).
+type Canceller interface {
+	SendCancel(src *Source, n CancelNotice)
+}
+
+// CancelRequest builds the notice's request.
+func (s *Source) CancelRequest(n CancelNotice) (forward.Request, error) {
+	body, err := json.Marshal(n)
+	if err != nil {
+		return forward.Request{}, err
+	}
+	return forward.Request{
+		URL: s.forwardURL, Timeout: s.forwardTimeout, Body: body, ContentType: "application/json",
+		StaticHeaders: s.forwardHeaders, Source: s.Name, EventID: n.EventID, Scope: n.Scope, RunID: n.RunID,
+		Delivery: n.Delivery, FencingToken: n.FencingToken, SigningSecret: s.signingSecret, Notice: "cancel",
+		IdempotencyKey: "cancel_" + n.RunID + "_" + strconv.FormatUint(n.FencingToken, 10),
+	}, nil
+}
+
+// notifyCancels hands the notices of one Enqueue to the dispatcher.
+func (g *Gateway) notifyCancels(res ledger.Enqueued, newEvent string) {
+	c, ok := g.handoff.(Canceller)
+	if !ok {
+		return
+	}
+	for _, in := range res.Interrupted {
+		to := g.sources[in.Item.Source] // the interrupted event's source decides
+		if to == nil || to.queue.Cancel != CancelNotify {
+			continue
+		}
+		c.SendCancel(to, CancelNotice{Type: "replyonce.cancel", Reason: "superseded", Source: in.Item.Source,
+			Scope: in.Item.Scope, EventID: in.Item.EventID, RunID: in.Item.RunID, Delivery: in.Delivery, FencingToken: in.Token,
+			SupersededBy: in.By, SupersededByID: newEvent})
 	}
 }

@@ -229,6 +229,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	case ledger.EnqueueQueued:
 		g.metrics.queued.WithLabelValues(src.Name).Inc()
 		g.metrics.Conversation.settled(src.Name, res)
+		g.notifyCancels(res, d.eventID)
 		d.decision = "queued"
 		if slot != nil && res.Run != nil {
 			d.deliveryN = res.Run.Delivery

@@ -147,6 +147,23 @@ func (d *document) supersedeWaiting(now time.Time) []*QueueItem {
 	return out
 }
 
+// supersededInFlight maps the entry ids of deliveries in flight whose
+// supersede-mode run a newer run supersedes to that run's id.
+func (d *document) supersededInFlight(now time.Time) map[string]string {
+	out := map[string]string{}
+	for id, q := range d.Queue {
+		if !q.inFlight(now) {
+			continue
+		}
+		if r := d.Runs[q.RunID]; r != nil && r.Mode == ModeSupersede && !r.Ended && !r.Cancelled {
+			if n := newerRun(d, r); n != nil {
+				out[id] = n.ID
+			}
+		}
+	}
+	return out
+}
+
 // coalesce folds the source's held events on the scope (debounced, never
 // forwarded yet) and the new one into the newest of them in scope order,
 // which is delivered for all once the scope is quiet or the oldest has

@@ -219,6 +219,18 @@ type Enqueued struct {
 	Superseded []QueueItem
 	Coalesced  []QueueItem
 	Depth      int
+	// Interrupted lists the deliveries in flight on the scope whose run
+	// this step's new run superseded: they are not stopped (their next
+	// claim is refused), but the gateway may tell their agent.
+	Interrupted []Interrupted
+}
+
+// Interrupted is a delivery in flight whose run a newer one superseded.
+type Interrupted struct {
+	Item     QueueItem
+	Token    uint64 // the fencing token of the delivery in flight
+	Delivery int
+	By       string // the superseding run
 }
 
 // Enqueue records an accepted event, begins its run and claims its
@@ -268,9 +280,16 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 				return false, nil
 			}
 		}
+		before := d.supersededInFlight(now)
 		r, _ := decideBegin(d, bin, now, l.opts)
 		e := claimEntry(d, in, nil, now, l.opts)
 		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery
+		for id, n := range d.supersededInFlight(now) {
+			if _, was := before[id]; !was {
+				p, pr := d.Queue[id], d.Runs[d.Queue[id].RunID]
+				out.Interrupted = append(out.Interrupted, Interrupted{Item: *p, Token: pr.Token, Delivery: pr.Delivery, By: n})
+			}
+		}
 		q := &QueueItem{
 			EntryID: e.ID, Scope: d.Scope, Source: req.Event.Source, EventID: req.Event.EventID, RunID: r.ID,
 			Intent: in.key.intent, Payload: in.key.payload, Blob: nonce, Status: DeliveryQueued,

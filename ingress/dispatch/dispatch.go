@@ -91,7 +91,38 @@ type source struct {
 	paused bool // guarded by Dispatcher.mu
 }
 
-var _ ingress.Handoff = (*Dispatcher)(nil)
+var (
+	_ ingress.Handoff   = (*Dispatcher)(nil)
+	_ ingress.Canceller = (*Dispatcher)(nil)
+)
+
+// SendCancel implements ingress.Canceller: one attempt, owned by the
+// dispatcher (Shutdown waits for it), never retried.
+func (d *Dispatcher) SendCancel(src *ingress.Source, n ingress.CancelNotice) {
+	if src == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.running.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.running.Done()
+		req, err := src.CancelRequest(n)
+		outcome := "failed"
+		if err == nil {
+			if out := d.fwd.Forward(d.forwards, req); out.Kind == forward.Delivered {
+				outcome = "delivered"
+			}
+		}
+		d.conv.CancelNotice(src.Name, outcome)
+		d.log.Info("dispatch: cancellation notice", zap.String("source", src.Name), zap.String("event_id", n.EventID),
+			zap.String("run_id", n.RunID), zap.String("superseded_by", n.SupersededBy), zap.String("outcome", outcome))
+	}()
+}
 
 // New builds a dispatcher. It starts nothing: call Run.
 func New(o Options) (*Dispatcher, error) {

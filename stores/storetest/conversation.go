@@ -196,10 +196,18 @@ func testNewestWins(t *testing.T, newStore NewStore) {
 	if len(r2.Superseded) != 0 {
 		t.Fatalf("m2 superseded the event in flight: %+v", r2.Superseded)
 	}
+	// The delivery in flight is reported once, to the caller that can tell
+	// its agent, with the token its claims carry.
+	if len(r2.Interrupted) != 1 || r2.Interrupted[0].Item.EventID != "m1" || r2.Interrupted[0].Token != first.Run.Token || r2.Interrupted[0].By != "src:m2" {
+		t.Fatalf("interrupted by m2: %+v", r2.Interrupted)
+	}
 	e.clock.Advance(100 * time.Millisecond)
 	r3 := enqueueConv(t, e, convEvent{scope: "chat", id: "m3", contextAt: at(200), mode: ledger.ModeSupersede})
 	if len(r3.Superseded) != 1 || r3.Superseded[0].EventID != "m2" || r3.Superseded[0].SupersededBy != "src:m3" {
 		t.Fatalf("superseded by m3: %+v", r3.Superseded)
+	}
+	if len(r3.Interrupted) != 0 {
+		t.Fatalf("the delivery in flight was reported again: %+v", r3.Interrupted)
 	}
 	if got := dueIDs(t, e); got != "m3" {
 		t.Fatalf("due: %q, want only the newest (m3)", got)

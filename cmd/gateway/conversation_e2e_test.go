@@ -212,6 +212,11 @@ func TestDebounceBurstOneForward(t *testing.T) {
 			if got := metric(t, g, `replyonce_events_coalesced_total{source="stripe"}`); got != 4 {
 				t.Fatalf("coalesced metric: %v, want 4", got)
 			}
+			// Per-scope depth, one observation per event: the burst never
+			// stacked up (each event folded the held one into itself).
+			if n, sum := metric(t, g, `replyonce_scope_queue_depth_count{source="stripe"}`), metric(t, g, `replyonce_scope_queue_depth_sum{source="stripe"}`); n != 5 || sum != 5 {
+				t.Fatalf("scope depth histogram: %v observations summing to %v, want 5 and 5", n, sum)
+			}
 		})
 	}
 }
@@ -270,6 +275,11 @@ func TestSupersedeOneReplyPerTurn(t *testing.T) {
 			}
 			if got := metric(t, g, `replyonce_events_superseded_total{source="stripe"}`); got != 3 {
 				t.Fatalf("superseded metric: %v, want 3", got)
+			}
+			// Depths at accept: 1 (m1), 2 (m1 in flight, m2 waiting), then 2
+			// each time (the newest replaced the waiting one), 1 (m6).
+			if got := metric(t, g, `replyonce_scope_queue_depth_sum{source="stripe"}`); got != 10 {
+				t.Fatalf("scope depth sum: %v, want 1+2+2+2+2+1", got)
 			}
 		})
 	}

@@ -79,27 +79,41 @@ func orderedBefore(p, q *QueueItem) bool {
 	return p.EntryID < q.EntryID
 }
 
-// blocked reports whether an OrderScope item must wait: another item of
-// its scope is in flight, or one ordered before it still waits. Dead,
-// rejected and settled items block nothing: the scope moves on.
-func (d *document) blocked(q *QueueItem, now time.Time) bool {
-	if Order(q.Order) != OrderScope {
-		return false
-	}
-	for _, p := range d.Queue {
-		if p == q {
-			continue
-		}
-		if p.inFlight(now) || (p.waiting(now) && orderedBefore(p, q)) {
-			return true
-		}
-	}
-	return false
-}
+// blocked reports whether an OrderScope item that waits must go on
+// waiting: another item of its scope is in flight, or one ordered before
+// it waits too. Dead, rejected and settled items block nothing: the scope
+// moves on. An item in flight is never blocked: its claim running out is
+// what makes it (and the scope) move again, so its due time must count.
+func (d *document) blocked(q *QueueItem, now time.Time) bool { return d.blockedAll(now)(q) }
 
 // takeable is Due plus the scope's order.
 func (d *document) takeable(q *QueueItem, now time.Time) bool {
 	return q.Due(now) && !d.blocked(q, now)
+}
+
+// blockedAll is blocked for every item of the document in one pass (the
+// head of the waiting items and the items in flight are found once), for
+// the loops that ask about each item: the due time of a write and
+// DueDeliveries. It reads the document as it is now; do not mutate between.
+func (d *document) blockedAll(now time.Time) func(q *QueueItem) bool {
+	var head *QueueItem
+	inFlight := false
+	for _, p := range d.Queue {
+		switch {
+		case p.inFlight(now):
+			inFlight = true
+		case p.waiting(now):
+			if head == nil || orderedBefore(p, head) {
+				head = p
+			}
+		}
+	}
+	return func(q *QueueItem) bool {
+		if Order(q.Order) != OrderScope || !q.waiting(now) {
+			return false
+		}
+		return inFlight || head != q
+	}
 }
 
 // depth counts the scope's deliveries still waiting or in flight.

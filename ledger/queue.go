@@ -120,9 +120,10 @@ func (d *document) pruneQueue(now time.Time, retention time.Duration, blobs *blo
 // (whose own due time is in the index).
 func (d *document) queueTimes(now time.Time, retention time.Duration, later func(time.Time)) time.Time {
 	var due time.Time
+	blocked := d.blockedAll(now)
 	for _, q := range d.Queue {
 		later(q.dropAt(retention))
-		if d.blocked(q, now) {
+		if blocked(q) {
 			continue
 		}
 		if t := q.dueAt(); !t.IsZero() && (due.IsZero() || t.Before(due)) {
@@ -563,8 +564,9 @@ func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, err
 		if err != nil {
 			return nil, err
 		}
+		blocked := d.blockedAll(now)
 		for _, q := range d.Queue {
-			if d.takeable(q, now) {
+			if q.Due(now) && !blocked(q) {
 				out = append(out, *q)
 			}
 		}

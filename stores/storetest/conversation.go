@@ -173,6 +173,21 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 	if got := strings.Join(order, " "); got != "o0 o2 o4" {
 		t.Fatalf("delivered %q after o3, want o0 o2 o4", got)
 	}
+	// The holder of a delivery crashes while an event ordered before it
+	// waits: once the claim runs out the scope is due again (the store's
+	// due index must say so), and the earlier event goes first.
+	enqueueConv(t, e, convEvent{scope: "q", id: "q2", contextAt: at(2), order: ledger.OrderScope})
+	if !take(t, e, "q", "q2").OK {
+		t.Fatal("q2 not taken")
+	}
+	enqueueConv(t, e, convEvent{scope: "q", id: "q1", contextAt: at(1), order: ledger.OrderScope})
+	if got := dueIDs(t, e); got != "" {
+		t.Fatalf("due while q2 is in flight: %q", got)
+	}
+	e.clock.Advance(testLease)
+	if got := dueIDs(t, e); got != "q1" {
+		t.Fatalf("due once q2's claim ran out: %q, want q1", got)
+	}
 	// Without order, the same scope's events go out side by side.
 	enqueueConv(t, e, convEvent{scope: "u", id: "u1", contextAt: at(1)})
 	enqueueConv(t, e, convEvent{scope: "u", id: "u2", contextAt: at(2)})

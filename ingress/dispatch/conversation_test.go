@@ -85,3 +85,53 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// forward.order: scope. The head of a conversation in flight holds back
+// the next event; when the head goes to dead letter, the conversation
+// moves on, and the log and the metric say so.
+func TestOrderedScopeMovesOnPastDeadLetter(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Scope = []string{"conv"}
+		c.Forward.Queue.Order = ledger.OrderScope
+		c.Forward.Queue.Schedule = []time.Duration{0} // one attempt, then dead letter
+	}))
+	release := make(chan struct{})
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get(forward.HeaderEventID) == "e1" {
+			<-release
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	if st, _ := h.post(t, "e1"); st != http.StatusAccepted {
+		t.Fatalf("e1: %d", st)
+	}
+	waitUntil(t, func() bool { return len(h.agent.requests("e1")) == 1 })
+	h.clock.Advance(time.Second)
+	if st, _ := h.post(t, "e2"); st != http.StatusAccepted {
+		t.Fatalf("e2: %d", st)
+	}
+	if _, err := h.d.sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.agent.requests("e2")); n != 0 {
+		t.Fatalf("e2 forwarded %d times while e1 was in flight on its conversation", n)
+	}
+	close(release)
+	waitUntil(t, func() bool {
+		items, err := h.ledger.QueueItems(t.Context(), "conv")
+		return err == nil && len(items) == 2 && items[0].Status == ledger.DeliveryDead
+	})
+	settle(h.d)
+	h.sweep(t)
+	if n := len(h.agent.requests("e2")); n != 1 {
+		t.Fatalf("e2 forwarded %d times after e1 went to dead letter, want 1", n)
+	}
+	if got := h.counter(t, "replyonce_scope_moved_on_total", "github"); got != 1 {
+		t.Fatalf("replyonce_scope_moved_on_total = %v, want 1", got)
+	}
+	if n := h.logs.FilterMessageSnippet("its scope moves on").Len(); n != 1 {
+		t.Fatalf("%d log lines say the scope moves on, want 1", n)
+	}
+}

@@ -395,10 +395,14 @@ func (a *convAgent) doneConversations(prefix string, events int) int {
 // 100 conversations × 10 events, random per-event agent failures: each
 // conversation is delivered in order, one delivery at a time, and a
 // conversation whose first event keeps failing holds back only itself.
-// Simulated time (retries 1 s apart); memory and bolt.
+// Simulated time (retries 1 s apart); every store.
 func TestOrderedConversations(t *testing.T) {
 	stores := storeConfigs(t)
-	for _, name := range []string{"memory", "bolt"} {
+	for _, name := range []string{"memory", "bolt", "postgres", "redis"} {
+		if _, ok := stores[name]; !ok {
+			t.Logf("%s: skipped, REPLYONCE_TEST_%s is not set", name, strings.ToUpper(name))
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			const convs, events = 100, 10
 			prefix := "cus_ord_" + name

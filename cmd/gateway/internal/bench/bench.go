@@ -22,6 +22,9 @@ type Config struct {
 	Mode string
 	// DispatchConcurrency is forward.concurrency in queued mode (default 16).
 	DispatchConcurrency int
+	// Backlog, when positive, runs RunBacklog instead of the passes: that
+	// many events queued with dispatch paused, then drained.
+	Backlog int
 
 	Requests    int     // per full-speed pass (default 20000)
 	HalfLoad    int     // requests per half-load pass; 0: Requests/2; negative: skip those passes
@@ -123,6 +126,9 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("bench: mode %q is not inline or queued", c.Mode)
 	}
+	if c.Backlog < 0 {
+		return errors.New("bench: backlog must not be negative")
+	}
 	if c.DispatchConcurrency < 0 {
 		return errors.New("bench: dispatch concurrency must not be negative")
 	}
@@ -186,6 +192,14 @@ type Pass struct {
 	// bound: other targets' slices ran in between).
 	DrainSeconds  float64 `json:"drain_seconds,omitempty"`
 	DeliveredRate float64 `json:"delivered_rps,omitempty"`
+	// SteadyAccepted and SteadyDelivered are new events accepted, and
+	// events delivered to the sink, per second of the pass's own slices:
+	// the dispatcher's rate while the gateway is under load, not its
+	// catch-up between slices. Backlog is what was accepted and not yet
+	// delivered when the pass's last slice ended.
+	SteadyAccepted  float64 `json:"steady_accepted_eps,omitempty"`
+	SteadyDelivered float64 `json:"steady_delivered_eps,omitempty"`
+	Backlog         int     `json:"backlog_at_end,omitempty"`
 }
 
 // Repeat is one round of passes and the ratios drawn from it.

@@ -54,6 +54,10 @@ type QueueItem struct {
 	LastError  string          `json:"lastError,omitempty"`
 	FinishedAt time.Time       `json:"finishedAt,omitzero"`
 	BodySize   int             `json:"bodySize"`
+	// Parked: a queued item of a paused source, set aside in the due
+	// index at its source's parking time (see park.go) so that it holds
+	// back no other source's work; unparked when the source resumes.
+	Parked bool `json:"parked,omitempty"`
 }
 
 // Due reports whether a dispatcher may take the item at now: a queued item
@@ -62,7 +66,7 @@ type QueueItem struct {
 func (q *QueueItem) Due(now time.Time) bool {
 	switch q.Status {
 	case DeliveryQueued:
-		return !now.Before(q.NextAt)
+		return !q.Parked && !now.Before(q.NextAt)
 	case DeliveryDelivering:
 		return !now.Before(q.LeaseUntil)
 	}
@@ -73,6 +77,9 @@ func (q *QueueItem) Due(now time.Time) bool {
 func (q *QueueItem) dueAt() time.Time {
 	switch q.Status {
 	case DeliveryQueued:
+		if q.Parked {
+			return ParkedAt(q.Source)
+		}
 		return q.NextAt
 	case DeliveryDelivering:
 		return q.LeaseUntil
@@ -461,6 +468,7 @@ func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (Que
 			return false, fmt.Errorf("%w: %s %s until %s", ErrDeliveryInFlight, q.Source, q.EventID, q.LeaseUntil.Format(time.RFC3339))
 		}
 		q.Status, q.NextAt, q.Failures, q.FinishedAt, q.LeaseUntil = DeliveryQueued, now, 0, time.Time{}, time.Time{}
+		q.Parked = false // due now; a dispatcher parks it again if its source is still paused
 		q.Replays++
 		out = *q
 		return true, nil

@@ -64,7 +64,14 @@ type Dispatcher struct {
 	forwards context.Context
 	cut      context.CancelFunc
 
+	// lastUnpark is when the sweep last looked for parked deliveries of
+	// every unpaused source; unparking, the sources it is bringing back
+	// (both Run's goroutine only).
+	lastUnpark time.Time
+	unparking  map[string]bool
+
 	mu      sync.Mutex
+	taking  map[string]bool // entry ids a take is under way for
 	closed  bool
 	running sync.WaitGroup // reserved slots and deliveries in flight
 }
@@ -230,40 +237,54 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	var resumed []string
 	d.mu.Lock()
 	for name, s := range d.sources {
+		if s.paused && !paused[name] {
+			resumed = append(resumed, name)
+		}
 		s.paused = paused[name]
 	}
 	d.mu.Unlock()
-	items, err := d.l.DueDeliveries(ctx, d.batch)
+	unparked, err := d.unpark(ctx, resumed)
+	if err != nil {
+		return false, err
+	}
+	page := d.pageSize()
+	if page == 0 {
+		return unparked, nil // every slot busy: a freed one wakes the loop
+	}
+	items, err := d.l.DueDeliveries(ctx, page)
 	if err != nil {
 		return false, err
 	}
 	now := d.now()
 	d.metrics.observeDue(items, now)
+	full = len(items) == page
+	items, parked, err := d.park(ctx, items, paused)
+	if err != nil {
+		return false, err
+	}
 	took := 0
 	for _, q := range items {
 		s := d.sources[q.Source]
 		if s == nil {
 			continue // a source no longer configured (or inline here): left due for an instance that has it
 		}
+		if !d.startTake(q.EntryID) {
+			continue // a take of it from an earlier sweep is still under way
+		}
 		sl, ok := d.Reserve(q.Source)
 		if !ok {
+			d.endTake(q.EntryID)
 			continue
 		}
-		t, err := d.l.TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
-		if err != nil || !t.OK {
-			sl.Release()
-			if err != nil {
-				return false, fmt.Errorf("take %s %s: %w", q.Source, q.EventID, err)
-			}
-			continue
-		}
-		d.metrics.lag.WithLabelValues(q.Source).Observe(max(now.Sub(dueAt(q)), 0).Seconds())
 		took++
-		sl.(*slot).Deliver(t, ledger.QueuedEvent{})
+		// Taken in its slot's goroutine: the takes of one page share the
+		// store's group commits instead of waiting for one each in turn.
+		go d.take(s, sl.(*slot), q, now)
 	}
-	return took > 0 && len(items) == d.batch, nil
+	return parked > 0 || unparked || took > 0 && full, nil
 }
 
 func dueAt(q ledger.QueueItem) time.Time {

@@ -56,6 +56,13 @@ func (s *downStore) ScopesDue(ctx context.Context, notAfter time.Time, limit int
 	return s.Store.ScopesDue(ctx, notAfter, limit)
 }
 
+func (s *downStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Store.ScopesDueBetween(ctx, from, notAfter, limit)
+}
+
 // got is one request as the agent saw it.
 type got struct {
 	Header http.Header

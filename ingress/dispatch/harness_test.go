@@ -32,7 +32,8 @@ var errStoreDown = errors.New("teststore: connection refused")
 // downStore is a store that can be made unreachable.
 type downStore struct {
 	ledger.Store
-	down atomic.Bool
+	down     atomic.Bool
+	reads    atomic.Int64 // Read and ScopesDue calls, failed ones included
 }
 
 func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
@@ -43,6 +44,7 @@ func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) 
 }
 
 func (s *downStore) Read(ctx context.Context, scope string) ([]byte, error) {
+	s.reads.Add(1)
 	if s.down.Load() {
 		return nil, errStoreDown
 	}
@@ -50,6 +52,7 @@ func (s *downStore) Read(ctx context.Context, scope string) ([]byte, error) {
 }
 
 func (s *downStore) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	s.reads.Add(1)
 	if s.down.Load() {
 		return nil, errStoreDown
 	}

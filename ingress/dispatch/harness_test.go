@@ -32,8 +32,8 @@ var errStoreDown = errors.New("teststore: connection refused")
 // downStore is a store that can be made unreachable.
 type downStore struct {
 	ledger.Store
-	down     atomic.Bool
-	reads    atomic.Int64 // Read and ScopesDue calls, failed ones included
+	down  atomic.Bool
+	reads atomic.Int64 // Read and ScopesDue calls, failed ones included
 }
 
 func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {

@@ -1,11 +1,16 @@
 package dispatch
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -92,4 +97,61 @@ func TestStoreOutageMidDelivery(t *testing.T) {
 		t.Fatalf("%d forwards, want 2 (the unrecorded one and its redelivery)", len(reqs))
 	}
 	wantHeader(t, reqs[1], forward.HeaderDelivery, "2")
+}
+
+// The dispatcher's metrics: queue depth and oldest due age per source,
+// attempts by outcome, dead letters and dispatch lag.
+func TestMetrics(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Forward.Queue.Schedule = []time.Duration{0, time.Second}
+	}))
+	reg := prometheus.NewRegistry()
+	h.d.metrics = NewMetrics(reg)
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get(forward.HeaderEventID) == "fail" {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	var slots []ingress.Slot
+	for range h.source.Queue().Concurrency {
+		sl, _ := h.d.Reserve("github")
+		slots = append(slots, sl)
+	}
+	h.post(t, "m-1") // both wait in the store: no slot free
+	h.post(t, "fail")
+	h.clock.Advance(3 * time.Second)
+	if _, err := h.d.sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.due.WithLabelValues("github")); got != 2 {
+		t.Errorf("queue depth %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.oldestDue.WithLabelValues("github")); got != 3 {
+		t.Errorf("oldest due %vs, want 3s", got)
+	}
+	for _, sl := range slots {
+		sl.Release()
+	}
+	h.sweep(t) // delivers m-1; fail fails once
+	h.clock.Advance(2 * time.Second)
+	h.sweep(t) // fail fails again: its schedule is spent
+	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("github", "delivered")); got != 1 {
+		t.Errorf("delivered attempts %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("github", "retry")); got != 1 {
+		t.Errorf("retry attempts %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.dead.WithLabelValues("github")); got != 1 {
+		t.Errorf("dead letters %v, want 1", got)
+	}
+	if n := testutil.CollectAndCount(h.d.metrics.lag); n != 1 {
+		t.Errorf("dispatch lag series %d, want 1 (github)", n)
+	}
+	h.clock.Advance(gaugeEvery)
+	h.sweep(t)
+	if got := testutil.ToFloat64(h.d.metrics.due.WithLabelValues("github")); got != 0 {
+		t.Errorf("queue depth once all is done: %v, want 0", got)
+	}
 }

@@ -69,6 +69,7 @@ type Dispatcher struct {
 	// (both Run's goroutine only).
 	lastUnpark time.Time
 	unparking  map[string]bool
+	lastGauge  time.Time // the last full page read for the queue gauges
 
 	mu      sync.Mutex
 	taking  map[string]bool // entry ids a take is under way for
@@ -250,7 +251,10 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	page := d.pageSize()
+	page, gauge := d.pageSize(), d.gaugeDue()
+	if gauge {
+		page = d.batch
+	}
 	if page == 0 {
 		return unparked, nil // every slot busy: a freed one wakes the loop
 	}
@@ -259,7 +263,9 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		return false, err
 	}
 	now := d.now()
-	d.metrics.observeDue(items, now)
+	if gauge {
+		d.metrics.observeDue(items, now)
+	}
 	full = len(items) == page
 	items, parked, err := d.park(ctx, items, paused)
 	if err != nil {

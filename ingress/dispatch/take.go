@@ -70,3 +70,18 @@ func (d *Dispatcher) pageSize() int {
 	}
 	return min(free+len(d.taking), d.batch)
 }
+
+// gaugeEvery is how often a sweep reads a whole page of due deliveries for
+// the queue gauges, however few slots are free: the gauges must show a
+// backlog best exactly when every slot is busy.
+const gaugeEvery = 5 * time.Second
+
+// gaugeDue says whether this sweep refreshes the queue gauges.
+func (d *Dispatcher) gaugeDue() bool {
+	now := d.now()
+	if !d.lastGauge.IsZero() && now.Sub(d.lastGauge) < gaugeEvery {
+		return false
+	}
+	d.lastGauge = now
+	return true
+}

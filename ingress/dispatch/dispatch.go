@@ -70,6 +70,12 @@ type Dispatcher struct {
 	lastUnpark time.Time
 	unparking  map[string]bool
 	lastGauge  time.Time // the last full page read for the queue gauges
+	// pending is what the last page read from the due index left for lack
+	// of a free slot, read at pendingAt (real time): later sweeps take from
+	// it before reading the index again, for at most one Poll. Each take
+	// re-checks on the document that the delivery is still due.
+	pending   []ledger.QueueItem
+	pendingAt time.Time
 
 	mu      sync.Mutex
 	taking  map[string]bool // entry ids a take is under way for
@@ -251,27 +257,29 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	page, gauge := d.pageSize(), d.gaugeDue()
-	if gauge {
-		page = d.batch
-	}
-	if page == 0 {
+	gauge := d.gaugeDue()
+	if d.freeSlots() == 0 && !gauge {
 		return unparked, nil // every slot busy: a freed one wakes the loop
 	}
-	items, err := d.l.DueDeliveries(ctx, page)
-	if err != nil {
-		return false, err
+	// A page read from the index serves the following sweeps too (see
+	// pending), so a freed slot costs no index read of its own.
+	items, fresh := d.pending, gauge || len(d.pending) == 0 || time.Since(d.pendingAt) >= d.poll
+	d.pending = nil
+	if fresh {
+		if items, err = d.l.DueDeliveries(ctx, d.batch); err != nil {
+			return false, err
+		}
+		d.pendingAt = time.Now()
+		d.metrics.observeDue(items, d.now())
 	}
 	now := d.now()
-	if gauge {
-		d.metrics.observeDue(items, now)
-	}
-	full = len(items) == page
+	full = fresh && len(items) == d.batch
 	items, parked, err := d.park(ctx, items, paused)
 	if err != nil {
 		return false, err
 	}
 	took := 0
+	var left []ledger.QueueItem
 	for _, q := range items {
 		s := d.sources[q.Source]
 		if s == nil {
@@ -283,6 +291,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		sl, ok := d.Reserve(q.Source)
 		if !ok {
 			d.endTake(q.EntryID)
+			left = append(left, q) // no slot now: tried first when one is freed
 			continue
 		}
 		took++
@@ -290,6 +299,12 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		// store's group commits instead of waiting for one each in turn.
 		go d.take(s, sl.(*slot), q, now)
 	}
+	if !fresh && took == 0 {
+		// What was left of the last page has no slot free: read the
+		// index afresh, other sources may have work.
+		return true, nil
+	}
+	d.pending = left
 	return parked > 0 || unparked || took > 0 && full, nil
 }
 

@@ -52,11 +52,9 @@ func (d *Dispatcher) take(s *source, sl *slot, q ledger.QueueItem, swept time.Ti
 	d.deliver(s, t, &ledger.QueuedEvent{})
 }
 
-// pageSize is how many due deliveries a sweep reads: no more than it has
-// free slots for (plus the ones whose take is still under way, which the
-// index lists first), at most Batch. Reading a whole page to fill one
-// freed slot made each delivery cost a page of document reads.
-func (d *Dispatcher) pageSize() int {
+// freeSlots counts the free slots of unpaused sources: a sweep with none
+// has nothing to take.
+func (d *Dispatcher) freeSlots() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	free := 0
@@ -65,10 +63,7 @@ func (d *Dispatcher) pageSize() int {
 			free += cap(s.slots) - len(s.slots)
 		}
 	}
-	if free == 0 {
-		return 0
-	}
-	return min(free+len(d.taking), d.batch)
+	return free
 }
 
 // gaugeEvery is how often a sweep reads a whole page of due deliveries for

@@ -585,6 +585,7 @@ type DeliveryFilter struct {
 	// an index.
 	Scope string
 	Since time.Time // received at or after
+	Until time.Time // received before; zero: no upper bound
 	Limit int       // scopes read; default 100
 }
 
@@ -637,7 +638,8 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 			return nil, err
 		}
 		for _, q := range items {
-			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) {
+			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) &&
+				(f.Until.IsZero() || q.ReceivedAt.Before(f.Until)) {
 				out = append(out, q)
 			}
 		}

@@ -53,6 +53,25 @@ func TestDuplicateWhateverState(t *testing.T) {
 			t.Errorf("%s reached the agent %d times, want once", id, n)
 		}
 	}
+
+	// A rejected event is kept, listed, and replayable like a dead one: a
+	// new delivery of the same run.
+	ctx := context.Background()
+	listed, err := h.ledger.ListDeliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryRejected})
+	if err != nil || len(listed) != 1 || listed[0].EventID != "bad" {
+		t.Fatalf("rejected events listed: %+v %v", listed, err)
+	}
+	h.agent.setAnswer(nil) // fixed: 200 from now on
+	if _, err := h.ledger.ReplayDelivery(ctx, listed[0].Scope, listed[0].EntryID); err != nil {
+		t.Fatal(err)
+	}
+	h.sweep(t)
+	reqs := h.agent.requests("bad")
+	if len(reqs) != 2 || h.item(t, "bad").Status != ledger.DeliveryDelivered {
+		t.Fatalf("replay of a rejected event: %d forwards, %s", len(reqs), h.item(t, "bad").Status)
+	}
+	wantHeader(t, reqs[1], forward.HeaderDelivery, "2")
+	wantHeader(t, reqs[1], forward.HeaderRunID, reqs[0].Header.Get(forward.HeaderRunID))
 }
 
 // The store fails while a delivery is in flight, so its outcome cannot be

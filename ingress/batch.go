@@ -166,10 +166,19 @@ func (g *Gateway) batchItems(src *Source, req *http.Request, body []byte, now ti
 	return items, bad
 }
 
+// okBatch answers a batch whose every element is settled. The status is
+// the one a single event would get: 202 when any element was queued just
+// now (the gateway took on its delivery), else 200.
 func (g *Gateway) okBatch(c echo.Context, d *delivery, events []answer) error {
 	d.status = http.StatusOK
+	for _, e := range events {
+		if e.Status == "queued" {
+			d.status = http.StatusAccepted
+			break
+		}
+	}
 	if events == nil {
 		events = []answer{}
 	}
-	return c.JSON(http.StatusOK, batchAnswer{Status: "batch", Events: events})
+	return c.JSON(d.status, batchAnswer{Status: "batch", Events: events})
 }

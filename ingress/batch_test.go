@@ -166,13 +166,14 @@ func TestBatchSplitQueued(t *testing.T) {
 		Signature: signatures.Config{Secrets: []string{gcSecret}},
 		Forward:   ingress.ForwardConfig{Queue: ingress.QueueConfig{Mode: ingress.ModeQueued}}})
 	r := h.postGC(t, gcBatch(0, 5))
-	wantStatus(t, r, http.StatusOK)
+	wantStatus(t, r, http.StatusAccepted) // as a single queued event
 	for id, st := range batchStatuses(t, r) {
 		if st != "queued" {
 			t.Errorf("%s: %s, want queued", id, st)
 		}
 	}
 	r = h.postGC(t, gcBatch(0, 5))
+	wantStatus(t, r, http.StatusOK) // every element a duplicate, as a single copy
 	for id, st := range batchStatuses(t, r) {
 		if st != "duplicate" {
 			t.Errorf("copy of %s: %s, want duplicate", id, st)

@@ -207,6 +207,24 @@
 // ResolveEntry recording the operator's name in ResolvedBy
 // ("operator:<name>").
 //
+// A paused source's deliveries must not stand in the due index's way: it
+// is read earliest first, a page at a time, so a paused backlog in front
+// would hold back every other source. A dispatcher that meets a due
+// delivery of a paused source parks it (ParkDeliveries): the item stays
+// queued with its place in the schedule, stops being due, and its
+// document's DueAt becomes the source's parking time (ParkedAt), a fixed
+// instant in the year 2199 derived from the source's name, which no sweep
+// of due work reaches. On resume any dispatcher reads exactly that instant
+// of the index (Store.ScopesDueBetween) and unparks the source's items
+// (UnparkSource), a page at a time; they are due again at their old time.
+// Both are ordinary Transacts, so the index stays exact across instances,
+// and a pass that is cut short is finished by the next one (dispatchers
+// also look at the parking time of every unpaused source every 30 s).
+// Listings still find parked items (they are queued, and inside the
+// index's listing range). One limit: a document holding items of two
+// sources is indexed at its earliest time, so an item parked beside
+// another source's later retry is unparked when that document is next due.
+//
 // Retention: a delivered, rejected, superseded or coalesced item and its
 // blobs are dropped one retention after it finished; any other item once
 // it is older than its MaxAge plus one retention. Dropping happens on the

@@ -62,6 +62,10 @@ type QueueItem struct {
 	CoverCount   int           `json:"coverCount,omitempty"`   // debounce: how many events it stands for, itself included
 	CoveredBy    string        `json:"coveredBy,omitempty"`    // coalesced: the event delivered in its place
 	SupersededBy string        `json:"supersededBy,omitempty"` // superseded: the newer run
+	// Parked: a queued item of a paused source, set aside in the due
+	// index at its source's parking time (see park.go) so that it holds
+	// back no other source's work; unparked when the source resumes.
+	Parked bool `json:"parked,omitempty"`
 }
 
 // Due reports whether a dispatcher may take the item at now: a queued item
@@ -70,7 +74,7 @@ type QueueItem struct {
 func (q *QueueItem) Due(now time.Time) bool {
 	switch q.Status {
 	case DeliveryQueued:
-		return !now.Before(q.NextAt)
+		return !q.Parked && !now.Before(q.NextAt)
 	case DeliveryDelivering:
 		return !now.Before(q.LeaseUntil)
 	}
@@ -81,6 +85,9 @@ func (q *QueueItem) Due(now time.Time) bool {
 func (q *QueueItem) dueAt() time.Time {
 	switch q.Status {
 	case DeliveryQueued:
+		if q.Parked {
+			return ParkedAt(q.Source)
+		}
 		return q.NextAt
 	case DeliveryDelivering:
 		return q.LeaseUntil
@@ -536,6 +543,7 @@ func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (Que
 			return false, fmt.Errorf("%w: %s %s until %s", ErrDeliveryInFlight, q.Source, q.EventID, q.LeaseUntil.Format(time.RFC3339))
 		}
 		q.Status, q.NextAt, q.Failures, q.FinishedAt, q.LeaseUntil = DeliveryQueued, now, 0, time.Time{}, time.Time{}
+		q.Parked = false // due now; a dispatcher parks it again if its source is still paused
 		q.Replays++
 		out = *q
 		return true, nil
@@ -653,6 +661,7 @@ type DeliveryFilter struct {
 	// an index.
 	Scope string
 	Since time.Time // received at or after
+	Until time.Time // received before; zero: no upper bound
 	Limit int       // scopes read; default 100
 }
 
@@ -705,7 +714,8 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 			return nil, err
 		}
 		for _, q := range items {
-			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) {
+			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) &&
+				(f.Until.IsZero() || q.ReceivedAt.Before(f.Until)) {
 				out = append(out, q)
 			}
 		}

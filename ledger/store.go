@@ -49,6 +49,12 @@ type Store interface {
 	// due any more; callers decide on the document.
 	ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error)
 
+	// ScopesDueBetween is ScopesDue for DueAt in [from, notAfter] only,
+	// earliest first. The ledger parks a paused source's deliveries at a
+	// time of the source's own far in the future and finds them there
+	// again on resume; see "Queued delivery" in the package documentation.
+	ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error)
+
 	// ReadBlob returns the side record name of scope (see Write.Blobs), or
 	// nil when there is none. A blob lives and expires with its scope's
 	// document: once the document reads as absent, so do its blobs.

@@ -23,6 +23,11 @@
 //     of blobs per scope in the scope's hash slot, written by the same
 //     compare-and-set script and given the document's TTL on every write.
 //
+// ScopesDueBetween reads the same due index from a lower bound as well
+// (a bolt cursor seek, a range on the Postgres index, ZRANGE BYSCORE from
+// that score in each Redis bucket): the ledger finds a resumed source's
+// parked deliveries at the source's own parking time with it.
+//
 // The queue's own rules (what is due, who holds a delivery, what it came
 // to) are the ledger's, decided on the document like every other rule, so
 // the stores share them through stores/storetest.

@@ -18,6 +18,7 @@ func (a *App) bench(ctx context.Context, args []string) error {
 	fs.StringVar(&c.Provider, "provider", "stripe", "how events are signed: stripe | standard-webhooks")
 	fs.StringVar(&c.Mode, "mode", "inline", "the bench source's forward.mode: inline | queued (queued passes also wait for and report the dispatcher's drain)")
 	fs.IntVar(&c.DispatchConcurrency, "dispatch-concurrency", 0, "forward.concurrency in queued mode (default 16)")
+	fs.IntVar(&c.Backlog, "backlog", 0, "queued mode: accept this many events with dispatch paused, then resume and time the drain to the sink; then --n events inline on the same store kind, for comparison")
 	fs.IntVar(&c.Requests, "n", bench.DefaultRequests, "requests per full-speed pass")
 	fs.IntVar(&c.HalfLoad, "half-n", 0, "requests per half-load pass (default n/2; negative skips the half-load passes)")
 	fs.IntVar(&c.Concurrency, "concurrency", bench.DefaultConcurrency, "concurrent senders")
@@ -61,6 +62,21 @@ func (a *App) bench(ctx context.Context, args []string) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.Backlog > 0 {
+		rep, runErr := bench.RunBacklog(ctx, c)
+		if rep != nil {
+			var err error
+			if *jsonOut {
+				err = rep.WriteJSON(a.Stdout)
+			} else {
+				err = rep.WriteTable(a.Stdout)
+			}
+			if err != nil && runErr == nil {
+				runErr = fmt.Errorf("bench: write report: %w", err)
+			}
+		}
+		return runErr
 	}
 	rep, runErr := bench.Run(ctx, c)
 	if rep != nil {

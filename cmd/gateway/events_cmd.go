@@ -15,11 +15,11 @@ import (
 const eventsUsage = `usage: gateway events <command> [flags]
 
 commands:
-  list [--source S] [--status queued|delivering|delivered|rejected|dead|superseded|coalesced|paused] [--scope X] [--since T]
+  list [--source S] [--status queued|delivering|delivered|rejected|dead|superseded|coalesced|paused] [--scope X] [--since T] [--until T]
                                    queued events, oldest first (delivered ones need --scope)
   show SOURCE EVENT_ID [--scope X] the event and every delivery attempt
   replay SOURCE EVENT_ID [--scope X]
-  replay --status S [--source S] [--since T]
+  replay --status S [--source S] [--since T] [--until T]
                                    deliver again as a new delivery of the same run
 
 flags: --admin, --config, --token, --json and --timeout, as for gateway ledger.
@@ -43,7 +43,7 @@ func adminFlags(fs *flag.FlagSet, f *ledgerFlags) {
 
 type eventFlags struct {
 	ledgerFlags
-	source, status, scope, since string
+	source, status, scope, since, until string
 }
 
 func (a *App) eventsCmd(ctx context.Context, args []string) error {
@@ -67,6 +67,7 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 		fs.StringVar(&f.source, "source", "", "only this source")
 		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | superseded | coalesced | paused (delivered, superseded and coalesced need --scope)")
 		fs.StringVar(&f.since, "since", "", "received at or after this RFC 3339 time")
+		fs.StringVar(&f.until, "until", "", "received before this RFC 3339 time")
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
 	}
 	pos, err := parseInterspersed(fs, rest)
@@ -77,6 +78,11 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	if f.since != "" {
 		if filter.Since, err = time.Parse(time.RFC3339, f.since); err != nil {
 			return usageError{fmt.Sprintf("events %s: --since %q is not RFC 3339", sub, f.since)}
+		}
+	}
+	if f.until != "" {
+		if filter.Until, err = time.Parse(time.RFC3339, f.until); err != nil {
+			return usageError{fmt.Sprintf("events %s: --until %q is not RFC 3339", sub, f.until)}
 		}
 	}
 	client, err := a.ledgerClient(f.ledgerFlags)

@@ -76,6 +76,13 @@ func TestEventsAndSourcesCommands(t *testing.T) {
 		t.Fatalf("events show:\n%s", show)
 	}
 	failing.Store(false)
+	// A time range that leaves the event out replays nothing.
+	if out := runCLI(t, g, "events", "replay", "--status", "dead", "--until", "2000-01-01T00:00:00Z"); !strings.Contains(out, "0 event(s) due again") {
+		t.Fatalf("bulk replay of events received before 2000:\n%s", out)
+	}
+	if out := runCLI(t, g, "events", "list", "--status", "dead", "--since", "2000-01-01T00:00:00Z", "--until", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)); !strings.Contains(out, id) {
+		t.Fatalf("events list within a range holding the event:\n%s", out)
+	}
 	if out := runCLI(t, g, "events", "replay", "--status", "dead", "--source", "stripe"); !strings.Contains(out, "1 event(s) due again") {
 		t.Fatalf("bulk replay:\n%s", out)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -42,7 +43,10 @@ func TestHelperGatewayProcess(t *testing.T) {
 	}
 	app := &App{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: env(nil), Clock: time.Now,
 		Ready: func(public, _ string) { fmt.Printf("LISTEN %s\n", public) }}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// SIGTERM ends serve as it does in main.
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sig, 5*time.Minute)
 	defer cancel()
 	if err := app.Run(ctx, []string{"serve", "--config", path}); err != nil {
 		t.Fatal(err)

@@ -164,6 +164,14 @@ func (w *waitingStore) ScopesDue(ctx context.Context, notAfter time.Time, limit 
 	return s.ScopesDue(ctx, notAfter, limit)
 }
 
+func (w *waitingStore) ScopesDueBetween(ctx context.Context, from, to time.Time, limit int) ([]string, error) {
+	s, err := w.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.ScopesDueBetween(ctx, from, to, limit)
+}
+
 func (w *waitingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	s, err := w.get()
 	if err != nil {

@@ -74,7 +74,21 @@ type Dispatcher struct {
 	forwards context.Context
 	cut      context.CancelFunc
 
+	// lastUnpark is when the sweep last looked for parked deliveries of
+	// every unpaused source; unparking, the sources it is bringing back
+	// (both Run's goroutine only).
+	lastUnpark time.Time
+	unparking  map[string]bool
+	lastGauge  time.Time // the last full page read for the queue gauges
+	// pending is what the last page read from the due index left for lack
+	// of a free slot, read at pendingAt (real time): later sweeps take from
+	// it before reading the index again, for at most one Poll. Each take
+	// re-checks on the document that the delivery is still due.
+	pending   []ledger.QueueItem
+	pendingAt time.Time
+
 	mu      sync.Mutex
+	taking  map[string]bool // entry ids a take is under way for
 	closed  bool
 	running sync.WaitGroup // reserved slots and deliveries in flight
 }
@@ -277,45 +291,68 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	var resumed []string
 	d.mu.Lock()
 	for name, s := range d.sources {
+		if s.paused && !paused[name] {
+			resumed = append(resumed, name)
+		}
 		s.paused = paused[name]
 	}
 	d.mu.Unlock()
-	items, err := d.l.DueDeliveries(ctx, d.batch)
+	unparked, err := d.unpark(ctx, resumed)
 	if err != nil {
 		return false, err
 	}
+	gauge := d.gaugeDue()
+	if d.freeSlots() == 0 && !gauge {
+		return unparked, nil // every slot busy: a freed one wakes the loop
+	}
+	// A page read from the index serves the following sweeps too (see
+	// pending), so a freed slot costs no index read of its own.
+	items, fresh := d.pending, gauge || len(d.pending) == 0 || time.Since(d.pendingAt) >= d.poll
+	d.pending = nil
+	if fresh {
+		if items, err = d.l.DueDeliveries(ctx, d.batch); err != nil {
+			return false, err
+		}
+		d.pendingAt = time.Now()
+		d.metrics.observeDue(items, d.now())
+	}
 	now := d.now()
-	d.metrics.observeDue(items, now)
+	full = fresh && len(items) == d.batch
+	items, parked, err := d.park(ctx, items, paused)
+	if err != nil {
+		return false, err
+	}
 	took := 0
+	var left []ledger.QueueItem
 	for _, q := range items {
 		s := d.sources[q.Source]
 		if s == nil {
 			continue // a source no longer configured (or inline here): left due for an instance that has it
 		}
+		if !d.startTake(q.EntryID) {
+			continue // a take of it from an earlier sweep is still under way
+		}
 		sl, ok := d.Reserve(q.Source)
 		if !ok {
+			d.endTake(q.EntryID)
+			left = append(left, q) // no slot now: tried first when one is freed
 			continue
 		}
-		t, err := d.l.TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
-		if err != nil || !t.OK {
-			sl.Release()
-			if err != nil {
-				return false, fmt.Errorf("take %s %s: %w", q.Source, q.EventID, err)
-			}
-			if t.Superseded {
-				d.conv.Superseded(q.Source, 1)
-				d.log.Info("dispatch: superseded before delivery; the newer run answers for the scope", zap.String("source", q.Source),
-					zap.String("event_id", q.EventID), zap.String("run_id", q.RunID), zap.String("superseded_by", t.Item.SupersededBy))
-			}
-			continue
-		}
-		d.metrics.lag.WithLabelValues(q.Source).Observe(max(now.Sub(dueAt(q)), 0).Seconds())
 		took++
-		sl.(*slot).Deliver(t, ledger.QueuedEvent{})
+		// Taken in its slot's goroutine: the takes of one page share the
+		// store's group commits instead of waiting for one each in turn.
+		go d.take(s, sl.(*slot), q, now)
 	}
-	return took > 0 && len(items) == d.batch, nil
+	if !fresh && took == 0 {
+		// What was left of the last page has no slot free: read the
+		// index afresh, other sources may have work.
+		return true, nil
+	}
+	d.pending = left
+	return parked > 0 || unparked || took > 0 && full, nil
 }
 
 func dueAt(q ledger.QueueItem) time.Time {

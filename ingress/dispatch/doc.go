@@ -8,8 +8,16 @@
 // event waits in the store, and a sweep finds it: the Dispatcher reads the
 // store's due index (ledger.DueDeliveries) when woken (an event queued
 // without a slot, a slot freed) or every Poll, and takes each due delivery
-// through ledger.TakeDelivery, whose claim is the lease. A delivery whose
-// holder crashed is due again when its claim runs out, so another process
+// through ledger.TakeDelivery, whose claim is the lease. A sweep takes each
+// delivery in its slot's goroutine, so the takes of one sweep share the
+// store's group commits; what a page leaves for lack of free slots is
+// tried first by the following sweeps (for at most one Poll), so a freed
+// slot costs no index read of its own. A due delivery of a paused source is parked (ledger
+// ParkDeliveries) rather than skipped, so that a paused backlog never
+// fills the page in front of other sources' work; when the source is
+// resumed, each process unparks its deliveries a page per sweep. A
+// delivery whose holder crashed is due again when its claim runs out, so
+// another process
 // (or this one after a restart) takes it over under a newer fencing token.
 //
 // Each delivery is forwarded exactly as inline mode forwards (the source's

@@ -37,7 +37,8 @@ var errStoreDown = errors.New("teststore: connection refused")
 // downStore is a store that can be made unreachable.
 type downStore struct {
 	ledger.Store
-	down atomic.Bool
+	down  atomic.Bool
+	reads atomic.Int64 // Read and ScopesDue calls, failed ones included
 }
 
 func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
@@ -48,6 +49,7 @@ func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) 
 }
 
 func (s *downStore) Read(ctx context.Context, scope string) ([]byte, error) {
+	s.reads.Add(1)
 	if s.down.Load() {
 		return nil, errStoreDown
 	}
@@ -55,10 +57,18 @@ func (s *downStore) Read(ctx context.Context, scope string) ([]byte, error) {
 }
 
 func (s *downStore) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
+	s.reads.Add(1)
 	if s.down.Load() {
 		return nil, errStoreDown
 	}
 	return s.Store.ScopesDue(ctx, notAfter, limit)
+}
+
+func (s *downStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Store.ScopesDueBetween(ctx, from, notAfter, limit)
 }
 
 // got is one request as the agent saw it.

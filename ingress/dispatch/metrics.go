@@ -45,10 +45,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "replyonce_dispatch_sweep_errors_total", Help: "Failed reads of the store's due index; the dispatcher backs off.",
 		}),
 		due: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "replyonce_queue_due", Help: "Due deliveries seen by this process's last sweep, by source (at most one sweep's batch).",
+			Name: "replyonce_queue_due", Help: "Due deliveries seen by this process's last full read of the due index (every 5 s at most), by source; at most one batch (64) in all.",
 		}, []string{"source"}),
 		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "replyonce_queue_oldest_due_seconds", Help: "How long the oldest due delivery seen by the last sweep has been due, by source.",
+			Name: "replyonce_queue_oldest_due_seconds", Help: "How long the oldest due delivery seen by the last full read of the due index has been due, by source.",
 		}, []string{"source"}),
 	}
 	if reg != nil {

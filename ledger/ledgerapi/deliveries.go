@@ -115,6 +115,7 @@ type DeliveryFilter struct {
 	Status string    `json:"status,omitempty"`
 	Scope  string    `json:"scope,omitempty"`
 	Since  time.Time `json:"since,omitzero"`
+	Until  time.Time `json:"until,omitzero"`
 	Limit  int       `json:"limit,omitempty"`
 }
 
@@ -125,7 +126,7 @@ func (f DeliveryFilter) ledger() (ledger.DeliveryFilter, error) {
 	default:
 		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected, dead, superseded or coalesced)", ledger.ErrInvalid, f.Status)
 	}
-	return ledger.DeliveryFilter{Source: f.Source, Status: ledger.DeliveryStatus(f.Status), Scope: f.Scope, Since: f.Since, Limit: f.Limit}, nil
+	return ledger.DeliveryFilter{Source: f.Source, Status: ledger.DeliveryStatus(f.Status), Scope: f.Scope, Since: f.Since, Until: f.Until, Limit: f.Limit}, nil
 }
 
 // SourceRequest names a source to pause or resume.
@@ -155,6 +156,13 @@ func filterFrom(q url.Values) (DeliveryFilter, error) {
 			return f, fmt.Errorf("%w: since %q is not RFC 3339", ledger.ErrInvalid, v)
 		}
 		f.Since = t
+	}
+	if v := q.Get("until"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return f, fmt.Errorf("%w: until %q is not RFC 3339", ledger.ErrInvalid, v)
+		}
+		f.Until = t
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -300,6 +308,9 @@ func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryIt
 	}
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.UTC().Format(time.RFC3339))
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))

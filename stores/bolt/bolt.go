@@ -232,7 +232,7 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 
 // ScopesToReview implements ledger.Store.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, bucketReview, notAfter, limit)
+	out, err := s.scopesIn(ctx, bucketReview, time.Time{}, notAfter, limit)
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: list scopes to review: %w", err)
 	}
@@ -241,16 +241,25 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 
 // ScopesDue implements ledger.Store.
 func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, bucketDue, notAfter, limit)
+	out, err := s.scopesIn(ctx, bucketDue, time.Time{}, notAfter, limit)
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: list scopes due: %w", err)
 	}
 	return out, nil
 }
 
-// scopesIn walks a time index (keys: big-endian time, then scope) from its
-// start, skipping scopes whose document has expired.
-func (s *Store) scopesIn(ctx context.Context, bucket []byte, notAfter time.Time, limit int) ([]string, error) {
+// ScopesDueBetween implements ledger.Store: a seek to from in the due index.
+func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	out, err := s.scopesIn(ctx, bucketDue, from, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: list scopes due: %w", err)
+	}
+	return out, nil
+}
+
+// scopesIn walks a time index (keys: big-endian time, then scope) from
+// from (its start when zero), skipping scopes whose document has expired.
+func (s *Store) scopesIn(ctx context.Context, bucket []byte, from, notAfter time.Time, limit int) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -260,7 +269,13 @@ func (s *Store) scopesIn(ctx context.Context, bucket []byte, notAfter time.Time,
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		metas := tx.Bucket(bucketMeta)
 		c := tx.Bucket(bucket).Cursor()
-		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+		k, _ := c.First()
+		if !from.IsZero() {
+			var start [8]byte
+			binary.BigEndian.PutUint64(start[:], uint64(from.UnixNano()))
+			k, _ = c.Seek(start[:])
+		}
+		for ; k != nil && len(out) < limit; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > limitKey {
 				break
 			}

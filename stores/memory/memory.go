@@ -107,17 +107,22 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 
 // ScopesToReview implements ledger.Store.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	return s.scopesBy(ctx, notAfter, limit, func(r record) time.Time { return r.reviewAt })
+	return s.scopesBy(ctx, time.Time{}, notAfter, limit, func(r record) time.Time { return r.reviewAt })
 }
 
 // ScopesDue implements ledger.Store.
 func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	return s.scopesBy(ctx, notAfter, limit, func(r record) time.Time { return r.dueAt })
+	return s.scopesBy(ctx, time.Time{}, notAfter, limit, func(r record) time.Time { return r.dueAt })
 }
 
-// scopesBy lists scopes whose time (as at picks it) is set and not after
-// notAfter, earliest first. A scan is fine for a test store.
-func (s *Store) scopesBy(ctx context.Context, notAfter time.Time, limit int, at func(record) time.Time) ([]string, error) {
+// ScopesDueBetween implements ledger.Store.
+func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	return s.scopesBy(ctx, from, notAfter, limit, func(r record) time.Time { return r.dueAt })
+}
+
+// scopesBy lists scopes whose time (as at picks it) is set and in [from,
+// notAfter], earliest first. A scan is fine for a test store.
+func (s *Store) scopesBy(ctx context.Context, from, notAfter time.Time, limit int, at func(record) time.Time) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -129,7 +134,7 @@ func (s *Store) scopesBy(ctx context.Context, notAfter time.Time, limit int, at 
 	}
 	var all []due
 	for scope, r := range s.docs {
-		if t := at(r); !t.IsZero() && !t.After(notAfter) && (r.expires.IsZero() || now.Before(r.expires)) {
+		if t := at(r); !t.IsZero() && !t.Before(from) && !t.After(notAfter) && (r.expires.IsZero() || now.Before(r.expires)) {
 			all = append(all, due{scope, t})
 		}
 	}

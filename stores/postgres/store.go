@@ -93,7 +93,7 @@ type statements struct {
 	// The same writes with blobs: one statement each, so the blobs land
 	// only with a won compare-and-set, in its transaction.
 	insertBlobs, updateBlobs string
-	review, due              string
+	review, due, dueBetween  string
 	readBlob                 string
 	deleteExpired            string
 }
@@ -198,6 +198,9 @@ WHERE review_at IS NOT NULL AND review_at <= $1 AND ` + live + `
 ORDER BY review_at, scope LIMIT $2`,
 		due: `SELECT scope FROM ` + t + `
 WHERE due_at IS NOT NULL AND due_at <= $1 AND ` + live + `
+ORDER BY due_at, scope LIMIT $2`,
+		dueBetween: `SELECT scope FROM ` + t + `
+WHERE due_at IS NOT NULL AND due_at >= $3 AND due_at <= $1 AND ` + live + `
 ORDER BY due_at, scope LIMIT $2`,
 		readBlob: `SELECT b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
 WHERE b.scope = $1 AND b.name = $2 AND (t.expires_at IS NULL OR t.expires_at > now())`,
@@ -520,6 +523,22 @@ func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, s.q.due, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
+	}
+	scopes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
+	}
+	return scopes, nil
+}
+
+// ScopesDueBetween implements ledger.Store: a range scan of the same index.
+func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.dueBetween, notAfter, limit, from)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
 	}

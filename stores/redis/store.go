@@ -314,7 +314,7 @@ const maxPruneRounds = 4
 // The index is kept exact by the write script, so expiry is the only way
 // it can name a scope that does not need review.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, &s.indexKeys, notAfter, limit)
+	out, err := s.scopesIn(ctx, &s.indexKeys, time.Time{}, notAfter, limit)
 	if err != nil {
 		return nil, fmt.Errorf("redis store: scopes to review: %w", err)
 	}
@@ -323,7 +323,17 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 
 // ScopesDue implements ledger.Store the same way, over the due indexes.
 func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, &s.dueKeys, notAfter, limit)
+	out, err := s.scopesIn(ctx, &s.dueKeys, time.Time{}, notAfter, limit)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: scopes due: %w", err)
+	}
+	return out, nil
+}
+
+// ScopesDueBetween implements ledger.Store: the same merge, each bucket's
+// index read from from.
+func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	out, err := s.scopesIn(ctx, &s.dueKeys, from, notAfter, limit)
 	if err != nil {
 		return nil, fmt.Errorf("redis store: scopes due: %w", err)
 	}
@@ -349,13 +359,19 @@ func (s *Store) blobKey(scope string) string {
 }
 
 // scopesIn lists scopes from one kind of per-bucket time index.
-func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, notAfter time.Time, limit int) ([]string, error) {
+func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, from, notAfter time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
+	start := "-inf"
+	if !from.IsZero() {
+		// Scores are Unix milliseconds; a from within a millisecond
+		// starts at that millisecond.
+		start = strconv.FormatInt(from.UnixMilli(), 10)
+	}
 	stop := strconv.FormatInt(notAfter.UnixMilli(), 10)
 	for round := 0; ; round++ {
-		cands, err := s.reviewCandidates(ctx, index, stop, limit)
+		cands, err := s.reviewCandidates(ctx, index, start, stop, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -398,14 +414,14 @@ type candidate struct {
 	at    float64
 }
 
-func (s *Store) reviewCandidates(ctx context.Context, index *[reviewBuckets]string, stop string, limit int) ([]candidate, error) {
+func (s *Store) reviewCandidates(ctx context.Context, index *[reviewBuckets]string, start, stop string, limit int) ([]candidate, error) {
 	cmds := make([]*goredis.ZSliceCmd, reviewBuckets)
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for b := range reviewBuckets {
 			cmds[b] = p.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{
 				Key:     index[b],
 				ByScore: true,
-				Start:   "-inf",
+				Start:   start,
 				Stop:    stop,
 				Count:   int64(limit),
 			})

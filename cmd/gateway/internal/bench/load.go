@@ -101,6 +101,30 @@ type load struct {
 	errors                             atomic.Int64
 	errOnce                            sync.Once
 	firstError                         string
+
+	// tally, on a queued gateway pass, is the sink's count, read before
+	// and after each of this load's slices: the deliveries made while the
+	// load was sending, against the events it had accepted meanwhile,
+	// are the dispatcher's steady-state rate, free of the catch-up it
+	// does while other targets' slices run.
+	tally                           *tally
+	acceptedInSlices, delivInSlices int
+	backlog                         int // accepted but not yet delivered when the last slice ended
+}
+
+// deliveredCount is how many of the events handed out so far the sink has
+// seen at least once.
+func (l *load) deliveredCount() int {
+	n := int(l.nextNew.Load())
+	l.tally.mu.Lock()
+	defer l.tally.mu.Unlock()
+	got := 0
+	for i := range n {
+		if l.tally.counts[l.events[i].id] > 0 {
+			got++
+		}
+	}
+	return got
 }
 
 func newLoad(name, url string, events []event, requests int, cfg Config, rate float64) *load {
@@ -146,6 +170,10 @@ func (l *load) run(ctx context.Context, from, to int) {
 		defer l.store.detach()
 	}
 	runtime.GC() // so the previous slice's garbage is not collected on this one's time
+	var deliv0, new0 int
+	if l.tally != nil {
+		deliv0, new0 = l.deliveredCount(), int(l.nextNew.Load())
+	}
 	srv0, srvErr := l.readServerCPU(ctx)
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -175,6 +203,12 @@ func (l *load) run(ctx context.Context, from, to int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if l.tally != nil {
+		deliv1, new1 := l.deliveredCount(), int(l.nextNew.Load())
+		l.delivInSlices += deliv1 - deliv0
+		l.acceptedInSlices += new1 - new0
+		l.backlog = new1 - deliv1
+	}
 	l.cpu += cpuTime() - cpu0
 	if srv1, err := l.readServerCPU(ctx); srvErr == nil && err == nil {
 		l.storeCPU += srv1 - srv0
@@ -397,6 +431,13 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 		}
 	}
 	t := e.sink.reset()
+	if e.dispatcher != nil {
+		for _, l := range loads {
+			if l.store != nil {
+				l.tally = t
+			}
+		}
+	}
 	defer e.sink.current.Store(nil)
 	err := e.runSlices(ctx, cfg, tag, loads)
 	drains := make([]time.Duration, len(loads))
@@ -424,6 +465,11 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 			if total := passes[i].Seconds + d.Seconds(); total > 0 {
 				passes[i].DeliveredRate = float64(passes[i].Unique) / total
 			}
+			if l.elapsed > 0 {
+				passes[i].SteadyAccepted = float64(l.acceptedInSlices) / l.elapsed.Seconds()
+				passes[i].SteadyDelivered = float64(l.delivInSlices) / l.elapsed.Seconds()
+			}
+			passes[i].Backlog = l.backlog
 		}
 		e.progress(cfg, passes[i])
 	}
@@ -433,24 +479,27 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 // maxDrain bounds the wait for a queued pass's deliveries.
 const maxDrain = 10 * time.Minute
 
-// drain waits until the sink has seen every unique event of l.
+// drain waits until the sink has seen every unique event of l. Each look
+// moves past the events seen so far and stops at the first one not seen,
+// so the whole wait reads each event once: a scan of every event on each
+// look held the sink's tally lock long enough, with a 100,000-event
+// backlog, to slow the very deliveries it was waiting for.
 func (e *env) drain(ctx context.Context, t *tally, l *load) error {
 	deadline := time.Now().Add(maxDrain)
 	n := int(l.nextNew.Load())
+	seen := 0
 	for {
-		missing := 0
 		t.mu.Lock()
-		for i := range n {
-			if t.counts[l.events[i].id] == 0 {
-				missing++
-			}
+		for seen < n && t.counts[l.events[seen].id] > 0 {
+			seen++
 		}
 		t.mu.Unlock()
-		if missing == 0 {
+		if seen == n {
 			return nil
 		}
+		missing := n - seen
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: %d of %d queued events still undelivered after %s", missing, n, maxDrain)
+			return fmt.Errorf("bench: up to %d of %d queued events (%s first) still undelivered after %s", missing, n, l.events[seen].id, maxDrain)
 		}
 		select {
 		case <-ctx.Done():

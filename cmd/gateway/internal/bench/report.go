@@ -52,8 +52,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for i, rr := range r.Repeats {
 		for _, p := range []*Pass{&rr.Gateway, rr.GatewayHalf} {
 			if p != nil && p.DeliveredRate > 0 {
-				fmt.Fprintf(w, "repeat %d %s: accepted %.0f events/s; every unique event delivered %.2f s after the last answer; delivered >= %.0f events/s (%.2f× accepted)\n",
-					i+1, p.Name, p.Throughput, p.DrainSeconds, p.DeliveredRate, p.DeliveredRate/p.Throughput)
+				fmt.Fprintf(w, "repeat %d %s: accepted %.0f req/s; every unique event delivered %.2f s after the last answer; delivered >= %.0f events/s over the whole pass\n",
+					i+1, p.Name, p.Throughput, p.DrainSeconds, p.DeliveredRate)
+				if p.SteadyAccepted > 0 {
+					fmt.Fprintf(w, "repeat %d %s: steady state, during its own slices: %.0f new events/s accepted, %.0f events/s delivered (%.2f× accepted), %d left undelivered when sending ended\n",
+						i+1, p.Name, p.SteadyAccepted, p.SteadyDelivered, p.SteadyDelivered/p.SteadyAccepted, p.Backlog)
+				}
 			}
 		}
 	}

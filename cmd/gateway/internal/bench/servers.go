@@ -127,6 +127,7 @@ type env struct {
 	gwSrv      *server
 	// dispatcher delivers queued events (queued mode only); stopDispatch
 	// ends its loop, dispatchDone closes when it has.
+	ledger       *ledger.Ledger
 	dispatcher   *dispatch.Dispatcher
 	stopDispatch context.CancelFunc
 	dispatchDone chan struct{}
@@ -199,6 +200,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	fwdClient := forward.NewClient(forward.ClientOptions{})
 	e.transports = append(e.transports, fwdClient.Transport.(*http.Transport))
 	l := ledger.New(e.storeTimer, ledger.Options{})
+	e.ledger = l
 	fwd := forward.New(fwdClient, nil)
 	var handoff ingress.Handoff
 	if cfg.Mode == "queued" {

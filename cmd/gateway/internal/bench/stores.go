@@ -34,6 +34,10 @@ type openedStore struct {
 	// CPU so far; nil when the store lives in this process or the server's
 	// CPU cannot be read from here.
 	serverCPU serverCPU
+	// size, when set, is what the store holds for this run, in bytes, and
+	// how that was measured (the backlog pass reports bytes per event).
+	size    func(ctx context.Context) (int64, error)
+	sizeHow string
 }
 
 func runID() string {
@@ -45,7 +49,7 @@ func runID() string {
 func openStore(ctx context.Context, cfg Config) (*openedStore, error) {
 	switch cfg.Store {
 	case "memory":
-		return &openedStore{store: memory.New(nil), close: func() {}}, nil
+		return &openedStore{store: memory.New(nil), close: func() {}, size: heapInUse, sizeHow: "Go heap in use after a GC (the whole process: a rough figure)"}, nil
 	case "bolt":
 		return openBolt(cfg)
 	case "postgres":
@@ -67,8 +71,16 @@ func openBolt(cfg Config) (*openedStore, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	path := filepath.Join(dir, "ledger.db")
+	size := func(context.Context) (int64, error) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0, err
+		}
+		return fi.Size(), nil
+	}
 	return &openedStore{store: s, notes: "fsync on every commit (concurrent writes share one), file in " + dir,
-		close: func() { _ = s.Close(); _ = os.RemoveAll(dir) }}, nil
+		close: func() { _ = s.Close(); _ = os.RemoveAll(dir) }, size: size, sizeHow: "bolt file size"}, nil
 }
 
 func openPostgres(ctx context.Context, cfg Config) (*openedStore, error) {
@@ -111,7 +123,14 @@ func openPostgres(ctx context.Context, cfg Config) (*openedStore, error) {
 	}
 	cpu, cpuNote := localPostgresCPU(ctx, pool, "/proc")
 	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns, %s", table, syncCommit, fsync, pc.MaxConns, cpuNote)
-	return &openedStore{store: s, notes: notes, serverCPU: cpu, close: func() { s.Close(); dropTable(pool, table); pool.Close() }}, nil
+	size := func(ctx context.Context) (int64, error) {
+		var n int64
+		err := pool.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass) + pg_total_relation_size($2::regclass)",
+			pgx.Identifier{table}.Sanitize(), pgx.Identifier{table + "_blobs"}.Sanitize()).Scan(&n)
+		return n, err
+	}
+	return &openedStore{store: s, notes: notes, serverCPU: cpu, close: func() { s.Close(); dropTable(pool, table); pool.Close() },
+		size: size, sizeHow: "pg_total_relation_size of the table and its blobs table (indexes and TOAST included)"}, nil
 }
 
 // dropTable removes the run's table; its version sequence is owned by the
@@ -150,7 +169,9 @@ func openRedis(ctx context.Context, cfg Config) (*openedStore, error) {
 	}
 	notes += ", server CPU from INFO cpu"
 	return &openedStore{store: s, notes: notes, serverCPU: redisServerCPU(client),
-		close: func() { _ = s.Close(); deleteKeys(client, prefix); _ = client.Close() }}, nil
+		close:   func() { _ = s.Close(); deleteKeys(client, prefix); _ = client.Close() },
+		size:    func(ctx context.Context) (int64, error) { return memoryUsage(ctx, client, prefix) },
+		sizeHow: "sum of MEMORY USAGE (SAMPLES 0) over the run's keys"}, nil
 }
 
 // deleteKeys removes every key under prefix. The scan is bounded: a run
@@ -175,4 +196,41 @@ func deleteKeys(client *goredis.Client, prefix string) {
 		}
 		cursor = next
 	}
+}
+
+// memoryUsage sums MEMORY USAGE over every key under prefix: what this
+// run's keys cost the Redis server, without looking at anyone else's.
+func memoryUsage(ctx context.Context, client *goredis.Client, prefix string) (int64, error) {
+	var total int64
+	var cursor uint64
+	for {
+		keys, next, err := client.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return 0, err
+		}
+		pipe := client.Pipeline()
+		cmds := make([]*goredis.IntCmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = pipe.MemoryUsage(ctx, k, 0)
+		}
+		if len(keys) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+				return 0, err
+			}
+		}
+		for _, c := range cmds {
+			total += c.Val()
+		}
+		if next == 0 {
+			return total, nil
+		}
+		cursor = next
+	}
+}
+
+func heapInUse(context.Context) (int64, error) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc), nil
 }

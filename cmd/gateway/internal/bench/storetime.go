@@ -76,6 +76,11 @@ func (s *timedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit in
 	return s.store.ScopesDue(ctx, notAfter, limit)
 }
 
+// ScopesDueBetween forwards untimed, as ScopesDue.
+func (s *timedStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	return s.store.ScopesDueBetween(ctx, from, notAfter, limit)
+}
+
 // ReadBlob forwards untimed: dispatchers and operators call it.
 func (s *timedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	return s.store.ReadBlob(ctx, scope, name)

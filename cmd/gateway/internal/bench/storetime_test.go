@@ -58,6 +58,10 @@ func (s *scriptedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit
 	return nil, s.err
 }
 
+func (s *scriptedStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
+	return nil, s.err
+}
+
 func (s *scriptedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	return nil, s.err
 }

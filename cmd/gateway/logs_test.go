@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -93,28 +92,6 @@ sources:
 	if agentLine == nil || agentLine["level"] != "warn" || agentLine["status"] != float64(503) {
 		t.Errorf("agent down: line %v, want a warn line with status 503\n%s", agentLine, g.stderr.String())
 	}
-}
-
-// startGatewayWith is startGateway with the App changed by mod.
-func startGatewayWith(t *testing.T, configPath string, mod func(*App)) *gateway {
-	t.Helper()
-	g := &gateway{done: make(chan error, 1), stderr: &syncBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	ready := make(chan struct{})
-	app := &App{Stdout: io.Discard, Stderr: g.stderr, LookupEnv: env(nil), Clock: time.Now,
-		Ready: func(public, admin string) { g.public, g.admin = public, admin; close(ready) }}
-	mod(app)
-	go func() { g.done <- app.Run(ctx, []string{"serve", "--config", configPath}) }()
-	select {
-	case <-ready:
-	case err := <-g.done:
-		t.Fatalf("serve stopped before listening: %v\n%s", err, g.stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	t.Cleanup(func() { g.stop(t) })
-	return g
 }
 
 // The store libraries' own output (go-redis, pgx) goes through the

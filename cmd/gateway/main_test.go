@@ -165,11 +165,18 @@ func startGateway(t *testing.T, configPath string) *gateway {
 // startGatewayClock is startGateway on the given clock (simulated time).
 func startGatewayClock(t *testing.T, configPath string, clock func() time.Time) *gateway {
 	t.Helper()
+	return startGatewayWith(t, configPath, func(a *App) { a.Clock = clock })
+}
+
+// startGatewayWith is startGateway with the App changed by mod.
+func startGatewayWith(t *testing.T, configPath string, mod func(*App)) *gateway {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gateway{cancel: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
 	ready := make(chan struct{})
-	app := &App{Stdout: io.Discard, Stderr: g.stderr, LookupEnv: env(nil), Clock: clock,
+	app := &App{Stdout: io.Discard, Stderr: g.stderr, LookupEnv: env(nil), Clock: time.Now,
 		Ready: func(public, admin string) { g.public, g.admin = public, admin; close(ready) }}
+	mod(app)
 	go func() { g.done <- app.Run(ctx, []string{"serve", "--config", configPath}) }()
 	select {
 	case <-ready:

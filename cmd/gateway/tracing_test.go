@@ -31,27 +31,6 @@ type keptSpans struct{ *tracetest.InMemoryExporter }
 
 func (keptSpans) Shutdown(context.Context) error { return nil }
 
-// startGatewayApp is startGateway with the App changed by mod.
-func startGatewayApp(t *testing.T, configPath string, mod func(*App)) *gateway {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &gateway{cancel: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
-	ready := make(chan struct{})
-	app := &App{Stdout: io.Discard, Stderr: g.stderr, LookupEnv: env(nil), Clock: time.Now,
-		Ready: func(public, admin string) { g.public, g.admin = public, admin; close(ready) }}
-	mod(app)
-	go func() { g.done <- app.Run(ctx, []string{"serve", "--config", configPath}) }()
-	select {
-	case <-ready:
-	case err := <-g.done:
-		t.Fatalf("serve stopped before listening: %v\n%s", err, g.stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	t.Cleanup(func() { g.stop(t) })
-	return g
-}
-
 func appendConfig(t *testing.T, path, text string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -95,7 +74,7 @@ func TestServeTraceReachesTheAgentAndItsLedgerCalls(t *testing.T) {
 		return resp.StatusCode, 0
 	})
 	defer http.DefaultClient.CloseIdleConnections()
-	g := startGatewayApp(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
+	g := startGatewayWith(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
 		a.LookupEnv = env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SERVICE_NAME": "edge-test"})
 		a.SpanExporter = keptSpans{exp}
 	})
@@ -172,7 +151,7 @@ func TestServeExportsOverOTLP(t *testing.T) {
 	agent := newSink(t)
 	path := writeConfig(t, "{kind: memory}", "", agent.srv.URL)
 	appendConfig(t, path, "tracing: {exporter: otlp, endpoint: \""+collector.URL+"\", protocol: http/protobuf, service_name: otlp-test}\n")
-	g := startGatewayApp(t, path, func(*App) {})
+	g := startGatewayWith(t, path, func(*App) {})
 	body, header := stripeEvent(t, "evt_otlp", nil)
 	if r := post(t, newClient(t), g.hook("stripe"), body, header); r.status != 200 {
 		t.Fatalf("webhook: %d", r.status)
@@ -195,7 +174,7 @@ func TestServeExportsOverOTLP(t *testing.T) {
 // receives no traceparent.
 func TestServeWithoutTracing(t *testing.T) {
 	agent := newSink(t)
-	g := startGatewayApp(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
+	g := startGatewayWith(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
 		a.LookupEnv = env(map[string]string{"OTEL_SERVICE_NAME": "named-but-off"})
 	})
 	body, header := stripeEvent(t, "evt_untraced", nil)
@@ -280,7 +259,7 @@ func TestServeExportsOverOTLPgRPC(t *testing.T) {
 	go func() { defer close(served); _ = gs.Serve(lis) }()
 	defer func() { gs.Stop(); <-served }()
 	agent := newSink(t)
-	g := startGatewayApp(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
+	g := startGatewayWith(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL), func(a *App) {
 		a.LookupEnv = env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + lis.Addr().String()})
 	})
@@ -310,7 +289,7 @@ func TestServeLogsExportFailures(t *testing.T) {
 	agent := newSink(t)
 	path := writeConfig(t, "{kind: memory}", "", agent.srv.URL)
 	appendConfig(t, path, "tracing: {endpoint: \""+collector.URL+"\"}\n")
-	g := startGatewayApp(t, path, func(*App) {})
+	g := startGatewayWith(t, path, func(*App) {})
 	body, header := stripeEvent(t, "evt_refused_spans", nil)
 	if r := post(t, newClient(t), g.hook("stripe"), body, header); r.status != 200 {
 		t.Fatalf("webhook: %d", r.status)

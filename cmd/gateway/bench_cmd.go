@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 
@@ -64,31 +65,36 @@ func (a *App) bench(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	if c.Backlog > 0 {
-		rep, runErr := bench.RunBacklog(ctx, c)
-		if rep != nil {
-			var err error
-			if *jsonOut {
-				err = rep.WriteJSON(a.Stdout)
-			} else {
-				err = rep.WriteTable(a.Stdout)
-			}
-			if err != nil && runErr == nil {
-				runErr = fmt.Errorf("bench: write report: %w", err)
-			}
+		rep, err := bench.RunBacklog(ctx, c)
+		if rep == nil {
+			return err
 		}
-		return runErr
+		return a.writeBenchReport(rep, *jsonOut, err)
 	}
-	rep, runErr := bench.Run(ctx, c)
-	if rep != nil {
-		var err error
-		if *jsonOut {
-			err = rep.WriteJSON(a.Stdout)
-		} else {
-			err = rep.WriteTable(a.Stdout)
-		}
-		if err != nil && runErr == nil {
-			runErr = fmt.Errorf("bench: write report: %w", err)
-		}
+	rep, err := bench.Run(ctx, c)
+	if rep == nil {
+		return err
+	}
+	return a.writeBenchReport(rep, *jsonOut, err)
+}
+
+// benchReport is what both kinds of bench run print.
+type benchReport interface {
+	WriteJSON(io.Writer) error
+	WriteTable(io.Writer) error
+}
+
+// writeBenchReport prints rep as JSON or a table; a run's own error wins
+// over a failed write.
+func (a *App) writeBenchReport(rep benchReport, asJSON bool, runErr error) error {
+	var err error
+	if asJSON {
+		err = rep.WriteJSON(a.Stdout)
+	} else {
+		err = rep.WriteTable(a.Stdout)
+	}
+	if err != nil && runErr == nil {
+		runErr = fmt.Errorf("bench: write report: %w", err)
 	}
 	return runErr
 }

@@ -2,7 +2,6 @@ package ledgerapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -114,13 +113,9 @@ func (s *server) caps(*http.Request) (any, error) {
 }
 
 func (s *server) escalations(r *http.Request) (any, error) {
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxAmbiguousScopes {
-			return nil, fmt.Errorf("%w: limit must be an integer from 1 to %d", ledger.ErrInvalid, maxAmbiguousScopes)
-		}
-		limit = n
+	limit, err := scopeLimit(r)
+	if err != nil {
+		return nil, err
 	}
 	es, err := s.l.Escalations(r.Context(), limit)
 	if err != nil {

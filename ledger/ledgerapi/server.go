@@ -372,14 +372,24 @@ func (s *server) history(r *http.Request) (any, error) {
 // maxAmbiguousScopes caps how many scopes one listing reads.
 const maxAmbiguousScopes = 1000
 
+// scopeLimit reads a listing's ?limit= (default 100, at most
+// maxAmbiguousScopes scopes).
+func scopeLimit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxAmbiguousScopes {
+		return 0, fmt.Errorf("%w: limit must be an integer from 1 to %d", ledger.ErrInvalid, maxAmbiguousScopes)
+	}
+	return n, nil
+}
+
 func (s *server) ambiguous(r *http.Request) (any, error) {
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxAmbiguousScopes {
-			return nil, fmt.Errorf("%w: limit must be an integer from 1 to %d", ledger.ErrInvalid, maxAmbiguousScopes)
-		}
-		limit = n
+	limit, err := scopeLimit(r)
+	if err != nil {
+		return nil, err
 	}
 	es, err := s.l.Ambiguous(r.Context(), limit)
 	if err != nil {

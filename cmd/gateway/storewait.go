@@ -164,6 +164,14 @@ func (w *waitingStore) ScopesDue(ctx context.Context, notAfter time.Time, limit 
 	return s.ScopesDue(ctx, notAfter, limit)
 }
 
+func (w *waitingStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	s, err := w.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.ScopesReceived(ctx, before, limit)
+}
+
 func (w *waitingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	s, err := w.get()
 	if err != nil {

@@ -562,6 +562,9 @@ func (failingStore) ScopesToReview(context.Context, time.Time, int) ([]string, e
 func (failingStore) ScopesDue(context.Context, time.Time, int) ([]string, error) {
 	return nil, errDown
 }
+func (failingStore) ScopesReceived(context.Context, ledger.ScopeAt, int) ([]ledger.ScopeAt, error) {
+	return nil, errDown
+}
 func (failingStore) ReadBlob(context.Context, string, string) ([]byte, error) { return nil, errDown }
 
 func TestStoreFailureIs503(t *testing.T) {

@@ -22,6 +22,7 @@ type record struct {
 	expires  time.Time // zero: no physical expiry
 	reviewAt time.Time
 	dueAt    time.Time
+	received time.Time
 	blobs    map[string][]byte // live and die with the document
 }
 
@@ -62,6 +63,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 		return err
 	}
 	r := record{doc: clone(w.Doc), reviewAt: w.ReviewAt, dueAt: w.DueAt, blobs: s.docs[scope].blobs}
+	r.received = w.ReceivedAt
 	if cur == nil {
 		r.blobs = nil // an expired document's blobs went with it
 	}
@@ -148,6 +150,26 @@ func (s *Store) scopesBy(ctx context.Context, notAfter time.Time, limit int, at 
 		out = append(out, d.scope)
 	}
 	return out, nil
+}
+
+// ScopesReceived implements ledger.Store with a scan and a sort, which is
+// fine for a test store.
+func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	var all []ledger.ScopeAt
+	for scope, r := range s.docs {
+		at := ledger.ScopeAt{Scope: scope, At: r.received}
+		if !at.At.IsZero() && at.Before(before) && (r.expires.IsZero() || now.Before(r.expires)) {
+			all = append(all, at)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[j].Before(all[i]) })
+	return all[:min(limit, len(all))], nil
 }
 
 // clone keeps callers from sharing the store's bytes, as a real store's

@@ -71,6 +71,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"BadInputChangesNothing", testBadInput},
 		{"Blobs", testBlobs},
 		{"DueIndex", testDueIndex},
+		{"ReceivedIndex", testReceivedIndex},
+		{"RecentDeliveries", testRecentDeliveries},
 		{"EnqueueStored", testEnqueueStored},
 		{"DueDeliveries", testDueDeliveries},
 		{"DeliveryLease", testDeliveryLease},

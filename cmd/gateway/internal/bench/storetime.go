@@ -76,6 +76,11 @@ func (s *timedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit in
 	return s.store.ScopesDue(ctx, notAfter, limit)
 }
 
+// ScopesReceived forwards untimed: operators call it, never a webhook.
+func (s *timedStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	return s.store.ScopesReceived(ctx, before, limit)
+}
+
 // ReadBlob forwards untimed: dispatchers and operators call it.
 func (s *timedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	return s.store.ReadBlob(ctx, scope, name)

@@ -58,6 +58,10 @@ func (s *scriptedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit
 	return nil, s.err
 }
 
+func (s *scriptedStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	return nil, s.err
+}
+
 func (s *scriptedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	return nil, s.err
 }

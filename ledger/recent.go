@@ -78,9 +78,12 @@ func (l *Ledger) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *
 		size = 50
 	}
 	var page DeliveryPage
+	var from []ScopeAt // the index position of each item's scope
 	// take lists the matching items of one scope, newest first, after
-	// the given event (zero: from its newest); it reports whether the page
-	// filled up, and then sets Next.
+	// the given event (zero: from its newest). One item more than the
+	// page is looked for, so that the last page says so (Next nil) rather
+	// than leading to an empty one; take reports whether it was found,
+	// and then sets Next after the page's last item.
 	take := func(at ScopeAt, afterAt time.Time, afterID string) (bool, error) {
 		items, err := l.QueueItems(ctx, at.Scope)
 		if err != nil {
@@ -92,11 +95,12 @@ func (l *Ledger) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *
 			if !afterAt.IsZero() && !itemAfter(q, afterAt, afterID) || !f.matches(q) {
 				continue
 			}
-			page.Items = append(page.Items, q)
 			if len(page.Items) == size {
-				page.Next = &DeliveryCursor{ScopeAt: at, ReceivedAt: q.ReceivedAt, EntryID: q.EntryID}
+				last := page.Items[size-1]
+				page.Next = &DeliveryCursor{ScopeAt: from[size-1], ReceivedAt: last.ReceivedAt, EntryID: last.EntryID}
 				return true, nil
 			}
+			page.Items, from = append(page.Items, q), append(from, at)
 		}
 		return false, nil
 	}

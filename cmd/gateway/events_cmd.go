@@ -16,7 +16,7 @@ const eventsUsage = `usage: gateway events <command> [flags]
 
 commands:
   list [--source S] [--status queued|delivering|delivered|rejected|dead|paused] [--scope X] [--since T]
-                                   queued events, oldest first (delivered ones need --scope)
+                                   queued events, oldest first
   show SOURCE EVENT_ID [--scope X] the event and every delivery attempt
   replay SOURCE EVENT_ID [--scope X]
   replay --status S [--source S] [--since T]

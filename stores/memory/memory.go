@@ -152,24 +152,36 @@ func (s *Store) scopesBy(ctx context.Context, notAfter time.Time, limit int, at 
 	return out, nil
 }
 
-// ScopesReceived implements ledger.Store with a scan and a sort, which is
-// fine for a test store.
+// ScopesReceived implements ledger.Store with a scan that keeps the limit
+// newest (limit is a page, small), which is fine for a test store.
 func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if limit <= 0 {
+		return nil, nil
+	}
 	now := s.now()
 	s.mu.Lock()
-	var all []ledger.ScopeAt
+	defer s.mu.Unlock()
+	top := make([]ledger.ScopeAt, 0, limit+1) // newest first
 	for scope, r := range s.docs {
 		at := ledger.ScopeAt{Scope: scope, At: r.received}
-		if !at.At.IsZero() && at.Before(before) && (r.expires.IsZero() || now.Before(r.expires)) {
-			all = append(all, at)
+		if at.At.IsZero() || !at.Before(before) || !r.expires.IsZero() && !now.Before(r.expires) {
+			continue
+		}
+		if len(top) == limit && !top[limit-1].Before(at) {
+			continue // older than every one kept
+		}
+		i := sort.Search(len(top), func(i int) bool { return top[i].Before(at) })
+		top = append(top, ledger.ScopeAt{})
+		copy(top[i+1:], top[i:])
+		top[i] = at
+		if len(top) > limit {
+			top = top[:limit]
 		}
 	}
-	s.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[j].Before(all[i]) })
-	return all[:min(limit, len(all))], nil
+	return top, nil
 }
 
 // clone keeps callers from sharing the store's bytes, as a real store's

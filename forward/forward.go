@@ -27,6 +27,8 @@ const (
 	HeaderDelivery         = "Replyonce-Delivery"
 	HeaderFencingToken     = "Replyonce-Fencing-Token"
 	HeaderContextAt        = "Replyonce-Context-At"
+	HeaderCovers           = "Replyonce-Covers"
+	HeaderNotice           = "Replyonce-Notice"
 	HeaderIdempotencyKey   = "Idempotency-Key"
 	HeaderWebhookID        = "Webhook-Id"
 	HeaderWebhookTimestamp = "Webhook-Timestamp"
@@ -85,6 +87,12 @@ type Request struct {
 	// (Body, ContentType), for passing the agent's answer back to the provider. A longer body is
 	// not kept: BodyTooLarge says so.
 	KeepBody int64
+	// CoverCount and Covers say, for a debounced delivery, how many events it stands for and
+	// which (oldest first, this one last, at most the newest ledger.MaxCovers): HeaderCovers.
+	CoverCount int
+	Covers     []string
+	// Notice marks a request that is not an event but a notice about one ("cancel"): HeaderNotice.
+	Notice string
 }
 
 // Kind is what the agent's answer means for the provider.
@@ -317,6 +325,10 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 		h[HeaderContextAt] = []string{r.ContextAt.UTC().Format(ContextAtFormat)}
 	}
 	setNonEmpty(h, HeaderIdempotencyKey, key)
+	setNonEmpty(h, HeaderNotice, r.Notice)
+	if r.CoverCount > 0 {
+		h[HeaderCovers] = []string{FormatCovers(r.CoverCount, r.Covers)}
+	}
 
 	if wh != nil {
 		ts := f.now()

@@ -14,6 +14,9 @@ type Metrics struct {
 	storeErrors    *prometheus.CounterVec
 	queued         *prometheus.CounterVec
 	ignored        *prometheus.CounterVec
+	// Conversation counts conversation-aware delivery; the dispatcher
+	// shares it (dispatch.Options.Conversation).
+	Conversation *ConversationMetrics
 }
 
 // NewMetrics creates and registers the instruments.
@@ -48,6 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "replyonce_events_ignored_total", Help: "Verified events answered 200 ignored and not forwarded, by source and rule (a rule's name or ignore[i], preset:NAME, echo_of).",
 		}, []string{"source", "rule"}),
 	}
+	m.Conversation = NewConversationMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued, m.ignored)
 	}

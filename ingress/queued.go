@@ -64,6 +64,14 @@ type QueueConfig struct {
 	// Reject lists agent statuses that reject an event for good, besides
 	// 400, 413, 415 and 422.
 	Reject []int
+	// Conversation-aware delivery (queued mode only): Order scope keeps
+	// one delivery per scope in flight, in contextAt order; Debounce holds
+	// a burst and delivers its newest event for all; Cancel notify posts
+	// a cancellation notice when a newer event supersedes the run in
+	// flight (runs: supersede).
+	Order    ledger.Order
+	Debounce ledger.Debounce
+	Cancel   CancelMode
 }
 
 func (q QueueConfig) validate(field string) (QueueConfig, error) {
@@ -90,6 +98,32 @@ func (q QueueConfig) validate(field string) (QueueConfig, error) {
 	}
 	if q.MaxAge < 0 {
 		return q, fieldErr(field+".retry.max_age", "must not be negative")
+	}
+	if q.Order != ledger.OrderNone && q.Order != ledger.OrderScope {
+		return q, fieldErr(field+".order", "%q is not %q (or empty)", q.Order, ledger.OrderScope)
+	}
+	if q.Order != ledger.OrderNone && q.Mode != ModeQueued {
+		return q, fieldErr(field+".order", "needs forward.mode queued")
+	}
+	switch d := q.Debounce; {
+	case d == ledger.Debounce{}:
+	case q.Mode != ModeQueued:
+		return q, fieldErr(field+".debounce", "needs forward.mode queued")
+	case d.Quiet <= 0:
+		return q, fieldErr(field+".debounce.quiet", "must be positive")
+	case d.MaxWait == 0:
+		return q, fieldErr(field+".debounce.max_wait", "required: without it a scope that never goes quiet is never delivered")
+	case d.MaxWait < d.Quiet:
+		return q, fieldErr(field+".debounce.max_wait", "%s is shorter than quiet %s", d.MaxWait, d.Quiet)
+	}
+	switch q.Cancel {
+	case CancelNone:
+	case CancelNotify:
+		if q.Mode != ModeQueued {
+			return q, fieldErr(field+".cancel", "needs forward.mode queued")
+		}
+	default:
+		return q, fieldErr(field+".cancel", "%q is not %q (or empty)", q.Cancel, CancelNotify)
 	}
 	for i, st := range q.Reject {
 		if st < 400 || st > 499 {
@@ -131,6 +165,7 @@ func (s *Source) ForwardRequest(ev ledger.QueuedEvent, t ledger.Taken) forward.R
 		Source: s.Name, EventID: ev.EventID, Scope: t.Item.Scope, RunID: t.Run.ID, Delivery: t.Run.Delivery,
 		FencingToken: t.Run.Token, ContextAt: t.Run.ContextAt, IdempotencyKey: t.Claim.IdempotencyKey,
 		SigningSecret: s.signingSecret, Final: s.queue.Reject,
+		Covers: t.Item.Covers, CoverCount: t.Item.CoverCount,
 	}
 }
 
@@ -179,11 +214,13 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
 	ectx, span := g.startStep(ctx, SpanEnqueue, d)
 	res, err := g.ledger.Enqueue(ectx, ledger.EnqueueRequest{
-		Event:  ev,
-		Run:    ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
-		Claim:  ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
-		Hold:   slot != nil,
-		MaxAge: src.KeepFor(),
+		Event:    ev,
+		Run:      ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
+		Claim:    ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
+		Hold:     slot != nil,
+		MaxAge:   src.KeepFor(),
+		Order:    src.queue.Order,
+		Debounce: src.queue.Debounce,
 	})
 	endStep(span, err, "store error", string(res.Status))
 	if err != nil {
@@ -194,12 +231,18 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	switch res.Status {
 	case ledger.EnqueueQueued:
 		g.metrics.queued.WithLabelValues(src.Name).Inc()
+		g.metrics.Conversation.settled(src.Name, res)
+		g.notifyCancels(res, d.eventID)
 		d.decision = "queued"
-		if slot != nil {
+		if slot != nil && res.Run != nil {
 			d.deliveryN = res.Run.Delivery
 			slot.Deliver(ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim}, ev)
 			slot = nil
 		} else if g.handoff != nil {
+			// The scope's rules held the event back (or no slot was
+			// free): the slot goes back, and a sweep finds whatever is
+			// due now.
+			release()
 			g.handoff.Notify()
 		}
 		d.status = statusQueued

@@ -213,8 +213,47 @@
 // ResolveEntry recording the operator's name in ResolvedBy
 // ("operator:<name>").
 //
-// Retention: a delivered or rejected item and its blobs are dropped one
-// retention after it finished; any other item once it is older than its
-// MaxAge plus one retention. Dropping happens on the scope's next write,
-// and a document keeps itself alive while it holds items.
+// Retention: a delivered, rejected, superseded or coalesced item and its
+// blobs are dropped one retention after it finished; any other item once
+// it is older than its MaxAge plus one retention. Dropping happens on the
+// scope's next write, and a document keeps itself alive while it holds
+// items.
+//
+// # Conversation-aware delivery
+//
+// Three rules an enqueued event can carry (EnqueueRequest.Order and
+// .Debounce, kept on its QueueItem) and the run mode it begins with decide,
+// from the scope document alone and inside the Transact of Enqueue or
+// TakeDelivery, what may go out. Because nothing outside the document is
+// consulted, every dispatcher in every process on the store keeps them.
+//
+//   - Order scope: an item is not takeable while another item of its
+//     scope is in flight (delivering, claim live) or one ordered before it
+//     still waits (queued, or delivering with its claim run out). The
+//     order is contextAt, then receipt time, then entry id. Dead, rejected
+//     and settled items hold nothing back: when the head goes to dead
+//     letter the scope moves on. An item held back is left out of the
+//     document's DueAt and of DueDeliveries, so a long queue on one scope
+//     never crowds other scopes out of a sweep. Enqueue's Hold is refused
+//     (no Run in the answer) for an item that has to wait.
+//   - Newest wins (supersede runs): whenever a write begins a run, every
+//     waiting item whose run a newer supersede-mode run supersedes (the
+//     same rule as a claim's) is settled superseded, with SupersededBy.
+//     TakeDelivery applies it too, for runs begun through the API. An item
+//     in flight is not touched: its run's next claim is refused
+//     superseded.
+//   - Debounce: an item with a quiet time is never held; Enqueue folds the
+//     source's events on the scope that wait and were never forwarded,
+//     and the new one, into the newest of them in scope order, which is
+//     due at the earlier of (now + quiet) and (first held + max wait). The
+//     others are settled coalesced with CoveredBy naming it; it keeps
+//     CoverCount (exact) and Covers (the newest MaxCovers event ids,
+//     oldest first, itself last), which the gateway forwards as
+//     Replyonce-Covers. A held event is a queued item like any other, so
+//     a crash in the quiet window loses nothing.
+//
+// A superseded or coalesced item's deliver entry is settled not applied
+// (it never lands, so no run's conflict check sees it) and the item is
+// kept, listed by scope, like a delivered one; a redelivery of its event
+// is a duplicate.
 package ledger

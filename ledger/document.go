@@ -286,7 +286,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 			earlier(e.OpenedAt)
 		}
 	}
-	due := d.queueTimes(retention, later)
+	due := d.queueTimes(now, retention, later)
 	for _, q := range d.Queue {
 		// Dead and rejected deliveries wait for an operator: the review
 		// index lists them (ListDeliveries) until replayed or dropped.

@@ -54,6 +54,14 @@ type QueueItem struct {
 	LastError  string          `json:"lastError,omitempty"`
 	FinishedAt time.Time       `json:"finishedAt,omitzero"`
 	BodySize   int             `json:"bodySize"`
+	// Conversation-aware delivery (conversation.go).
+	Order        string        `json:"order,omitempty"`        // "scope": one in flight per scope, in order
+	Quiet        time.Duration `json:"quiet,omitempty"`        // debounce: the scope's quiet time
+	HeldSince    time.Time     `json:"heldSince,omitzero"`     // debounce: when the first event it covers was held
+	Covers       []string      `json:"covers,omitempty"`       // debounce: event ids it stands for, oldest first, itself last (newest MaxCovers)
+	CoverCount   int           `json:"coverCount,omitempty"`   // debounce: how many events it stands for, itself included
+	CoveredBy    string        `json:"coveredBy,omitempty"`    // coalesced: the event delivered in its place
+	SupersededBy string        `json:"supersededBy,omitempty"` // superseded: the newer run
 }
 
 // Due reports whether a dispatcher may take the item at now: a queued item
@@ -84,7 +92,7 @@ func (q *QueueItem) dueAt() time.Time {
 // delivery one retention after it finished, anything else once it is older
 // than its maximum age plus one retention.
 func (q *QueueItem) dropAt(retention time.Duration) time.Time {
-	if q.Status == DeliveryDelivered || q.Status == DeliveryRejected {
+	if q.finished() {
 		return q.FinishedAt.Add(retention)
 	}
 	return q.ReceivedAt.Add(q.MaxAge + retention)
@@ -106,11 +114,18 @@ func (d *document) pruneQueue(now time.Time, retention time.Duration, blobs *blo
 }
 
 // queueTimes extends the document's life to cover its items and returns
-// the earliest time one of them is due.
-func (d *document) queueTimes(retention time.Duration, later func(time.Time)) time.Time {
+// the earliest time one of them is due. An item its scope's order holds
+// back is left out: it can only move once another item is settled (a
+// write, which recomputes this) or an item in flight loses its claim
+// (whose own due time is in the index).
+func (d *document) queueTimes(now time.Time, retention time.Duration, later func(time.Time)) time.Time {
 	var due time.Time
+	blocked := d.blockedAll(now)
 	for _, q := range d.Queue {
 		later(q.dropAt(retention))
+		if blocked(q) {
+			continue
+		}
 		if t := q.dueAt(); !t.IsZero() && (due.IsZero() || t.Before(due)) {
 			due = t
 		}
@@ -171,6 +186,11 @@ type EnqueueRequest struct {
 	// MaxAge is how long the event may wait undelivered; retention starts
 	// after it.
 	MaxAge time.Duration
+	// Order and Debounce are the source's conversation rules
+	// (conversation.go). With Debounce the event is never held: it waits
+	// for its scope to be quiet.
+	Order    Order
+	Debounce Debounce
 }
 
 // EnqueueStatus is what Enqueue did.
@@ -189,9 +209,29 @@ type Enqueued struct {
 	// Item is the queued delivery (the earlier one for a duplicate; empty
 	// when the event was handled inline before).
 	Item QueueItem
-	// Run and Claim are set when Hold was asked and the event is new.
+	// Run and Claim are set when Hold was asked, the event is new, and
+	// the scope's rules let it go out now (no order or debounce holds it
+	// back): only then may the caller forward it.
 	Run   *Run
 	Claim Claim
+	// Superseded and Coalesced are the waiting events of the scope that
+	// this step settled without forwarding (the new one may be among
+	// them); Depth is the scope's deliveries waiting or in flight after it.
+	Superseded []QueueItem
+	Coalesced  []QueueItem
+	Depth      int
+	// Interrupted lists the deliveries in flight on the scope whose run
+	// this step's new run superseded: they are not stopped (their next
+	// claim is refused), but the gateway may tell their agent.
+	Interrupted []Interrupted
+}
+
+// Interrupted is a delivery in flight whose run a newer one superseded.
+type Interrupted struct {
+	Item     QueueItem
+	Token    uint64 // the fencing token of the delivery in flight
+	Delivery int
+	By       string // the superseding run
 }
 
 // Enqueue records an accepted event, begins its run and claims its
@@ -212,6 +252,12 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 	}
 	if req.MaxAge < 0 {
 		return Enqueued{}, fmt.Errorf("%w: max age must not be negative", ErrInvalid)
+	}
+	if err := req.Order.valid(); err != nil {
+		return Enqueued{}, err
+	}
+	if err := req.Debounce.valid(); err != nil {
+		return Enqueued{}, err
 	}
 	rec, err := encodeEvent(req.Event)
 	if err != nil {
@@ -235,9 +281,16 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 				return false, nil
 			}
 		}
+		before := d.supersededInFlight(now)
 		r, _ := decideBegin(d, bin, now, l.opts)
 		e := claimEntry(d, in, nil, now, l.opts)
 		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery
+		for id, n := range d.supersededInFlight(now) {
+			if _, was := before[id]; !was {
+				p, pr := d.Queue[id], d.Runs[d.Queue[id].RunID]
+				out.Interrupted = append(out.Interrupted, Interrupted{Item: *p, Token: pr.Token, Delivery: pr.Delivery, By: n})
+			}
+		}
 		q := &QueueItem{
 			EntryID: e.ID, Scope: d.Scope, Source: req.Event.Source, EventID: req.Event.EventID, RunID: r.ID,
 			Intent: in.key.intent, Payload: in.key.payload, Blob: nonce, Status: DeliveryQueued,
@@ -247,7 +300,13 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 		if q.ReceivedAt.IsZero() {
 			q.ReceivedAt = now
 		}
-		if req.Hold {
+		q.Order, q.Quiet = string(req.Order), req.Debounce.Quiet
+		d.Queue[e.ID] = q
+		if q.Quiet > 0 {
+			out.Coalesced = copyItems(d.coalesce(q, req.Debounce, now))
+		}
+		out.Superseded = copyItems(d.supersedeWaiting(now))
+		if req.Hold && q.Status == DeliveryQueued && q.Quiet == 0 && !d.blocked(q, now) {
 			q.Status, q.Attempts, q.LeaseUntil, q.NextAt = DeliveryDelivering, 1, e.Deadline(), time.Time{}
 			out.Run = l.runFrom(d.Scope, r, "")
 			out.Claim = claimFrom(d.Scope, decision{result: Result{Status: StatusClaimed, Entry: e}})
@@ -256,9 +315,8 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 			// so the first dispatcher to come takes it over.
 			e.PendingTTL = 0
 		}
-		d.Queue[e.ID] = q
 		blobs.set(eventBlob(nonce), rec)
-		out.Status, out.Item = EnqueueQueued, *q
+		out.Status, out.Item, out.Depth = EnqueueQueued, *q, d.depth()
 		return true, nil
 	})
 	if err != nil {
@@ -270,10 +328,13 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 
 // Taken is a queued delivery a dispatcher now holds.
 type Taken struct {
-	OK    bool // false: not due (taken elsewhere, finished, or not yet time)
-	Item  QueueItem
-	Run   *Run
-	Claim Claim
+	OK bool // false: not due (taken elsewhere, finished, not yet time, or held back by its scope's order)
+	// Superseded: the item was due but a newer run superseded its run;
+	// it was settled superseded instead of taken (Item says so).
+	Superseded bool
+	Item       QueueItem
+	Run        *Run
+	Claim      Claim
 }
 
 // TakeDelivery claims a due queued delivery for lease: a new delivery of
@@ -293,6 +354,17 @@ func (l *Ledger) TakeDelivery(ctx context.Context, scope, entryID string, lease 
 		out = Taken{}
 		q := d.Queue[entryID]
 		if q == nil || !q.Due(now) {
+			return false, nil
+		}
+		if q.waiting(now) && len(d.supersedeWaiting(now)) > 0 {
+			if q.Status == DeliverySuperseded {
+				out = Taken{Superseded: true, Item: *q}
+			}
+			if !d.takeable(q, now) {
+				return true, nil
+			}
+		}
+		if d.blocked(q, now) {
 			return false, nil
 		}
 		r := d.Runs[q.RunID]
@@ -327,6 +399,9 @@ func (l *Ledger) TakeDelivery(ctx context.Context, scope, entryID string, lease 
 	}
 	if out.OK {
 		l.observe(Event{Type: "take", Scope: scope, EntryID: entryID, Intent: out.Item.Intent, RunID: out.Item.RunID})
+	}
+	if out.Superseded {
+		l.observe(Event{Type: "superseded", Scope: scope, EntryID: entryID, Intent: out.Item.Intent, RunID: out.Item.RunID})
 	}
 	return out, nil
 }
@@ -489,8 +564,9 @@ func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, err
 		if err != nil {
 			return nil, err
 		}
+		blocked := d.blockedAll(now)
 		for _, q := range d.Queue {
-			if q.Due(now) {
+			if q.Due(now) && !blocked(q) {
 				out = append(out, *q)
 			}
 		}
@@ -586,8 +662,9 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // within UnixNano's
 // ListDeliveries lists queued deliveries by filter, oldest received first.
 // Waiting and delivering ones are found through the due index, rejected
 // and dead ones through the review index (they wait for an operator,
-// however old); delivered ones, and every status at once, through the
-// received index, from the Limit scopes that received an event last.
+// however old); finished ones (delivered, superseded, coalesced), and every
+// status at once, through the received index, from the Limit scopes that
+// received an event last.
 func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -596,7 +673,7 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 	switch {
 	case f.Scope != "":
 		scopes = []string{f.Scope}
-	case f.Status == "" || f.Status == DeliveryDelivered:
+	case f.Status == "" || f.Status == DeliveryDelivered || f.Status == DeliverySuperseded || f.Status == DeliveryCoalesced:
 		start := ScopeAt{At: f.Until}
 		ss, err := l.store.ScopesReceived(ctx, start, f.Limit)
 		if err != nil {

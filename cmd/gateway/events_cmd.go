@@ -15,7 +15,7 @@ import (
 const eventsUsage = `usage: gateway events <command> [flags]
 
 commands:
-  list [--source S] [--status queued|delivering|delivered|rejected|dead|paused] [--scope X] [--since T]
+  list [--source S] [--status queued|delivering|delivered|rejected|dead|superseded|coalesced|paused] [--scope X] [--since T]
                                    queued events, oldest first
   show SOURCE EVENT_ID [--scope X] the event and every delivery attempt
   replay SOURCE EVENT_ID [--scope X]
@@ -65,7 +65,7 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&f.scope, "scope", "", "the event's scope (sources with a scope rule)")
 	if sub != "show" {
 		fs.StringVar(&f.source, "source", "", "only this source")
-		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | paused")
+		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | superseded | coalesced | paused")
 		fs.StringVar(&f.since, "since", "", "received at or after this RFC 3339 time")
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
 	}
@@ -216,6 +216,9 @@ func (a *App) printDeliveries(items []ledgerapi.DeliveryItemJSON) {
 			next = "lease until " + q.LeaseUntil.UTC().Format(time.RFC3339)
 		}
 		last := q.LastError
+		if q.CoverCount > 1 {
+			last = fmt.Sprintf("covers %d events", q.CoverCount)
+		}
 		if q.LastStatus != 0 && last == "" {
 			last = fmt.Sprint(q.LastStatus)
 		}
@@ -231,6 +234,14 @@ func (a *App) printDelivery(d ledgerapi.DeliveryJSON) {
 	fmt.Fprintf(a.Stdout, "  scope %s  run %s  received %s  context %s\n", printable(q.Scope), printable(q.RunID),
 		q.ReceivedAt.UTC().Format(time.RFC3339Nano), q.ContextAt.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(a.Stdout, "  %s, %d bytes\n", printable(ev.ContentType), q.BodyBytes)
+	switch {
+	case q.CoverCount > 0:
+		fmt.Fprintf(a.Stdout, "  covers %d event(s): %s\n", q.CoverCount, printable(strings.Join(q.Covers, " ")))
+	case q.CoveredBy != "":
+		fmt.Fprintf(a.Stdout, "  coalesced: covered by %s\n", printable(q.CoveredBy))
+	case q.SupersededBy != "":
+		fmt.Fprintf(a.Stdout, "  superseded by run %s: not forwarded\n", printable(q.SupersededBy))
+	}
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  #\tAT\tDELIVERY\tOUTCOME\tAGENT\tLATENCY\tERROR\tANSWER")
 	for _, r := range d.Attempts {

@@ -159,10 +159,16 @@ func env(extra map[string]string) func(string) (string, bool) {
 
 func startGateway(t *testing.T, configPath string) *gateway {
 	t.Helper()
+	return startGatewayClock(t, configPath, time.Now)
+}
+
+// startGatewayClock is startGateway on the given clock (simulated time).
+func startGatewayClock(t *testing.T, configPath string, clock func() time.Time) *gateway {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gateway{cancel: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
 	ready := make(chan struct{})
-	app := &App{Stdout: io.Discard, Stderr: g.stderr, LookupEnv: env(nil), Clock: time.Now,
+	app := &App{Stdout: io.Discard, Stderr: g.stderr, LookupEnv: env(nil), Clock: clock,
 		Ready: func(public, admin string) { g.public, g.admin = public, admin; close(ready) }}
 	go func() { g.done <- app.Run(ctx, []string{"serve", "--config", configPath}) }()
 	select {
@@ -195,6 +201,13 @@ func (g *gateway) stop(t *testing.T) {
 // stripeEvent returns a signed Stripe delivery.
 func stripeEvent(t *testing.T, id string, extra map[string]any) (body []byte, header http.Header) {
 	t.Helper()
+	return stripeEventAt(t, id, extra, time.Now())
+}
+
+// stripeEventAt is stripeEvent signed at the given time (a gateway on
+// simulated time judges the signature's age on its own clock).
+func stripeEventAt(t *testing.T, id string, extra map[string]any, at time.Time) (body []byte, header http.Header) {
+	t.Helper()
 	doc := map[string]any{"id": id, "object": "event", "type": "charge.refunded", "created": time.Now().Unix()}
 	for k, v := range extra {
 		doc[k] = v
@@ -205,7 +218,7 @@ func stripeEvent(t *testing.T, id string, extra map[string]any) (body []byte, he
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := signer.Sign(req, time.Now()); err != nil {
+	if err := signer.Sign(req, at); err != nil {
 		t.Fatal(err)
 	}
 	return body, req.Header

@@ -65,7 +65,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
+	var graceEnd time.Time // zero until shutdown begins
+	defer func() { stopTracing(graceEnd) }()
 	store, closeStore, err := a.openStoreRetrying(ctx, cfg.Store, log)
 	if err != nil {
 		return err
@@ -81,14 +82,15 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock).WithTracer(tp)
 	// Every serve process dispatches queued sources; several processes on
 	// one store share the work through the ledger.
+	gwMetrics := ingress.NewMetrics(reg)
 	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: sources, Logger: log.Named("dispatch"),
-		Metrics: dispatch.NewMetrics(reg), Clock: a.Clock, TracerProvider: tp})
+		Metrics: dispatch.NewMetrics(reg), Conversation: gwMetrics.Conversation, Clock: a.Clock, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
 	gw, err := ingress.New(ingress.Options{
 		Sources: sources, Ledger: l, Forwarder: fwd,
-		Logger: log, Metrics: ingress.NewMetrics(reg), Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
+		Logger: log, Metrics: gwMetrics, Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
 		TracerProvider: tp,
 	})
 	if err != nil {
@@ -184,6 +186,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	}
 	stopping.Store(true)
 	end := a.drain(log, gw, servers[0], cfg.Server)
+	graceEnd = end
 	// The dispatcher stops taking work, and its deliveries in flight get
 	// what is left of the grace period; a cut one is left due.
 	stopDispatch()

@@ -20,14 +20,17 @@ const tracingFlush = 2 * time.Second
 
 // startTracing builds serve's TracerProvider when the configuration or
 // the OTEL_* variables turn tracing on; off, it returns nil, which every
-// package takes as "no tracing". stop flushes and shuts the exporter down.
-func (a *App) startTracing(ctx context.Context, c config.Tracing, log *zap.Logger) (tp trace.TracerProvider, stop func(), err error) {
+// package takes as "no tracing". stop flushes and shuts the exporter down,
+// for at most tracingFlush and never past deadline (the end of the
+// shutdown grace, when serve has one), so tracing cannot make the process
+// outlive server.shutdown_grace: spans not exported by then are dropped.
+func (a *App) startTracing(ctx context.Context, c config.Tracing, log *zap.Logger) (tp trace.TracerProvider, stop func(deadline time.Time), err error) {
 	s, err := tracing.Resolve(c, a.LookupEnv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tracing: %w", err)
 	}
 	if !s.On {
-		return nil, func() {}, nil
+		return nil, func(time.Time) {}, nil
 	}
 	// The SDK reports export failures through OpenTelemetry's one
 	// process-wide handler, which prints raw lines to stderr by default;
@@ -41,8 +44,11 @@ func (a *App) startTracing(ctx context.Context, c config.Tracing, log *zap.Logge
 		return nil, nil, err
 	}
 	log.Info("tracing on", zap.String("export", s.String()))
-	return p, func() {
-		fctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	return p, func(deadline time.Time) {
+		if flushBy := time.Now().Add(tracingFlush); deadline.IsZero() || flushBy.Before(deadline) {
+			deadline = flushBy
+		}
+		fctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
 		if err := p.Shutdown(fctx); err != nil {
 			log.Warn("tracing: the last spans could not be exported", zap.Error(err))

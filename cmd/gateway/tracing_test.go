@@ -19,6 +19,9 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
+	"go.uber.org/zap"
+
+	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/forward"
 )
 
@@ -327,5 +330,56 @@ func TestServeLogsExportFailures(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no warn line from the otel logger about the refused export in:\n%s", g.stderr.String())
+	}
+}
+
+// deadlineSpans records the deadline of the context the provider's
+// shutdown hands the exporter.
+type deadlineSpans struct {
+	*tracetest.InMemoryExporter
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (d *deadlineSpans) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deadline, _ = ctx.Deadline()
+	return nil
+}
+
+// The last spans are flushed within what is left of server.shutdown_grace,
+// never for the full flush allowance past it: tracing must not make the
+// process outlive the grace an orchestrator gives it.
+func TestTracingFlushEndsWithTheGrace(t *testing.T) {
+	exp := &deadlineSpans{InMemoryExporter: tracetest.NewInMemoryExporter()}
+	a := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(nil), SpanExporter: exp}
+	_, stop, err := a.startTracing(context.Background(), config.Tracing{Exporter: "otlp"}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	graceEnd := time.Now().Add(300 * time.Millisecond)
+	stop(graceEnd)
+	exp.mu.Lock()
+	got := exp.deadline
+	exp.mu.Unlock()
+	if got.IsZero() || got.After(graceEnd) {
+		t.Fatalf("the flush's deadline is %v, want no later than the grace's end %v", got, graceEnd)
+	}
+
+	// Without a grace (serve failed before it began) the allowance applies.
+	exp2 := &deadlineSpans{InMemoryExporter: tracetest.NewInMemoryExporter()}
+	a.SpanExporter = exp2
+	_, stop, err = a.startTracing(context.Background(), config.Tracing{Exporter: "otlp"}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	stop(time.Time{})
+	exp2.mu.Lock()
+	got = exp2.deadline
+	exp2.mu.Unlock()
+	if got.Before(before.Add(tracingFlush)) || got.After(time.Now().Add(tracingFlush)) {
+		t.Fatalf("without a grace the flush's deadline is %v, want %v after the call", got, tracingFlush)
 	}
 }

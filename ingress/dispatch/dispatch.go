@@ -35,6 +35,10 @@ type Options struct {
 	Sources []*ingress.Source
 	Logger  *zap.Logger
 	Metrics *Metrics
+	// Conversation counts events settled superseded at take time and
+	// ordered scopes moving on past a dead letter: the gateway's
+	// (ingress.Metrics.Conversation), so each figure has one name.
+	Conversation *ingress.ConversationMetrics
 	// Clock is the ledger's clock: it times the retry schedule.
 	Clock func() time.Time
 	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter.
@@ -56,6 +60,7 @@ type Dispatcher struct {
 	fwd     *forward.Forwarder
 	log     *zap.Logger
 	metrics *Metrics
+	conv    *ingress.ConversationMetrics
 	now     func() time.Time
 	jitter  func() float64
 	poll    time.Duration
@@ -91,7 +96,38 @@ type source struct {
 	paused bool // guarded by Dispatcher.mu
 }
 
-var _ ingress.Handoff = (*Dispatcher)(nil)
+var (
+	_ ingress.Handoff   = (*Dispatcher)(nil)
+	_ ingress.Canceller = (*Dispatcher)(nil)
+)
+
+// SendCancel implements ingress.Canceller: one attempt, owned by the
+// dispatcher (Shutdown waits for it), never retried.
+func (d *Dispatcher) SendCancel(src *ingress.Source, n ingress.CancelNotice) {
+	if src == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.running.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.running.Done()
+		req, err := src.CancelRequest(n)
+		outcome := "failed"
+		if err == nil {
+			if out := d.fwd.Forward(d.forwards, req); out.Kind == forward.Delivered {
+				outcome = "delivered"
+			}
+		}
+		d.conv.CancelNotice(src.Name, outcome)
+		d.log.Info("dispatch: cancellation notice", zap.String("source", src.Name), zap.String("event_id", n.EventID),
+			zap.String("run_id", n.RunID), zap.String("superseded_by", n.SupersededBy), zap.String("outcome", outcome))
+	}()
+}
 
 // New builds a dispatcher. It starts nothing: call Run.
 func New(o Options) (*Dispatcher, error) {
@@ -103,6 +139,9 @@ func New(o Options) (*Dispatcher, error) {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
+	}
+	if o.Conversation == nil {
+		o.Conversation = ingress.NewConversationMetrics(nil)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -116,7 +155,7 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
 	}
-	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, now: o.Clock, jitter: o.Jitter,
+	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock, jitter: o.Jitter,
 		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1)}
 	for _, s := range o.Sources {
 		if s.Queue().Mode != ingress.ModeQueued {
@@ -265,6 +304,11 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 			if err != nil {
 				return false, fmt.Errorf("take %s %s: %w", q.Source, q.EventID, err)
 			}
+			if t.Superseded {
+				d.conv.Superseded(q.Source, 1)
+				d.log.Info("dispatch: superseded before delivery; the newer run answers for the scope", zap.String("source", q.Source),
+					zap.String("event_id", q.EventID), zap.String("run_id", q.RunID), zap.String("superseded_by", t.Item.SupersededBy))
+			}
 			continue
 		}
 		d.metrics.lag.WithLabelValues(q.Source).Observe(max(now.Sub(dueAt(q)), 0).Seconds())
@@ -327,6 +371,12 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		return
 	case res.LateSettle:
 		d.log.Warn("dispatch: the claim ran out before the outcome was recorded; another delivery took over", fields...)
+		return
+	case fin.Status == ledger.DeliveryDead && t.Item.Order == string(ledger.OrderScope):
+		d.metrics.dead.WithLabelValues(s.src.Name).Inc()
+		d.conv.MovedOn(s.src.Name)
+		d.log.Warn("dispatch: retry schedule exhausted; the event is in dead letter and its scope moves on to the next event in order",
+			append(fields, zap.String("scope", t.Item.Scope))...)
 		return
 	case fin.Status == ledger.DeliveryDead:
 		d.metrics.dead.WithLabelValues(s.src.Name).Inc()

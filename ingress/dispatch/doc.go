@@ -26,6 +26,15 @@
 //   - the schedule spent, or the next attempt later than forward.retry
 //     .max_age after receipt: dead letter, kept, never retried by itself.
 //
+// Conversation-aware delivery is the ledger's: DueDeliveries lists only
+// what a source's forward.order lets go, TakeDelivery refuses the rest and
+// settles a waiting event whose run was superseded (counted, logged), and a
+// debounced delivery carries its covers into Replyonce-Covers. When the
+// head of an ordered scope goes to dead letter the log and
+// replyonce_scope_moved_on_total say the scope moves on. Cancellation
+// notices (forward.cancel: notify) are sent by the dispatcher, once each,
+// as deliveries it owns.
+//
 // At most forward.concurrency deliveries per source are in flight in one
 // process. Shutdown stops reserving and taking, waits for the deliveries
 // in flight within the grace period, then cuts what is left: a cut

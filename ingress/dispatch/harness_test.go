@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
@@ -117,6 +121,11 @@ type harness struct {
 	srv     *httptest.Server
 	jitterU float64
 	tp      trace.TracerProvider // nil: no tracing
+	// conv and logs are what the harness's dispatchers count and log.
+	reg    *prometheus.Registry
+	conv   *ingress.ConversationMetrics
+	logs   *observer.ObservedLogs
+	logger *zap.Logger
 }
 
 func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
@@ -138,7 +147,11 @@ func newHarness(t *testing.T, cfg ingress.SourceConfig) *harness {
 // dispatchers tracing under tp.
 func newTracedHarness(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider) *harness {
 	t.Helper()
-	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp}
+	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp, reg: prometheus.NewRegistry()}
+	h.conv = ingress.NewConversationMetrics(h.reg)
+	var core zapcore.Core
+	core, h.logs = observer.New(zapcore.InfoLevel)
+	h.logger = zap.New(core)
 	h.agent = newAgent(t)
 	h.store = &downStore{Store: memory.New(nil)}
 	h.ledger = ledger.New(h.store, ledger.Options{Clock: h.clock.Now})
@@ -168,7 +181,7 @@ func newTracedHarness(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerPro
 // process, as far as the ledger can tell). It is shut down at cleanup.
 func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder) *Dispatcher {
 	t.Helper()
-	d, err := New(Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd,
+	d, err := New(Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
 		Sources: []*ingress.Source{h.source}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
 		TracerProvider: h.tp})
 	if err != nil {
@@ -264,4 +277,26 @@ func wantHeader(t *testing.T, g got, name, want string) {
 	if v := g.Header.Get(name); v != want {
 		t.Errorf("%s = %q, want %q", name, v, want)
 	}
+}
+
+// counter reads a counter of the harness's registry by name and source.
+func (h *harness) counter(t *testing.T, name, source string) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source" && l.GetValue() == source {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

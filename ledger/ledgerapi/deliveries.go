@@ -38,13 +38,20 @@ type DeliveryItemJSON struct {
 	LastError  string    `json:"last_error,omitempty"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	BodyBytes  int       `json:"body_bytes"`
+	// Conversation-aware delivery: what a debounced delivery stands for,
+	// which event covers a coalesced one, which run superseded one.
+	CoverCount   int      `json:"cover_count,omitempty"`
+	Covers       []string `json:"covers,omitempty"`
+	CoveredBy    string   `json:"covered_by,omitempty"`
+	SupersededBy string   `json:"superseded_by,omitempty"`
 }
 
 func itemJSON(q ledger.QueueItem) DeliveryItemJSON {
 	return DeliveryItemJSON{Source: q.Source, EventID: q.EventID, Scope: q.Scope, RunID: q.RunID, EntryID: q.EntryID,
 		Status: string(q.Status), ReceivedAt: q.ReceivedAt, ContextAt: q.ContextAt, NextAt: q.NextAt, LeaseUntil: q.LeaseUntil,
 		Attempts: q.Attempts, Failures: q.Failures, Replays: q.Replays, LastStatus: q.LastStatus, LastError: q.LastError,
-		FinishedAt: q.FinishedAt, BodyBytes: q.BodySize}
+		FinishedAt: q.FinishedAt, BodyBytes: q.BodySize,
+		CoverCount: q.CoverCount, Covers: q.Covers, CoveredBy: q.CoveredBy, SupersededBy: q.SupersededBy}
 }
 
 func itemsJSON(items []ledger.QueueItem) DeliveriesJSON {
@@ -113,9 +120,10 @@ type DeliveryFilter struct {
 
 func (f DeliveryFilter) ledger() (ledger.DeliveryFilter, error) {
 	switch ledger.DeliveryStatus(f.Status) {
-	case "", ledger.DeliveryQueued, ledger.DeliveryDelivering, ledger.DeliveryDelivered, ledger.DeliveryRejected, ledger.DeliveryDead:
+	case "", ledger.DeliveryQueued, ledger.DeliveryDelivering, ledger.DeliveryDelivered, ledger.DeliveryRejected, ledger.DeliveryDead,
+		ledger.DeliverySuperseded, ledger.DeliveryCoalesced:
 	default:
-		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected or dead)", ledger.ErrInvalid, f.Status)
+		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected, dead, superseded or coalesced)", ledger.ErrInvalid, f.Status)
 	}
 	return ledger.DeliveryFilter{Source: f.Source, Status: ledger.DeliveryStatus(f.Status), Scope: f.Scope, Since: f.Since, Limit: f.Limit}, nil
 }

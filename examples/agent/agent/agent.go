@@ -99,6 +99,13 @@ type Delivery struct {
 	Token        uint64
 	Delivery     int
 	Event        Event
+	// Covers is how many events this delivery stands for when the
+	// gateway debounced a burst (forward.debounce; Replyonce-Covers), 1
+	// otherwise; CoveredIDs lists their event ids, oldest first. The agent
+	// needs neither to answer the burst (it reads the conversation and
+	// answers every unanswered message in one reply); it reports them.
+	Covers     int
+	CoveredIDs []string
 }
 
 // Outcome is what handling one delivery came to.
@@ -129,6 +136,16 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "signature verification failed", http.StatusUnauthorized)
 		return
 	}
+	if r.Header.Get(forward.HeaderNotice) == "cancel" {
+		// forward.cancel: notify. A newer message superseded a run this
+		// agent may be working on. Nothing to do: the ledger refuses that
+		// run's reply anyway, and the newer run answers for the
+		// conversation. A busier agent would stop its model call here.
+		a.log.Info("cancellation notice", zap.String("scope", r.Header.Get(forward.HeaderScope)),
+			zap.String("run_id", r.Header.Get(forward.HeaderRunID)))
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	d, err := parseDelivery(r.Header, body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -141,7 +158,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out := a.Handle(ctx, d)
 	a.log.Info("event handled", zap.String("scope", d.Scope), zap.String("run_id", d.RunID),
-		zap.Int("delivery", d.Delivery), zap.Int("status", out.Status), zap.String("outcome", out.What))
+		zap.Int("delivery", d.Delivery), zap.Int("covers", d.Covers), zap.Int("status", out.Status), zap.String("outcome", out.What))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(out.Status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"outcome": out.What})
@@ -176,6 +193,12 @@ func parseDelivery(h http.Header, body []byte) (Delivery, error) {
 		return d, errors.New("missing or malformed Replyonce-Fencing-Token")
 	}
 	d.Delivery, _ = strconv.Atoi(h.Get(forward.HeaderDelivery))
+	d.Covers = 1
+	if v := h.Get(forward.HeaderCovers); v != "" {
+		if d.Covers, d.CoveredIDs, err = forward.ParseCovers(v); err != nil {
+			return d, err
+		}
+	}
 	if err := json.Unmarshal(body, &d.Event); err != nil || d.Event.ConversationID == "" {
 		return d, errors.New("body is not a chat event with a conversation_id")
 	}
@@ -233,7 +256,11 @@ func (a *Agent) Handle(ctx context.Context, d Delivery) Outcome {
 			if err := run.End(ctx, "answered"); err != nil {
 				a.log.Warn("could not end the run", zap.Error(err))
 			}
-			return Outcome{http.StatusOK, fmt.Sprintf("%s reply to %s", res.Status, strings.Join(answers, ","))}
+			what := fmt.Sprintf("%s reply to %s", res.Status, strings.Join(answers, ","))
+			if d.Covers > 1 {
+				what += fmt.Sprintf(" (one delivery for a burst of %d events)", d.Covers)
+			}
+			return Outcome{http.StatusOK, what}
 		case res.Status == ledger.StatusRefused && res.Reason == ledger.ReasonConversationChanged:
 			// Another run's reply is pending or landed since this run's
 			// context. Let pending ones finish, then read again and decide

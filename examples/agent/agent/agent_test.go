@@ -141,3 +141,38 @@ func TestStaleDeliveryCannotReplyInProcess(t *testing.T) {
 		t.Fatalf("repeat: %d, %d replies", got, f.chat.sent)
 	}
 }
+
+// A debounced burst: five customer messages, one delivery covering all of
+// them (Replyonce-Covers) → one reply that answers all five.
+func TestBurstGetsOneReply(t *testing.T) {
+	f := newFixture(t)
+	f.chat.conv.Messages = nil
+	var ids []string
+	for i := 1; i <= 5; i++ {
+		id := "m" + strconv.Itoa(i)
+		ids = append(ids, "evt_"+id)
+		f.chat.conv.Messages = append(f.chat.conv.Messages, agent.Message{ID: id, From: "customer", Text: "part " + strconv.Itoa(i)})
+	}
+	r := f.request(t, body, f.run.Token, f.now)
+	r.Header.Set(forward.HeaderCovers, forward.FormatCovers(5, ids))
+	w := httptest.NewRecorder()
+	f.agent.ServeHTTP(w, r)
+	if w.Code != 200 || f.chat.sent != 1 {
+		t.Fatalf("burst: %d, %d replies; want one reply", w.Code, f.chat.sent)
+	}
+	reply := f.chat.conv.Messages[len(f.chat.conv.Messages)-1]
+	if len(reply.Answers) != 5 || !bytes.Contains(w.Body.Bytes(), []byte("a burst of 5 events")) {
+		t.Fatalf("reply answers %v; agent said %s", reply.Answers, w.Body.String())
+	}
+	// A cancellation notice is acknowledged and changes nothing.
+	n := f.request(t, `{"type":"replyonce.cancel"}`, f.run.Token, f.now)
+	n.Header.Set(forward.HeaderNotice, "cancel")
+	if got := f.serve(n); got != http.StatusNoContent || f.chat.sent != 1 {
+		t.Fatalf("notice: %d, %d replies", got, f.chat.sent)
+	}
+	bad := f.request(t, body, f.run.Token, f.now)
+	bad.Header.Set(forward.HeaderCovers, "many")
+	if got := f.serve(bad); got != http.StatusBadRequest {
+		t.Fatalf("malformed Replyonce-Covers: %d, want 400", got)
+	}
+}

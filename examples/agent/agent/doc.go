@@ -14,6 +14,18 @@
 // It works the same against the in-process ledger and the remote one
 // (ledgerapi.Ledger); cmd-style wiring lives in the parent main package.
 //
+// # Bursts
+//
+// A customer who types "hi", "my order", "is late" in four seconds sends
+// three events. Behind a source with forward.debounce the gateway delivers
+// only the newest, with Replyonce-Covers saying it stands for all three;
+// with runs: supersede the older ones that were still waiting are never
+// delivered. Either way the agent does the same thing: it reads the
+// conversation and sends one reply that answers every unanswered message,
+// so a burst gets one answer. A cancellation notice (Replyonce-Notice:
+// cancel) is acknowledged and otherwise ignored: the ledger already
+// refuses the superseded run's reply.
+//
 // # What it promises
 //
 //   - A reply goes out only under a fencing token the ledger still

@@ -168,6 +168,16 @@ type Forward struct {
 	// Content-Type, body up to RespondLimit) the provider then hears.
 	Respond      string   `yaml:"respond"`
 	RespondLimit ByteSize `yaml:"respond_limit"`
+	// Conversation-aware delivery (queued mode; see ingress.QueueConfig).
+	Order    string   `yaml:"order"` // scope | "" (unordered)
+	Debounce Debounce `yaml:"debounce"`
+	Cancel   string   `yaml:"cancel"` // notify | ""
+}
+
+// Debounce holds a burst on one scope and delivers its newest event for all.
+type Debounce struct {
+	Quiet   time.Duration `yaml:"quiet"`
+	MaxWait time.Duration `yaml:"max_wait"`
 }
 
 // Retry is a queued source's retry policy.
@@ -766,7 +776,9 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
 			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
 				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
-					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject},
+					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject,
+					Order: ledger.Order(s.Forward.Order), Debounce: ledger.Debounce{Quiet: s.Forward.Debounce.Quiet, MaxWait: s.Forward.Debounce.MaxWait},
+					Cancel: ingress.CancelMode(s.Forward.Cancel)},
 				Respond: s.Forward.Respond, RespondLimit: int64(s.Forward.RespondLimit)},
 			Split:         s.Split,
 			IgnorePresets: s.IgnorePresets, IgnoreFrom: s.IgnoreFrom, EchoOf: s.EchoOf,

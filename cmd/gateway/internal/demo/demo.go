@@ -68,6 +68,8 @@ type Report struct {
 	// Stats is what the gateway and the ledger did in the run with the
 	// gateway.
 	Stats Stats
+	// Bursts is the customer-burst scenario (burst.go).
+	Bursts BurstReport
 }
 
 // Outcome is one run's faults and what the customers saw.
@@ -131,6 +133,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.With = with.outcome()
+	if rep.Bursts, err = runBursts(ctx, cfg.Seed, DefaultBursts); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 

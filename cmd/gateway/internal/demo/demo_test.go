@@ -182,3 +182,31 @@ func TestDemoColour(t *testing.T) {
 		t.Errorf("coloured report lacks the green verdict:\n%q", out)
 	}
 }
+
+// The burst scenario: debounce answers each burst with one turn and one
+// reply, inline needs a turn per message, and without the gateway every
+// copy of a webhook is another turn and a duplicate reply.
+func TestBurstScenario(t *testing.T) {
+	rep := run(t, Config{Seed: DefaultSeed, Conversations: 1})
+	b := rep.Bursts
+	if b.Conversations != DefaultBursts || b.Messages <= b.Conversations || b.Copies == 0 {
+		t.Fatalf("scenario: %+v", b)
+	}
+	for name, o := range map[string]BurstOutcome{"without": b.Without, "inline": b.Inline, "debounced": b.Debounced} {
+		if o.Messages != b.Messages || o.Unanswered != 0 {
+			t.Errorf("%s: %+v, want all %d messages answered", name, o, b.Messages)
+		}
+	}
+	if b.Debounced.Turns != b.Conversations || b.Debounced.Replies != b.Conversations || b.Debounced.Duplicates != 0 {
+		t.Errorf("queued + debounce: %+v, want one turn and one reply per burst (%d)", b.Debounced, b.Conversations)
+	}
+	if b.Inline.Turns != b.Messages || b.Inline.Duplicates != 0 {
+		t.Errorf("inline: %+v, want a turn per message (%d) and no duplicates", b.Inline, b.Messages)
+	}
+	if b.Without.Duplicates != b.Copies || b.Without.Turns != b.Messages+b.Copies {
+		t.Errorf("without: %+v, want every copy (%d) a turn and a duplicate", b.Without, b.Copies)
+	}
+	if again := run(t, Config{Seed: DefaultSeed, Conversations: 1}); again.Bursts != b {
+		t.Errorf("one seed, two burst reports: %+v and %+v", b, again.Bursts)
+	}
+}

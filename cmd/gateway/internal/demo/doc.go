@@ -40,6 +40,13 @@
 //     drop its connection: nothing after it runs, a claim it made is never
 //     settled, and the caller sees the connection reset.
 //
+// burst.go is a second scenario, customer bursts without send faults,
+// played in three setups (no gateway, inline, queued with
+// forward.debounce), each on its own clock and memory store, counting the
+// agent's turns next to replies. Its queued run performs the dispatcher's
+// steps through the ledger itself, one sweep per 100 ms of simulated time,
+// so that it stays deterministic.
+//
 // # Faults
 //
 // Decided per conversation before either run, so both face the same ones:

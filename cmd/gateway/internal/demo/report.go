@@ -102,6 +102,7 @@ func (r *Report) Write(out io.Writer, colour bool) error {
 	for _, m := range r.With.Missing {
 		fmt.Fprintf(&b, "  %s was not answered with the gateway: %s.\n", m.Message, m.Why)
 	}
+	r.writeBursts(&b, p)
 	b.WriteString("\n")
 	if n := r.With.Duplicates; n > 0 {
 		fmt.Fprintf(&b, "  %s\n", p.paint(ansiRed, fmt.Sprintf("%d duplicate replies got through with the gateway.", n)))
@@ -110,4 +111,28 @@ func (r *Report) Write(out io.Writer, colour bool) error {
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// writeBursts prints the customer-burst scenario's table.
+func (r *Report) writeBursts(b *strings.Builder, p painter) {
+	br := r.Bursts
+	fmt.Fprintf(b, "\n  %s\n", p.paint(ansiBold, fmt.Sprintf("customer bursts: %d conversations, %d messages typed 0.2 to 0.9 s apart, %d webhooks sent twice",
+		br.Conversations, br.Messages, br.Copies)))
+	fmt.Fprintf(b, "  %s\n", p.paint(ansiBold, fmt.Sprintf("%-24s %8s %8s %11s %11s %6s", "", "messages", "replies", "duplicates", "unanswered", "turns")))
+	row := func(name string, o BurstOutcome) {
+		dup := fmt.Sprintf("%11d", o.Duplicates)
+		if o.Duplicates > 0 {
+			dup = p.paint(ansiRed, dup)
+		}
+		un := fmt.Sprintf("%11d", o.Unanswered)
+		if o.Unanswered > 0 {
+			un = p.paint(ansiRed, un)
+		}
+		fmt.Fprintf(b, "  %-24s %8d %8d %s %s %6d\n", name, o.Messages, o.Replies, dup, un, o.Turns)
+	}
+	row("without the gateway", br.Without)
+	row("with inline", br.Inline)
+	row("with queued + debounce", br.Debounced)
+	b.WriteString(p.paint(ansiDim, fmt.Sprintf("  A turn is one run of the agent's model. Debounce (quiet %s, max_wait %s) holds a burst and forwards its newest", burstQuiet, burstMaxWait)) + "\n")
+	b.WriteString(p.paint(ansiDim, "  message once, with Replyonce-Covers; the agent answers the whole burst in one reply.") + "\n")
 }

@@ -193,11 +193,17 @@
 // The schedule, what counts as a failure and pausing are the caller's
 // (the gateway's dispatcher): the ledger only records and fences.
 //
-// Operators find items through the same two indexes: waiting and
-// delivering ones through the due index, dead and rejected ones through
-// the review index (a dead letter waits for an operator, so its document
-// asks for review; Ambiguous reads such scopes and skips them), delivered
-// ones by scope only (ListDeliveries). Pausing a source is one small JSON
+// Operators find waiting and delivering items through the due index, dead
+// and rejected ones through the review index (a dead letter waits for an
+// operator, so its document asks for review; Ambiguous reads such scopes
+// and skips them), and every item, delivered ones included, through a
+// third index: every write stores the newest ReceivedAt of the items the
+// document still keeps as Write.ReceivedAt (zero when none, so a scope
+// leaves the index when retention drops its last item, and with its
+// document when that expires). RecentDeliveries walks it (Store.
+// ScopesReceived) newest first with a cursor, listing each scope's matching
+// items newest first at its newest item's place; ListDeliveries uses it
+// when no status or "delivered" is asked for. Pausing a source is one small JSON
 // record in the reserved scope "replyonce:control:paused-sources", which
 // every dispatcher reads on each sweep.
 //

@@ -295,6 +295,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		}
 	}
 	w := &Write{ReviewAt: review, DueAt: due}
+	w.ReceivedAt = d.newestReceived()
 	if blobs != nil {
 		w.Blobs = blobs.m
 	}

@@ -653,16 +653,15 @@ func newNonce() string {
 // DeliveryFilter selects queued deliveries for operators.
 type DeliveryFilter struct {
 	Source string
-	// Status is one of the DeliveryStatus values, or "" for every status
-	// an index can find (queued, delivering, rejected, dead). Delivered
-	// events are found only by Scope.
+	// Status is one of the DeliveryStatus values, or "" for every status.
 	Status DeliveryStatus
 	// Scope lists one scope's deliveries, whatever their status, without
 	// an index.
-	Scope string
-	Since time.Time // received at or after
-	Until time.Time // received before; zero: no upper bound
-	Limit int       // scopes read; default 100
+	Scope   string
+	EventID string    // only this event id
+	Since   time.Time // received at or after
+	Until   time.Time // received before (zero: no bound)
+	Limit   int       // scopes read; default 100
 }
 
 // farFuture lists every entry of a time index.
@@ -670,8 +669,10 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // within UnixNano's
 
 // ListDeliveries lists queued deliveries by filter, oldest received first.
 // Waiting and delivering ones are found through the due index, rejected
-// and dead ones through the review index (they wait for an operator);
-// delivered ones only within a given scope.
+// and dead ones through the review index (they wait for an operator,
+// however old); finished ones (delivered, superseded, coalesced), and every
+// status at once, through the received index, from the Limit scopes that
+// received an event last.
 func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -680,8 +681,18 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 	switch {
 	case f.Scope != "":
 		scopes = []string{f.Scope}
-	case f.Status == DeliveryDelivered, f.Status == DeliverySuperseded, f.Status == DeliveryCoalesced:
-		return nil, fmt.Errorf("%w: %s events are listed by scope only", ErrInvalid, f.Status)
+	case f.Status == "" || f.Status == DeliveryDelivered || f.Status == DeliverySuperseded || f.Status == DeliveryCoalesced:
+		start := ScopeAt{At: f.Until}
+		ss, err := l.store.ScopesReceived(ctx, start, f.Limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			if !f.Since.IsZero() && s.At.Before(f.Since) {
+				break
+			}
+			scopes = append(scopes, s.Scope)
+		}
 	default:
 		seen := map[string]bool{}
 		add := func(ss []string) {
@@ -692,14 +703,14 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 				}
 			}
 		}
-		if f.Status == "" || f.Status == DeliveryQueued || f.Status == DeliveryDelivering {
+		if f.Status == DeliveryQueued || f.Status == DeliveryDelivering {
 			ss, err := l.store.ScopesDue(ctx, farFuture, f.Limit)
 			if err != nil {
 				return nil, err
 			}
 			add(ss)
 		}
-		if f.Status == "" || f.Status == DeliveryDead || f.Status == DeliveryRejected {
+		if f.Status == DeliveryDead || f.Status == DeliveryRejected {
 			ss, err := l.store.ScopesToReview(ctx, l.now(), f.Limit)
 			if err != nil {
 				return nil, err
@@ -714,8 +725,7 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 			return nil, err
 		}
 		for _, q := range items {
-			if (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) && !q.ReceivedAt.Before(f.Since) &&
-				(f.Until.IsZero() || q.ReceivedAt.Before(f.Until)) {
+			if f.matches(q) {
 				out = append(out, q)
 			}
 		}

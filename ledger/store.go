@@ -54,6 +54,15 @@ type Store interface {
 	// time of the source's own far in the future and finds them there
 	// again on resume; see "Queued delivery" in the package documentation.
 	ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error)
+	// ScopesReceived returns up to limit scopes whose last Write had a
+	// ReceivedAt that is not zero, each with that time, newest first (ties
+	// by scope, descending), starting strictly after before in that order:
+	// a ScopeAt from an earlier answer continues where it stopped, and a
+	// zero before starts from the newest. Operators list every queued
+	// event, delivered ones included, newest first through it. Like
+	// ScopesDue it may list a scope whose document no longer holds what
+	// it did; expired documents are not listed.
+	ScopesReceived(ctx context.Context, before ScopeAt, limit int) ([]ScopeAt, error)
 
 	// ReadBlob returns the side record name of scope (see Write.Blobs), or
 	// nil when there is none. A blob lives and expires with its scope's
@@ -87,6 +96,11 @@ type Write struct {
 	// Zero means nothing queued. Stores index it for ScopesDue.
 	DueAt time.Time
 
+	// ReceivedAt is the newest receipt time of the document's queued
+	// events still kept (zero when none). Stores index it for
+	// ScopesReceived.
+	ReceivedAt time.Time
+
 	// Blobs are side records of the scope, written in the same atomic step
 	// as Doc: a name mapped to its bytes, or to nil to delete it. Names not
 	// mentioned are left as they are. They hold what is too large to ride
@@ -99,3 +113,22 @@ type Write struct {
 // number of optimistic retries because other writers kept changing the same
 // scope. It is a store failure, not a decision: callers answer 503.
 var ErrContention = errors.New("ledger: store contention: too many concurrent writers on one scope")
+
+// ScopeAt is a scope and its time in an index.
+type ScopeAt struct {
+	Scope string
+	At    time.Time
+}
+
+// Before reports whether a comes after b in ScopesReceived's order
+// (newest first, then scope descending): whether a is older than b. A zero
+// b is the start of the order, so every a follows it.
+func (a ScopeAt) Before(b ScopeAt) bool {
+	if b.At.IsZero() {
+		return true
+	}
+	if !a.At.Equal(b.At) {
+		return a.At.Before(b.At)
+	}
+	return a.Scope < b.Scope
+}

@@ -28,6 +28,23 @@
 // that score in each Redis bucket): the ledger finds a resumed source's
 // parked deliveries at the source's own parking time with it.
 //
+// The received index (Write.ReceivedAt: the newest receipt time of the
+// scope's kept queued events) lists scopes newest first for operators,
+// every status included. It is kept the same way, written by the same
+// atomic step and gone with the document:
+//
+//   - memory: a field of the record.
+//   - bolt: a "received" bucket keyed (time, scope), walked backwards,
+//     and a "received-at" bucket (scope to time) to find the key a write
+//     replaces, so the meta record keeps its layout.
+//   - postgres: a received_at column with a partial index on
+//     (received_at DESC, scope DESC), added to older tables by Migrate
+//     only when missing, like due_at; a page is a row comparison against
+//     the cursor.
+//   - redis: a per-bucket "received" sorted set in the scope's slot, kept
+//     by the compare-and-set script (its last argument), read by one
+//     pipelined reverse range per bucket and merged newest first.
+//
 // The queue's own rules (what is due, who holds a delivery, what it came
 // to) are the ledger's, decided on the document like every other rule, so
 // the stores share them through stores/storetest.

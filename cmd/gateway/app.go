@@ -133,7 +133,7 @@ var commandHelp = map[string]struct{ summary, example string }{
 	"ledger history":   {"A scope's effect entries, oldest first, with each outcome.", "gateway ledger history 'stripe:evt_1' --config gateway.yaml"},
 	"ledger ambiguous": {"Entries whose outcome is unknown and needs a person.", "gateway ledger ambiguous --config gateway.yaml"},
 	"ledger resolve":   {"Record what you found about an ambiguous entry.", "gateway ledger resolve SCOPE ENTRY_ID --outcome not_applied --config gateway.yaml"},
-	"events list":      {"Queued events, oldest first: waiting, delivering, rejected and dead ones (delivered ones with --scope).", "gateway events list --status dead --source github --config gateway.yaml"},
+	"events list":      {"Queued events, oldest first: every status, delivered included (without --status or with delivered: the scopes that received an event last).", "gateway events list --status dead --source github --config gateway.yaml"},
 	"events show":      {"A queued event and every delivery attempt: time, agent status, latency, error, the answer's first bytes.", "gateway events show github 72d3162e-cc78-11e3-81ab-4c9367dc0958 --config gateway.yaml"},
 	"events replay":    {"Deliver queued events again, as new deliveries of the same runs: one event, or all matching --status.", "gateway events replay --status dead --source github --config gateway.yaml"},
 	"sources pause":    {"Stop dispatching a source's queued events in every instance; it keeps accepting and storing them.", "gateway sources pause github --config gateway.yaml"},

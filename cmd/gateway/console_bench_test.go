@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -25,10 +26,12 @@ import (
 
 // BenchmarkConsole measures the server time of the console's pages (the
 // whole handler: session, in-process API call, ledger read, template) with
-// 100,000 queued events in the store, plus a conversation of 1,000 ledger
-// entries on one scope. The events list reads at most 1,000 scopes through
-// the due index whatever the store holds, so its cost does not grow with
-// the number of events. REPLYONCE_CONSOLE_BENCH_EVENTS changes the count.
+// 100,000 queued events in the store (half of them delivered), plus a
+// conversation of 1,000 ledger entries on one scope. The events list walks
+// the received index newest first and reads only the scopes one page
+// needs (at most 1,000), however deep the cursor, so on bolt its cost does
+// not grow with the number of events (the memory store scans its map for
+// every index read). REPLYONCE_CONSOLE_BENCH_EVENTS changes the count.
 //
 //	go test -run '^$' -bench BenchmarkConsole -benchtime 50x ./cmd/gateway
 func BenchmarkConsole(b *testing.B) {
@@ -84,6 +87,8 @@ func BenchmarkConsole(b *testing.B) {
 			b.Run("events-list", func(b *testing.B) { get(b, con, "/events", `data-event="`) })
 			b.Run("events-list-source-queued", func(b *testing.B) { get(b, con, "/events?source=bench&status=queued", `data-event="`) })
 			b.Run("events-list-api-json", func(b *testing.B) { get(b, api, "/v1/deliveries?page=50", `"event_id"`) })
+			b.Run("events-list-delivered", func(b *testing.B) { get(b, con, "/events?status=delivered", `data-event="`) })
+			b.Run("events-list-page-40", func(b *testing.B) { get(b, con, consoleBenchDeepPage(b, api, 40), `data-event="`) })
 			b.Run("events-list-big-scope", func(b *testing.B) { get(b, con, "/events?scope=conv-big", `data-event="`) })
 			b.Run("conversation-1000", func(b *testing.B) { get(b, con, "/scope?scope=conv-big", `class="moment"`) })
 			b.Run("conversation-1000-all", func(b *testing.B) { get(b, con, "/scope?scope=conv-big&all=1", `class="moment"`) })
@@ -93,6 +98,24 @@ func BenchmarkConsole(b *testing.B) {
 			})
 		})
 	}
+}
+
+// consoleBenchDeepPage follows the API's cursor n pages of 50 down the
+// newest-first listing and returns the console's URL of the page after.
+func consoleBenchDeepPage(b *testing.B, api http.Handler, n int) string {
+	cursor := ""
+	for range n {
+		req := httptest.NewRequest(http.MethodGet, "/v1/deliveries?"+url.Values{"page": {"50"}, "cursor": {cursor}}.Encode(), nil)
+		req.Header.Set("Authorization", "Bearer "+consoleToken)
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, req)
+		var p ledgerapi.PageJSON
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Next == "" {
+			b.Fatalf("page toward %d: %d %v %.200s", n, w.Code, err, w.Body.String())
+		}
+		cursor = p.Next
+	}
+	return "/events?cursor=" + url.QueryEscape(cursor)
 }
 
 // cpuTime is the CPU time this process has used, user and system.
@@ -122,7 +145,22 @@ func fillConsoleBench(b *testing.B, l *ledger.Ledger, events int) {
 	for i := range events {
 		g.Go(func() error {
 			id := "e-" + strconv.Itoa(i)
-			return enqueue("bench", id, "bench:"+id)
+			scope := "bench:" + id
+			if err := enqueue("bench", id, scope); err != nil || i%2 == 1 {
+				return err
+			}
+			// Every other event is delivered: only the received index
+			// lists those without a scope.
+			q, err := l.FindDelivery(ctx, scope, "bench", id)
+			if err != nil {
+				return err
+			}
+			tk, err := l.TakeDelivery(ctx, scope, q.EntryID, time.Minute)
+			if err != nil {
+				return err
+			}
+			_, err = l.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered})
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {

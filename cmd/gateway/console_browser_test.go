@@ -491,6 +491,15 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return true
 		})
+		// Delivered events are listed without a scope, newest first.
+		run(t, ctx, "delivered, any scope",
+			chromedp.Navigate(e.admin+"/events?source=billing&status=delivered"),
+			chromedp.WaitVisible("#events-table", chromedp.ByID))
+		var order []string
+		run(t, ctx, "rows", chromedp.Evaluate(`[...document.querySelectorAll("#events-table tbody tr[data-event]")].map(r => r.dataset.event)`, &order))
+		if want := fmt.Sprintf("[evt_%[1]s_dead2 evt_%[1]s_dead1 evt_%[1]s_dead0]", p); fmt.Sprint(order) != want {
+			t.Fatalf("delivered billing events listed %v, want %s", order, want)
+		}
 	})
 
 	t.Run("resolve an ambiguous entry", func(t *testing.T) {

@@ -16,7 +16,7 @@ const eventsUsage = `usage: gateway events <command> [flags]
 
 commands:
   list [--source S] [--status queued|delivering|delivered|rejected|dead|superseded|coalesced|paused] [--scope X] [--since T] [--until T]
-                                   queued events, oldest first (delivered ones need --scope)
+                                   queued events, oldest first
   show SOURCE EVENT_ID [--scope X] the event and every delivery attempt
   replay SOURCE EVENT_ID [--scope X]
   replay --status S [--source S] [--since T] [--until T]
@@ -65,7 +65,7 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&f.scope, "scope", "", "the event's scope (sources with a scope rule)")
 	if sub != "show" {
 		fs.StringVar(&f.source, "source", "", "only this source")
-		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | superseded | coalesced | paused (delivered, superseded and coalesced need --scope)")
+		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | superseded | coalesced | paused")
 		fs.StringVar(&f.since, "since", "", "received at or after this RFC 3339 time")
 		fs.StringVar(&f.until, "until", "", "received before this RFC 3339 time")
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")

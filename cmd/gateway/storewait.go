@@ -172,6 +172,14 @@ func (w *waitingStore) ScopesDueBetween(ctx context.Context, from, to time.Time,
 	return s.ScopesDueBetween(ctx, from, to, limit)
 }
 
+func (w *waitingStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	s, err := w.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.ScopesReceived(ctx, before, limit)
+}
+
 func (w *waitingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	s, err := w.get()
 	if err != nil {

@@ -565,6 +565,9 @@ func (failingStore) ScopesDue(context.Context, time.Time, int) ([]string, error)
 func (failingStore) ScopesDueBetween(context.Context, time.Time, time.Time, int) ([]string, error) {
 	return nil, errDown
 }
+func (failingStore) ScopesReceived(context.Context, ledger.ScopeAt, int) ([]ledger.ScopeAt, error) {
+	return nil, errDown
+}
 func (failingStore) ReadBlob(context.Context, string, string) ([]byte, error) { return nil, errDown }
 
 func TestStoreFailureIs503(t *testing.T) {

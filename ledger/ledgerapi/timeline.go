@@ -138,9 +138,10 @@ type PageJSON struct {
 	// Next continues the listing after the last delivery on this page;
 	// empty on the last page.
 	Next string `json:"next,omitempty"`
-	// Scanned is how many matching deliveries the read scopes held; when
-	// Partial is set, the scope bound (limit) stopped the read early and
-	// older events may exist beyond it.
+	// Scanned is how many matching deliveries the read scope held (with
+	// a scope), or how many scopes the page read (without one). When
+	// Partial is set, the scope bound (limit) stopped the read before the
+	// page filled up: Next goes on with older scopes.
 	Scanned int  `json:"scanned"`
 	Partial bool `json:"partial,omitempty"`
 }
@@ -175,7 +176,9 @@ func newestFirst(a, b DeliveryItemJSON) bool {
 }
 
 // page serves GET /v1/deliveries with page=N: the filter's matches newest
-// first, N at a time, continued by cursor.
+// first, N at a time, continued by cursor. Without a scope it walks the
+// received index (recentPage); within one scope it sorts that scope's
+// deliveries.
 func (s *server) page(r *http.Request, f DeliveryFilter) (any, error) {
 	q := r.URL.Query()
 	size, err := strconv.Atoi(q.Get("page"))
@@ -189,7 +192,7 @@ func (s *server) page(r *http.Request, f DeliveryFilter) (any, error) {
 		}
 	}
 	var after *DeliveryItemJSON
-	if v := q.Get("cursor"); v != "" {
+	if v := q.Get("cursor"); v != "" && q.Get("scope") != "" {
 		at, id, err := parseCursor(v)
 		if err != nil {
 			return nil, err
@@ -200,6 +203,10 @@ func (s *server) page(r *http.Request, f DeliveryFilter) (any, error) {
 	lf, err := f.ledger()
 	if err != nil {
 		return nil, err
+	}
+	if f.Scope == "" {
+		lf.EventID, lf.Until = eventID, until
+		return s.recentPage(r, lf, size)
 	}
 	if lf.Limit <= 0 {
 		lf.Limit = 1000

@@ -18,6 +18,11 @@ var (
 	bucketReview = []byte("review")
 	bucketDue    = []byte("due")
 	bucketBlobs  = []byte("blobs")
+	// The received index: keys as in the review and due indexes (time,
+	// then scope), and each scope's current key time, so a write can
+	// remove the key it replaces without widening meta.
+	bucketReceived   = []byte("received")
+	bucketReceivedAt = []byte("received-at")
 )
 
 // Options tune the store. Zero values take the defaults.
@@ -58,7 +63,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview, bucketDue, bucketBlobs} {
+		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview, bucketDue, bucketBlobs, bucketReceived, bucketReceivedAt} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -196,6 +201,9 @@ func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 		if err := dues.Put(reviewKey(m.due, scope), nil); err != nil {
 			return err
 		}
+	}
+	if err := putReceived(tx, scope, w.ReceivedAt); err != nil {
+		return err
 	}
 	for name, b := range w.Blobs {
 		var err error
@@ -340,6 +348,9 @@ func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
 					return err
 				}
 			}
+			if err := putReceived(tx, string(k), time.Time{}); err != nil {
+				return err
+			}
 			if err := deleteBlobs(tx, string(k)); err != nil {
 				return err
 			}
@@ -357,4 +368,60 @@ func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("bolt store: delete expired: %w", err)
 	}
 	return n, nil
+}
+
+// putReceived replaces scope's key in the received index by one at at
+// (none when at is zero).
+func putReceived(tx *bbolt.Tx, scope string, at time.Time) error {
+	index, ats := tx.Bucket(bucketReceived), tx.Bucket(bucketReceivedAt)
+	if old := ats.Get([]byte(scope)); len(old) == 8 {
+		if err := index.Delete(reviewKey(int64(binary.BigEndian.Uint64(old)), scope)); err != nil {
+			return err
+		}
+	}
+	if at.IsZero() {
+		return ats.Delete([]byte(scope))
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(at.UnixNano()))
+	if err := index.Put(reviewKey(at.UnixNano(), scope), nil); err != nil {
+		return err
+	}
+	return ats.Put([]byte(scope), b[:])
+}
+
+// ScopesReceived implements ledger.Store: it walks the received index
+// backwards from the cursor, skipping scopes whose document has expired.
+func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []ledger.ScopeAt
+	now := s.now().UnixNano()
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		metas := tx.Bucket(bucketMeta)
+		c := tx.Bucket(bucketReceived).Cursor()
+		var k []byte
+		if before.At.IsZero() {
+			k, _ = c.Last()
+		} else if k, _ = c.Seek(reviewKey(before.At.UnixNano(), before.Scope)); k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev() // Seek lands at or after the cursor: step before it
+		}
+		for ; k != nil && len(out) < limit; k, _ = c.Prev() {
+			if len(k) < 8 {
+				continue
+			}
+			if m := readMeta(metas.Get(k[8:])); m.expires != 0 && now >= m.expires {
+				continue
+			}
+			out = append(out, ledger.ScopeAt{Scope: string(k[8:]), At: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC()})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: list scopes received: %w", err)
+	}
+	return out, nil
 }

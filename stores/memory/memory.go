@@ -22,6 +22,7 @@ type record struct {
 	expires  time.Time // zero: no physical expiry
 	reviewAt time.Time
 	dueAt    time.Time
+	received time.Time
 	blobs    map[string][]byte // live and die with the document
 }
 
@@ -62,6 +63,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 		return err
 	}
 	r := record{doc: clone(w.Doc), reviewAt: w.ReviewAt, dueAt: w.DueAt, blobs: s.docs[scope].blobs}
+	r.received = w.ReceivedAt
 	if cur == nil {
 		r.blobs = nil // an expired document's blobs went with it
 	}
@@ -153,6 +155,38 @@ func (s *Store) scopesBy(ctx context.Context, from, notAfter time.Time, limit in
 		out = append(out, d.scope)
 	}
 	return out, nil
+}
+
+// ScopesReceived implements ledger.Store with a scan that keeps the limit
+// newest (limit is a page, small), which is fine for a test store.
+func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	top := make([]ledger.ScopeAt, 0, limit+1) // newest first
+	for scope, r := range s.docs {
+		at := ledger.ScopeAt{Scope: scope, At: r.received}
+		if at.At.IsZero() || !at.Before(before) || !r.expires.IsZero() && !now.Before(r.expires) {
+			continue
+		}
+		if len(top) == limit && !top[limit-1].Before(at) {
+			continue // older than every one kept
+		}
+		i := sort.Search(len(top), func(i int) bool { return top[i].Before(at) })
+		top = append(top, ledger.ScopeAt{})
+		copy(top[i+1:], top[i:])
+		top[i] = at
+		if len(top) > limit {
+			top = top[:limit]
+		}
+	}
+	return top, nil
 }
 
 // clone keeps callers from sharing the store's bytes, as a real store's

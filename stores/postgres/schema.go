@@ -20,6 +20,7 @@ type names struct {
 	review   string // index name, unqualified: indexes live in the table's schema
 	expires  string
 	due      string // index on due_at
+	received string // index on received_at
 	blobs    string // quoted, same schema as the table
 }
 
@@ -47,6 +48,7 @@ func parseTable(table string) names {
 		review:   pgx.Identifier{name + "_review_idx"}.Sanitize(),
 		expires:  pgx.Identifier{name + "_expires_idx"}.Sanitize(),
 		due:      pgx.Identifier{name + "_due_idx"}.Sanitize(),
+		received: pgx.Identifier{name + "_received_idx"}.Sanitize(),
 		blobs:    qualify(name + "_blobs"),
 	}
 }
@@ -65,7 +67,7 @@ func SchemaObjects(table string) []SchemaObject {
 	if i := strings.IndexByte(n.table, '.'); i >= 0 && strings.HasPrefix(n.table, `"`) {
 		schema = n.table[:i+1]
 	}
-	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}}
+	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}, {"index", schema + n.due}, {"index", schema + n.received}}
 }
 
 // SchemaSQL returns the DDL that Migrate runs for the given table name
@@ -77,6 +79,9 @@ func SchemaObjects(table string) []SchemaObject {
 // contract asks for the bytes to come back exactly as written; json keeps
 // the text verbatim yet still rejects malformed documents and supports the
 // usual operators for inspection (doc->'runs').
+//
+// Listing queued events newest first adds received_at, with a partial
+// index in descending order, added to older tables the same way as due_at.
 //
 // Queued delivery adds due_at (with a partial index, like review_at) and a
 // second table of blobs, rows keyed by (scope, name) that go with their
@@ -100,24 +105,29 @@ CREATE TABLE IF NOT EXISTS %[1]s (
     expires_at timestamptz,
     review_at  timestamptz,
     updated_at timestamptz NOT NULL DEFAULT now(),
-    due_at     timestamptz
+    due_at     timestamptz,
+    received_at timestamptz
 );
 DO $migrate$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '%[7]s'::regclass AND attname = 'due_at' AND NOT attisdropped) THEN
         ALTER TABLE %[1]s ADD COLUMN due_at timestamptz;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '%[7]s'::regclass AND attname = 'received_at' AND NOT attisdropped) THEN
+        ALTER TABLE %[1]s ADD COLUMN received_at timestamptz;
     END IF;
 END $migrate$;
 ALTER SEQUENCE %[2]s OWNED BY %[1]s.version;
 CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (review_at, scope) WHERE review_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS %[5]s ON %[1]s (due_at, scope) WHERE due_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS %[8]s ON %[1]s (received_at DESC, scope DESC) WHERE received_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS %[6]s (
     scope text  NOT NULL REFERENCES %[1]s (scope) ON DELETE CASCADE,
     name  text  NOT NULL,
     data  bytea NOT NULL,
     PRIMARY KEY (scope, name)
 );
-`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table))
+`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table), n.received)
 }
 
 // Migrate creates the store's table, sequence and indexes if they are

@@ -94,6 +94,7 @@ type statements struct {
 	// only with a won compare-and-set, in its transaction.
 	insertBlobs, updateBlobs string
 	review, due, dueBetween  string
+	received                 string
 	readBlob                 string
 	deleteExpired            string
 }
@@ -156,20 +157,26 @@ func buildStatements(n names) statements {
 	// row there has expired: an expired document counts as absent. A live
 	// row makes the WHERE false, nothing is returned, and the caller knows
 	// it decided on a stale view.
-	insert := `INSERT INTO ` + t + ` AS t (scope, doc, version, expires_at, review_at, due_at, updated_at)
-VALUES ($1, $2, ` + seq + `, ` + expires + `, $4, $5, now())
+	// received names the placeholder of received_at, which comes last in
+	// every write's arguments.
+	insert := func(received string) string {
+		return `INSERT INTO ` + t + ` AS t (scope, doc, version, expires_at, review_at, due_at, updated_at, received_at)
+VALUES ($1, $2, ` + seq + `, ` + expires + `, $4, $5, now(), ` + received + `::timestamptz)
 ON CONFLICT (scope) DO UPDATE SET doc = excluded.doc, version = excluded.version,
     expires_at = excluded.expires_at, review_at = excluded.review_at, due_at = excluded.due_at,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at, received_at = excluded.received_at
 WHERE t.expires_at IS NOT NULL AND t.expires_at <= now()
 RETURNING version`
+	}
 	// Compare-and-set on the version. Under READ COMMITTED a concurrent
 	// writer makes PostgreSQL re-check the WHERE against the newest row,
 	// so exactly one of two racing updates from the same version wins.
-	update := `UPDATE ` + t + ` SET doc = $2, version = ` + seq + `, expires_at = ` + expires + `,
-    review_at = $4, due_at = $5, updated_at = now()
+	update := func(received string) string {
+		return `UPDATE ` + t + ` SET doc = $2, version = ` + seq + `, expires_at = ` + expires + `,
+    review_at = $4, due_at = $5, updated_at = now(), received_at = ` + received + `::timestamptz
 WHERE scope = $1 AND version = $6 AND ` + live + `
 RETURNING version`
+	}
 	// The blob statements wrap those: the puts (names, data) and
 	// deletes run only when the write returned a row. A created (or
 	// revived) scope keeps no blob but the ones it puts: a revived row's
@@ -183,13 +190,13 @@ RETURNING version`
 	return statements{
 		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
 		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
-		insert:        insert,
-		update:        update,
-		insertBlobs: `WITH w AS (` + insert + `),
+		insert:        insert("$6"),
+		update:        update("$7"),
+		insertBlobs: `WITH w AS (` + insert("$8") + `),
 ` + puts("$6", "$7") + `,
 del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND NOT (name = ANY($6::text[])))
 SELECT version FROM w`,
-		updateBlobs: `WITH w AS (` + update + `),
+		updateBlobs: `WITH w AS (` + update("$10") + `),
 ` + puts("$7", "$8") + `,
 del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($9::text[]))
 SELECT version FROM w`,
@@ -202,6 +209,11 @@ ORDER BY due_at, scope LIMIT $2`,
 		dueBetween: `SELECT scope FROM ` + t + `
 WHERE due_at IS NOT NULL AND due_at >= $3 AND due_at <= $1 AND ` + live + `
 ORDER BY due_at, scope LIMIT $2`,
+		// Row comparison walks the descending index from the cursor;
+		// $1 NULL starts at the newest.
+		received: `SELECT scope, received_at FROM ` + t + `
+WHERE received_at IS NOT NULL AND ($1::timestamptz IS NULL OR (received_at, scope) < ($1, $2::text)) AND ` + live + `
+ORDER BY received_at DESC, scope DESC LIMIT $3`,
 		readBlob: `SELECT b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
 WHERE b.scope = $1 AND b.name = $2 AND (t.expires_at IS NULL OR t.expires_at > now())`,
 		// SKIP LOCKED leaves alone a row some Transact is reviving right now;
@@ -223,11 +235,15 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 	if !w.DueAt.IsZero() {
 		due = w.DueAt
 	}
+	var received any
+	if !w.ReceivedAt.IsZero() {
+		received = w.ReceivedAt
+	}
 	if len(w.Blobs) == 0 {
 		if expected == 0 {
-			return s.q.insert, []any{scope, w.Doc, ttl, review, due}
+			return s.q.insert, []any{scope, w.Doc, ttl, review, due, received}
 		}
-		return s.q.update, []any{scope, w.Doc, ttl, review, due, expected}
+		return s.q.update, []any{scope, w.Doc, ttl, review, due, expected, received}
 	}
 	names := make([]string, 0, len(w.Blobs))
 	datas := make([][]byte, 0, len(w.Blobs))
@@ -240,9 +256,9 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 		names, datas = append(names, name), append(datas, b)
 	}
 	if expected == 0 {
-		return s.q.insertBlobs, []any{scope, w.Doc, ttl, review, due, names, datas}
+		return s.q.insertBlobs, []any{scope, w.Doc, ttl, review, due, names, datas, received}
 	}
-	return s.q.updateBlobs, []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels}
+	return s.q.updateBlobs, []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels, received}
 }
 
 func escapeLiteral(s string) string {
@@ -547,6 +563,31 @@ func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, 
 		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
 	}
 	return scopes, nil
+}
+
+// ScopesReceived implements ledger.Store through the partial descending
+// index on received_at: a page costs its length, however deep the cursor.
+func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var at any // NULL: from the newest
+	if !before.At.IsZero() {
+		at = before.At
+	}
+	rows, err := s.pool.Query(ctx, s.q.received, at, before.Scope, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes received: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.ScopeAt, error) {
+		var a ledger.ScopeAt
+		err := r.Scan(&a.Scope, &a.At)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: scopes received: %w", err)
+	}
+	return out, nil
 }
 
 // ReadBlob implements ledger.Store.

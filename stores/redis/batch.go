@@ -71,7 +71,7 @@ type casArgs struct {
 
 func (a casArgs) keys(s *Store) []string {
 	b := bucketOf(a.scope)
-	return []string{a.key, s.indexKey(b), s.dueKeys[b], s.blobKey(a.scope)}
+	return []string{a.key, s.indexKey(b), s.dueKeys[b], s.blobKey(a.scope), s.receivedKeys[b]}
 }
 
 func (a casArgs) argv() []any {
@@ -89,7 +89,7 @@ func (a casArgs) argv() []any {
 	if !a.w.DueAt.IsZero() {
 		due = strconv.FormatInt(a.w.DueAt.UnixMilli(), 10)
 	}
-	args := make([]any, 0, 8+2*len(a.w.Blobs))
+	args := make([]any, 0, 9+2*len(a.w.Blobs))
 	args = append(args, a.expect, a.next, a.w.Doc, ttl, review, a.scope, due, 0)
 	puts := 0
 	for name, b := range a.w.Blobs {
@@ -104,7 +104,11 @@ func (a casArgs) argv() []any {
 			args = append(args, name)
 		}
 	}
-	return args
+	received := ""
+	if !a.w.ReceivedAt.IsZero() {
+		received = strconv.FormatInt(a.w.ReceivedAt.UnixMilli(), 10)
+	}
+	return append(args, received)
 }
 
 // casReply is what the write script answered: won, or lost with the

@@ -25,12 +25,14 @@ import goredis "github.com/redis/go-redis/v9"
 // with no blobs.
 //
 // KEYS[1] scope hash, KEYS[2] review index of the scope's bucket, KEYS[3]
-// due index of the bucket, KEYS[4] the scope's blob hash.
+// due index of the bucket, KEYS[4] the scope's blob hash, KEYS[5] received
+// index of the bucket.
 // ARGV[1] expected token ("" = no document), ARGV[2] new token, ARGV[3] doc,
 // ARGV[4] TTL in ms ("0" = no expiry), ARGV[5] review time in unix ms
 // ("" = none), ARGV[6] scope (the index member), ARGV[7] due time in unix
 // ms ("" = none), ARGV[8] n, the number of blobs to put; then n name, data
-// pairs; then the names of blobs to delete.
+// pairs; then the names of blobs to delete; last, the received time in
+// unix ms ("" = none), kept like the due time in KEYS[5].
 var casScript = goredis.NewScript(`
 local tok = redis.call('HGET', KEYS[1], 't') or ''
 if tok ~= ARGV[1] then
@@ -64,9 +66,14 @@ for _ = 1, puts do
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
-while i <= #ARGV do
+while i < #ARGV do
   redis.call('HDEL', KEYS[4], ARGV[i])
   i = i + 1
+end
+if ARGV[#ARGV] == '' then
+  redis.call('ZREM', KEYS[5], ARGV[6])
+else
+  redis.call('ZADD', KEYS[5], ARGV[#ARGV], ARGV[6])
 end
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then

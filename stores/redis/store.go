@@ -109,6 +109,7 @@ type Store struct {
 	docPrefixes  [reviewBuckets]string
 	indexKeys    [reviewBuckets]string
 	dueKeys      [reviewBuckets]string
+	receivedKeys [reviewBuckets]string
 	blobPrefixes [reviewBuckets]string
 }
 
@@ -156,6 +157,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		s.docPrefixes[b] = tag + ":s:"
 		s.indexKeys[b] = tag + ":review"
 		s.dueKeys[b] = tag + ":due"
+		s.receivedKeys[b] = tag + ":received"
 		s.blobPrefixes[b] = tag + ":b:"
 	}
 	return s

@@ -41,7 +41,8 @@ func BenchmarkOnce(b *testing.B, store ledger.Store) {
 
 // BenchmarkEnqueueBacklog measures one accept (Enqueue of a 1 KiB event,
 // its run and claim) at 16 goroutines while 10, 1,000 or 100,000 events
-// already wait in the queue, and one sweep's read of the due index. The
+// already wait in the queue, one sweep's read of the due index, and the
+// operators' newest-first reads of the received index. The
 // index is an ordered structure in every store, so the accept's cost must
 // not grow with the backlog. The 100,000 case fills the store first, which
 // takes a while; run it with -benchtime=2000x or so.
@@ -105,6 +106,32 @@ func BenchmarkEnqueueBacklog(b *testing.B, store ledger.Store) {
 			for range b.N {
 				if _, err := store.ScopesDue(ctx, farFuture, 64); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+		// The operators' newest-first listing: one index read, and one
+		// page of 50 events 20 pages deep (a cursor a page past the
+		// scopes it walked, so its cost must not grow with the backlog).
+		b.Run(fmt.Sprintf("backlog=%d/received-page", backlog), func(b *testing.B) {
+			for range b.N {
+				if _, err := store.ScopesReceived(ctx, ledger.ScopeAt{}, 64); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("backlog=%d/recent-events-page", backlog), func(b *testing.B) {
+			var after *ledger.DeliveryCursor
+			for range min(20, backlog/50-1) {
+				p, err := l.RecentDeliveries(ctx, ledger.DeliveryFilter{}, after, 50)
+				if err != nil || p.Next == nil {
+					b.Fatalf("page toward 20: %v", err)
+				}
+				after = p.Next
+			}
+			b.ResetTimer()
+			for range b.N {
+				if p, err := l.RecentDeliveries(ctx, ledger.DeliveryFilter{}, after, 50); err != nil || len(p.Items) == 0 {
+					b.Fatalf("page: %d, %v", len(p.Items), err)
 				}
 			}
 		})

@@ -73,6 +73,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DueIndex", testDueIndex},
 		{"DueBetween", testDueBetween},
 		{"ParkAndUnpark", testParkAndUnpark},
+		{"ReceivedIndex", testReceivedIndex},
+		{"RecentDeliveries", testRecentDeliveries},
 		{"EnqueueStored", testEnqueueStored},
 		{"DueDeliveries", testDueDeliveries},
 		{"DeliveryLease", testDeliveryLease},

@@ -81,6 +81,11 @@ func (s *timedStore) ScopesDueBetween(ctx context.Context, from, notAfter time.T
 	return s.store.ScopesDueBetween(ctx, from, notAfter, limit)
 }
 
+// ScopesReceived forwards untimed: operators call it, never a webhook.
+func (s *timedStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
+	return s.store.ScopesReceived(ctx, before, limit)
+}
+
 // ReadBlob forwards untimed: dispatchers and operators call it.
 func (s *timedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	return s.store.ReadBlob(ctx, scope, name)

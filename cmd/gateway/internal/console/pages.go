@@ -87,11 +87,6 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) err
 		return err
 	}
 	req.Size, req.Cursor = pageSize, r.URL.Query().Get("cursor")
-	if f.Status == "delivered" && f.Scope == "" && !(f.Source != "" && f.EventID != "") {
-		data["Notice"] = "Delivered events are listed within a scope: give a scope, or a source and an event id."
-		c.render(w, r, s, http.StatusOK, "events", "Events", data)
-		return nil
-	}
 	var page ledgerapi.PageJSON
 	if f.Source != "" && f.EventID != "" && f.Scope == "" {
 		// One event by its id: the default scope finds it whatever its

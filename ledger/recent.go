@@ -1,0 +1,141 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Listing every queued event newest first. The due and review indexes
+// find only work (queued, delivering) and what waits for an operator
+// (dead, rejected); a delivered event sits in neither. The received index
+// (Write.ReceivedAt, Store.ScopesReceived) orders every scope that holds
+// queued events by its newest event, so a walk down it meets events newest
+// first whatever their status. A scope's events are listed together, at
+// its newest event's place: exact newest-first order across scopes that
+// hold one event each (the default scope rule, {source}:{eventId}), and a
+// conversation's older events right after its newest one otherwise.
+
+// newestReceived is the newest receipt time of the document's kept queue
+// items; zero when it holds none, which takes the scope out of the index.
+func (d *document) newestReceived() time.Time {
+	var t time.Time
+	for _, q := range d.Queue {
+		if q.ReceivedAt.After(t) {
+			t = q.ReceivedAt
+		}
+	}
+	return t
+}
+
+// DeliveryCursor is where a newest-first listing stopped: the index
+// position of the last scope read and, when the page filled up inside that
+// scope, the last event listed from it (ReceivedAt zero when the scope was
+// listed whole).
+type DeliveryCursor struct {
+	ScopeAt
+	ReceivedAt time.Time
+	EntryID    string
+}
+
+// DeliveryPage is one page of RecentDeliveries.
+type DeliveryPage struct {
+	Items []QueueItem
+	// Next continues after Items; nil when the index is exhausted.
+	Next *DeliveryCursor
+	// Scanned is how many scopes were read. Partial says the filter's
+	// Limit on scopes read stopped the page before it filled up: Next
+	// continues the walk.
+	Scanned int
+	Partial bool
+}
+
+// itemAfter reports whether q comes after (ReceivedAt, EntryID) in
+// newest-first order.
+func itemAfter(q QueueItem, at time.Time, id string) bool {
+	if !q.ReceivedAt.Equal(at) {
+		return q.ReceivedAt.Before(at)
+	}
+	return q.EntryID < id
+}
+
+func (f DeliveryFilter) matches(q QueueItem) bool {
+	return (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) &&
+		(f.EventID == "" || q.EventID == f.EventID) &&
+		!q.ReceivedAt.Before(f.Since) && (f.Until.IsZero() || q.ReceivedAt.Before(f.Until))
+}
+
+// RecentDeliveries lists up to size queued deliveries of every scope (the
+// filter's Scope is ignored), newest first, whatever their status, through
+// the received index; after continues from a previous page's Next. It
+// reads at most f.Limit scopes (default 1000). Until starts the walk at
+// scopes whose newest event was received before it, so a scope that has
+// received an event since is not listed.
+func (l *Ledger) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *DeliveryCursor, size int) (DeliveryPage, error) {
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	if size <= 0 {
+		size = 50
+	}
+	var page DeliveryPage
+	var from []ScopeAt // the index position of each item's scope
+	// take lists the matching items of one scope, newest first, after
+	// the given event (zero: from its newest). One item more than the
+	// page is looked for, so that the last page says so (Next nil) rather
+	// than leading to an empty one; take reports whether it was found,
+	// and then sets Next after the page's last item.
+	take := func(at ScopeAt, afterAt time.Time, afterID string) (bool, error) {
+		items, err := l.QueueItems(ctx, at.Scope)
+		if err != nil {
+			return false, err
+		}
+		page.Scanned++
+		for i := len(items) - 1; i >= 0; i-- {
+			q := items[i]
+			if !afterAt.IsZero() && !itemAfter(q, afterAt, afterID) || !f.matches(q) {
+				continue
+			}
+			if len(page.Items) == size {
+				last := page.Items[size-1]
+				page.Next = &DeliveryCursor{ScopeAt: from[size-1], ReceivedAt: last.ReceivedAt, EntryID: last.EntryID}
+				return true, nil
+			}
+			page.Items, from = append(page.Items, q), append(from, at)
+		}
+		return false, nil
+	}
+	var pos ScopeAt
+	switch {
+	case after != nil:
+		pos = after.ScopeAt
+		if !after.ReceivedAt.IsZero() {
+			full, err := take(after.ScopeAt, after.ReceivedAt, after.EntryID)
+			if err != nil || full {
+				return page, err
+			}
+		}
+	case !f.Until.IsZero():
+		pos = ScopeAt{At: f.Until} // strictly older than Until, any scope
+	}
+	for page.Scanned < f.Limit {
+		batch, err := l.store.ScopesReceived(ctx, pos, min(64, f.Limit-page.Scanned))
+		if err != nil {
+			return page, err
+		}
+		if len(batch) == 0 {
+			return page, nil
+		}
+		for _, at := range batch {
+			if !f.Since.IsZero() && at.At.Before(f.Since) {
+				return page, nil // every older scope's events are older still
+			}
+			full, err := take(at, time.Time{}, "")
+			if err != nil || full {
+				return page, err
+			}
+			pos = at
+		}
+	}
+	page.Next, page.Partial = &DeliveryCursor{ScopeAt: pos}, true
+	return page, nil
+}

@@ -17,7 +17,9 @@ import (
 // error), as developer.xero.com/documentation/webhooks/configuring-your-server requires.
 func xeroHandshake(p *def, cfg Config, r *Request, now time.Time) (*HandshakeResponse, bool, error) {
 	ev := gjson.GetBytes(r.Body, "events")
-	if !ev.IsArray() || strings.TrimSpace(ev.Raw[1:len(ev.Raw)-1]) != "" {
+	// A truncated body can leave Raw as a lone "[": no closed empty array,
+	// so no handshake (and no slicing past its end).
+	if !ev.IsArray() || len(ev.Raw) < 2 || strings.TrimSpace(ev.Raw[1:len(ev.Raw)-1]) != "" {
 		return nil, false, nil
 	}
 	if err := verified(p, cfg, r, now); err != nil {

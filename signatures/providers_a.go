@@ -164,19 +164,28 @@ var registryA = map[string]*def{
 	"replicate": stdAlias("webhook", keyWhsec, "{header:webhook-id}"),
 	// openai/openai-node src/resources/webhooks/webhooks.ts: whsec_ → base64, else UTF-8, ±300 s.
 	"openai": stdAlias("webhook", keyWhsecOrRaw, "{header:webhook-id}", "{json:id}"),
-	// resend/resend-node webhooks-verify.spec.ts; svix-* header names (?).
+	// resend/resend-node src/webhooks/webhooks.ts verify() hands the id, timestamp and signature
+	// to the standardwebhooks library with a whsec_ secret (webhooks-verify.spec.ts signs and
+	// verifies one). The SDK takes the three values from the caller, so it does not name the HTTP
+	// headers: the svix-* names follow Resend's docs as cited in PROVIDERS-2.md (?).
 	"resend": stdAlias("svix", keyWhsec, "{header:svix-id}"),
-	// Clerk sends through Svix (?).
+	// clerk/javascript packages/backend/src/webhooks.ts verifyWebhook: reads svix-id,
+	// svix-timestamp and svix-signature, maps them onto the standardwebhooks library's names and
+	// verifies with the signing secret as given (whsec_ form), so Svix's recipe and window.
 	"clerk": stdAlias("svix", keyWhsec, "{header:svix-id}"),
 	// Brex: webhook-* headers and a base64 secret without whsec_ (?).
 	"brex": stdAlias("webhook", keyWhsec, "{header:webhook-id}"),
 	// polarsource/polar-js src/webhooks.ts validateEvent: the secret is base64-encoded before the
-	// Standard Webhooks library decodes it, so the key is the secret's UTF-8 bytes. A whsec_
-	// secret is read the standard way (newer secrets have that form, per third-party verifiers;
-	// unconfirmed in the SDK version we read).
+	// Standard Webhooks library decodes it, so the key is the secret's UTF-8 bytes, under the
+	// webhook-* headers. Re-read for #16: that SDK still encodes every secret, whatever its
+	// form, so a secret beginning "whsec_" would there be keyed as its own text; we instead
+	// decode it the standard way, which follows third-party verifiers only (?).
 	"polar": stdAlias("webhook", keyWhsecOrRaw, "{header:webhook-id}"),
-	// docs.connect.worldline-solutions.com webhooks: HMAC-SHA256 of the body; base64 (?); the
-	// key chosen by X-GCS-KeyId: configure every active key, any may match.
+	// Ingenico-ePayments/connect-sdk-go webhooks/validation/SignatureValidator.go and the fixed
+	// vector of webhooks/Helper_test.go (testdata/vectors.yaml): X-GCS-Signature is the standard
+	// base64 of HMAC-SHA256 over the body, keyed with the secret's UTF-8 bytes; X-GCS-KeyId
+	// names the key. We do not map key ids: configure every active key, any may match. The SDK
+	// checks no time; the event's id field is the SDK's Event.ID.
 	"worldline": {
 		info: Provider{EventID: []string{"{json:id}"}, ContextAt: "{json:created}", ForwardHeaders: []string{"X-Gcs-Keyid"},
 			SignatureHeaders: []string{"X-Gcs-Signature"}, BodySigned: true, HandshakeByGET: true},
@@ -211,7 +220,8 @@ var registryA = map[string]*def{
 		info: sigHeaders("X-Signature").with("", "{json:webhook_id}:{json:history_items.0.id}"),
 		hmac: bodyMAC(sha256.New, "X-Signature", encHex, ""),
 	},
-	// Webex: hex HMAC-SHA1 of the body (?); json:id is the registration, not the event.
+	// Webex: hex HMAC-SHA1 of the body (?); json:id is the registration, not the event. No
+	// official SDK with a verifier was found in the search index.
 	"webex": {
 		info: sigHeaders("X-Spark-Signature").with("{json:created}", "{json:id}:{json:data.id}:{json:event}"),
 		hmac: bodyMAC(sha1.New, "X-Spark-Signature", encHex, ""),
@@ -271,13 +281,17 @@ var registryA = map[string]*def{
 		build:     func(c Config) (any, error) { return &mandrillScheme{keys: keysOf(c.Secrets), url: c.URL}, nil },
 		handshake: headCheck,
 	},
-	// Webflow: hex over "{timestamp}:{body}", ms (?), 5 min (?).
+	// webflow/js-webflow-api src/wrapper/WebhooksClient.ts verifySignature: lowercase hex
+	// HMAC-SHA256, key = the secret's UTF-8 bytes, over x-webflow-timestamp + ":" + body. The
+	// SDK checks no time; the milliseconds unit and the 5-minute window follow Webflow's docs (?).
 	"webflow": {
 		info: sigHeaders("X-Webflow-Signature", "X-Webflow-Timestamp").with("", "{json:triggerType}:{json:payload.id}:{header:X-Webflow-Timestamp}").timed(300),
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Webflow-Signature"}, tsHeader: "X-Webflow-Timestamp", tsFormat: tsMillis,
 			content: []seg{sTS, lit(":"), sBody}, tolerance: tol5m},
 	},
-	// Notion: sha256=<hex> of the body with the verification_token (?).
+	// makenotion/notion-sdk-js src/webhooks.ts verifyWebhookSignature: X-Notion-Signature is
+	// "sha256=" + hex HMAC-SHA256 of the raw body, keyed with the verification token's UTF-8
+	// bytes; no timestamp. Event id json:id (?).
 	"notion": {
 		info:      sigHeaders("X-Notion-Signature").with("{json:timestamp}", "{json:id}"),
 		hmac:      bodyMAC(sha256.New, "X-Notion-Signature", encHex, "sha256="),
@@ -390,8 +404,11 @@ var registryA = map[string]*def{
 		info:  Provider{EventID: []string{"{json:meta.id}"}, SignatureHeaders: []string{"Authorization"}},
 		build: wrap(newBasic),
 	},
-	// QuickBooks Online: base64 HMAC-SHA256 of the body with the verifier token (?). The first
-	// entity stands for the batch.
+	// intuit/QuickBooks-V3-Java-SDK ipp-v3-java-devkit/.../services/WebhooksService.java
+	// verifyPayload: standard base64 of HMAC-SHA256 over the payload, keyed with the verifier
+	// token's UTF-8 bytes (header name intuit-signature per Intuit's docs). The first entity
+	// stands for the batch (?); the SDK also parses a newer CloudEvents array, which this
+	// default event id does not read.
 	"quickbooks": {
 		info: sigHeaders("Intuit-Signature").with("",
 			"{json:eventNotifications.0.dataChangeEvent.entities.0.name}:{json:eventNotifications.0.dataChangeEvent.entities.0.id}:{json:eventNotifications.0.dataChangeEvent.entities.0.operation}:{json:eventNotifications.0.dataChangeEvent.entities.0.lastUpdated}"),

@@ -177,10 +177,10 @@ var registryA = map[string]*def{
 	"brex": stdAlias("webhook", keyWhsec, "{header:webhook-id}"),
 	// polarsource/polar-js src/webhooks.ts validateEvent: the secret is base64-encoded before the
 	// Standard Webhooks library decodes it, so the key is the secret's UTF-8 bytes, under the
-	// webhook-* headers. Re-read for #16: that SDK still encodes every secret, whatever its
-	// form, so a secret beginning "whsec_" would there be keyed as its own text; we instead
-	// decode it the standard way, which follows third-party verifiers only (?).
-	"polar": stdAlias("webhook", keyWhsecOrRaw, "{header:webhook-id}"),
+	// webhook-* headers. The SDK does this for every secret, whatever its form: a secret that
+	// begins "whsec_" is keyed as its own text too, and so is it here (until #16 we decoded a
+	// whsec_ secret as base64, which followed third-party verifiers only).
+	"polar": stdAlias("webhook", keyRaw, "{header:webhook-id}"),
 	// Ingenico-ePayments/connect-sdk-go webhooks/validation/SignatureValidator.go and the fixed
 	// vector of webhooks/Helper_test.go (testdata/vectors.yaml): X-GCS-Signature is the standard
 	// base64 of HMAC-SHA256 over the body, keyed with the secret's UTF-8 bytes; X-GCS-KeyId

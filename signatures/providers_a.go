@@ -256,7 +256,10 @@ var registryA = map[string]*def{
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"Persona-Signature"}, format: fmtKV, sep: ',', tsKey: "t", sigKey: "v1",
 			content: []seg{sTS, lit("."), sBody}, tolerance: tol5m},
 	},
-	// Customer.io reporting webhooks: hex over "v0:{timestamp}:{body}" (?).
+	// customerio/customerio-node lib/webhooks.ts verifyRequestSignature and the golden value in
+	// test/webhooks.ts (testdata/vectors.yaml): X-CIO-Signature is the hex HMAC-SHA256 of
+	// "v0:" + X-CIO-Timestamp + ":" + body, keyed with the secret's UTF-8 bytes. The SDK checks
+	// no time; the 5-minute window is ours. Event id json:event_id (its test body has one).
 	"customerio": {
 		info: sigHeaders("X-Cio-Signature", "X-Cio-Timestamp").with("{json:timestamp}", "{json:event_id}").timed(300),
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Cio-Signature"}, tsHeader: "X-Cio-Timestamp",
@@ -395,7 +398,11 @@ var registryA = map[string]*def{
 			fwd("X-Gitea-Event", "X-Gitea-Delivery", "X-Forgejo-Event", "X-Forgejo-Delivery"),
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Gitea-Signature", "X-Forgejo-Signature"}, content: bodyOnlySeg()},
 	},
-	// Chargebee and Pipedrive: HTTP basic auth on the URL (Hookdeck asks for user and password (?)).
+	// chargebee/chargebee-node src/resources/webhook/auth.ts basicAuthValidator and handler.ts:
+	// Chargebee authenticates with HTTP Basic credentials set on the webhook (the SDK splits the
+	// decoded value at the first ":"); event type in json:event_type, event id json:id (?).
+	// Pipedrive: the same basic auth, from Hookdeck's source form only; no official SDK
+	// verifier found (?).
 	"chargebee": {
 		info:  Provider{EventID: []string{"{json:id}"}, ContextAt: "{json:occurred_at}", SignatureHeaders: []string{"Authorization"}},
 		build: wrap(newBasic),

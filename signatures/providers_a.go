@@ -302,7 +302,8 @@ var registryA = map[string]*def{
 	},
 	// makenotion/notion-sdk-js src/webhooks.ts verifyWebhookSignature: X-Notion-Signature is
 	// "sha256=" + hex HMAC-SHA256 of the raw body, keyed with the verification token's UTF-8
-	// bytes; no timestamp. Event id json:id (?).
+	// bytes; no timestamp. Event id json:id (the SDK's tests sign bodies with an "id"). Its test
+	// file (test/webhooks.test.ts) computes every signature at run time: no fixed vector.
 	"notion": {
 		info:      sigHeaders("X-Notion-Signature").with("{json:timestamp}", "{json:id}"),
 		hmac:      bodyMAC(sha256.New, "X-Notion-Signature", encHex, "sha256="),
@@ -323,8 +324,10 @@ var registryA = map[string]*def{
 		info: sigHeaders("Cko-Signature", "Authorization").with("{json:created_on}", "{json:id}"),
 		hmac: bodyMAC(sha256.New, "Cko-Signature", encHex, ""),
 	},
-	// Alchemy Notify: hex HMAC-SHA256 of the body (?).
-	// No official SDK verifier found in the search index (#16).
+	// alchemyplatform/webhook-examples golang/pkg/notify.go (Alchemy's own examples; no SDK
+	// verifier): x-alchemy-signature is the lowercase hex HMAC-SHA256 of the body, keyed with the
+	// signing key's UTF-8 bytes; the event carries webhookId, id, createdAt and type, so json:id
+	// and json:createdAt.
 	"alchemy": {
 		info: sigHeaders("X-Alchemy-Signature").with("{json:createdAt}", "{json:id}"),
 		hmac: bodyMAC(sha256.New, "X-Alchemy-Signature", encHex, ""),

@@ -16,7 +16,7 @@ var schemeNotes = map[string]string{
 	"resend":            "Standard Webhooks under svix-* headers",
 	"clerk":             "Standard Webhooks under svix-* headers",
 	"brex":              "Standard Webhooks (webhook-* headers, base64 key)",
-	"polar":             "Standard Webhooks (webhook-* headers; key = the polar_whs_ secret's UTF-8 bytes, whsec_ read as base64)",
+	"polar":             "Standard Webhooks (webhook-* headers; key = the secret's UTF-8 bytes, whatever its prefix, as polar-js does)",
 	"twilio":            "HMAC-SHA1 (base64) of the public URL + sorted form params, in X-Twilio-Signature",
 	"gitlab":            "shared token in X-Gitlab-Token",
 	"telegram":          "shared token in X-Telegram-Bot-Api-Secret-Token",

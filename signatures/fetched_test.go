@@ -187,7 +187,11 @@ func (e *pkiEnv) fetcher(o FetcherOptions) *Fetcher {
 // signingCert issues a signing certificate for key and serves it at https://hostPath.
 func (e *pkiEnv) signingCert(t testing.TB, hostPath string, key *rsa.PrivateKey) string {
 	t.Helper()
-	c := e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(-time.Hour), t0.Add(30*24*time.Hour))
+	cn := "sns.amazonaws.com"
+	if strings.Contains(hostPath, "paypal.com/") {
+		cn = "messageverificationcerts.paypal.com" // paypal checks the subject, as PayPal's SDKs do
+	}
+	c := e.ca.issue(t, &key.PublicKey, cn, nil, t0.Add(-time.Hour), t0.Add(30*24*time.Hour))
 	e.serve(hostPath, pemOf(c))
 	return "https://" + hostPath
 }

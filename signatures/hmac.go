@@ -69,7 +69,7 @@ const (
 	keyHex                       // hex-decoded (Onfleet)
 	keyBase64                    // standard base64-decoded (Airtable, Microsoft Teams)
 	keyWhsec                     // base64 after an optional whsec_ prefix (Standard Webhooks)
-	keyWhsecOrRaw                // whsec_ → base64-decoded, anything else → its UTF-8 bytes (OpenAI, Polar)
+	keyWhsecOrRaw                // whsec_ → base64-decoded, anything else → its UTF-8 bytes (OpenAI)
 )
 
 // sigEnc is how the signature is written in the header.

@@ -15,11 +15,14 @@ import (
 )
 
 // paypalScheme: PayPal REST webhooks, verified locally rather than by calling PayPal's
-// verify-webhook-signature API. PROVIDERS-2 marks the row (?); this follows the algorithm of
-// PayPal's REST SDKs (WebhookEvent.verify): SHA256withRSA over
+// verify-webhook-signature API. This follows paypal/PayPal-Python-SDK paypalrestsdk/
+// notifications.py WebhookEvent.verify: RSA (SHA256withRSA) over
 // "{transmission id}|{transmission time}|{webhook id}|{CRC32 of the body, unsigned decimal}",
-// base64, with the certificate from PAYPAL-CERT-URL, pinned here to PayPal's API hosts (live and
-// sandbox) and the /v1/notifications/certs/ path (?).
+// base64, with the certificate fetched from PAYPAL-CERT-URL, accepted only when its chain
+// verifies, it is unexpired and its subject common name ends in ".paypal.com". The SDK fetches
+// whatever URL the header names; we go further and pin the URL to PayPal's API hosts (live and
+// sandbox) and the /v1/notifications/certs/ path, which is our choice, not the SDK's, so the
+// path pin follows the URLs PayPal is seen to send (?).
 //
 // Secrets are webhook ids (several when one source receives several webhooks). The body is bound
 // only by CRC32, which is not a cryptographic hash: someone holding one genuine delivery could
@@ -82,6 +85,9 @@ func (s *paypalScheme) Verify(r *Request, now time.Time) error {
 	cert, err := s.f.certificate(vals[paypalCertURL], paypalCertPin, now)
 	if err != nil {
 		return err
+	}
+	if !strings.HasSuffix(strings.ToLower(cert.Subject.CommonName), ".paypal.com") {
+		return fmt.Errorf("%w: %s certificate is not issued to a paypal.com name", ErrNoMatch, paypalCertURL)
 	}
 	pub, ok := cert.PublicKey.(*rsa.PublicKey)
 	if !ok {

@@ -109,6 +109,12 @@ func TestPaypal(t *testing.T) {
 		if seen := e.tr.seen()[start:]; len(seen) != 0 {
 			t.Fatalf("fetched %v", seen)
 		}
+		// A certificate from the trusted CA, at a pinned URL, but not issued to a paypal.com name:
+		// PayPal-Python-SDK notifications.py (_is_common_name_valid) refuses it, and so do we.
+		e.serve("api.paypal.com/v1/notifications/certs/CERT-othername", pemOf(e.ca.issue(t, &key.PublicKey, "messageverificationcerts.example.com", nil, t0.Add(-time.Hour), t0.Add(time.Hour))))
+		if err := verify(t, "paypal", cfg, paypalSigned(t, key, "https://api.paypal.com/v1/notifications/certs/CERT-othername", paypalWebhookID, body, t0), t0); !errors.Is(err, ErrNoMatch) {
+			t.Errorf("certificate for a name outside paypal.com: %v", err)
+		}
 		rogue := newTestCA(t, "Rogue", testRSAKey(t, 4))
 		e.serve("api.paypal.com/v1/notifications/certs/CERT-rogue", pemOf(rogue.issue(t, &key.PublicKey, "messageverificationcerts.paypal.com", nil, t0.Add(-time.Hour), t0.Add(time.Hour))))
 		if err := verify(t, "paypal", cfg, paypalSigned(t, key, "https://api.paypal.com/v1/notifications/certs/CERT-rogue", paypalWebhookID, body, t0), t0); !errors.Is(err, ErrNoMatch) {

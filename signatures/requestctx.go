@@ -100,7 +100,8 @@ func requestURL(r *Request, configured string) (*url.URL, string, error) {
 // plivoScheme follows plivo/plivo-node lib/utils/v3Security.js (validateV3Signature): base64
 // HMAC-SHA256 with the auth token, several comma-separated signatures allowed. Header names follow
 // Plivo's docs as quoted in PROVIDERS-2.md; the SDK takes the values as arguments, so the names
-// are unconfirmed there. V2 (lib/utils/security.js) signs only the URL and the nonce, not the
+// are unconfirmed there (re-read for #16: a Plivo Java sample built on com.plivo.api reads
+// X-Plivo-Signature-V3 and X-Plivo-Signature-V3-Nonce, but its repository could not be named). V2 (lib/utils/security.js) signs only the URL and the nonce, not the
 // payload, so a captured V2 signature would authenticate any body: it is not accepted.
 type plivoScheme struct {
 	keys [][]byte
@@ -241,7 +242,8 @@ func (s *plivoScheme) Sign(r *Request, _ time.Time) error {
 // mandrillScheme: base64 HMAC-SHA1 with the webhook key over the webhook URL exactly as
 // registered followed by the POST parameters sorted by name, name then value. Follows
 // Mailchimp Transactional's "Authenticating webhook requests" recipe as quoted in PROVIDERS-2.md
-// (secondary source: unconfirmed in an official SDK).
+// (secondary source). Mailchimp's transactional SDKs (mailchimp-transactional-*) only call the
+// API: no official verifier was found in the search index (#16).
 type mandrillScheme struct {
 	keys [][]byte
 	url  string
@@ -294,7 +296,8 @@ func (s *mandrillScheme) Sign(r *Request, _ time.Time) error {
 
 // trelloScheme: base64 HMAC-SHA1 with the app secret over the body followed by the callback URL
 // given when the webhook was created (Config.URL). The recipe follows Hookdeck's trello-webhooks
-// skill and Trello's guide as quoted in PROVIDERS-2.md: unconfirmed in an official SDK.
+// skill and Trello's guide as quoted in PROVIDERS-2.md. Trello has no official server SDK; none
+// was found in the search index (#16).
 type trelloScheme struct {
 	keys [][]byte
 	url  string

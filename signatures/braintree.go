@@ -52,25 +52,34 @@ func (k braintreeKey) digest(data []byte) []byte {
 }
 
 func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
-	vals, err := url.ParseQuery(string(r.Body))
+	bp := braintreeBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 1<<20 {
+			braintreeBufs.Put(bp)
+		}
+	}()
+	sigs, payload, payloadOK, err := braintreeFields(r.Body, *bp)
 	if err != nil {
 		return fmt.Errorf("%w: form body: %v", ErrMalformed, err)
 	}
-	sigs, payload := vals.Get("bt_signature"), vals.Get("bt_payload")
-	if sigs == "" || payload == "" {
+	*bp = payload[:0]
+	if sigs == "" || len(payload) == 0 {
 		return fmt.Errorf("%w: form fields bt_signature and bt_payload", ErrMissingHeader)
 	}
 	if len(sigs) > maxHeaderLen {
 		return fmt.Errorf("%w: bt_signature is longer than %d bytes", ErrMalformed, maxHeaderLen)
 	}
-	if !braintreePayloadChars(payload) {
+	if !payloadOK {
 		return fmt.Errorf("%w: bt_payload contains characters outside base64", ErrMalformed)
 	}
 	// Our own bt_challenge answers are HMACs under the same key: a payload that is not base64
 	// XML (every notification is) could be such an answer replayed as a notification.
-	if braintreeChallenge.MatchString(strings.TrimSpace(payload)) || !braintreeXML(payload) {
+	if braintreeChallenge.Match(bytes.TrimSpace(payload)) || !braintreeXML(string(payload[:min(len(payload), 128)])) {
 		return fmt.Errorf("%w: bt_payload is not a base64 XML notification", ErrMalformed)
 	}
+	// The variant with a trailing newline, hashed only when the payload as sent did not match.
+	withNL := append(payload, '\n')
+	*bp = withNL[:0]
 	pairs := strings.Split(sigs, "&")
 	if len(pairs) > maxBraintreePairs {
 		pairs = pairs[:maxBraintreePairs]
@@ -88,7 +97,7 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 				return fmt.Errorf("%w: bt_signature for public key %s", ErrMalformed, pub)
 			}
 			// The variant with a newline is hashed only when the payload as sent did not match.
-			if hmac.Equal(k.digest([]byte(payload)), sig[:]) || hmac.Equal(k.digest([]byte(payload+"\n")), sig[:]) {
+			if hmac.Equal(k.digest(payload), sig[:]) || hmac.Equal(k.digest(withNL), sig[:]) {
 				return nil
 			}
 		}
@@ -100,10 +109,9 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 }
 
 // braintreePayloadChars: base64 characters and newlines only, as the SDKs require.
-func braintreePayloadChars(p string) bool {
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '\n') {
+func braintreePayloadChars(p []byte) bool {
+	for _, c := range p {
+		if !braintreeChars[c] {
 			return false
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -138,7 +139,10 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if h := headerValue(r.Header, adyenHeader); h != "" {
 		return s.verifyBanking(h, r.Body)
 	}
-	arr := gjson.GetBytes(r.Body, "notificationItems")
+	// gjson reads the body through a string view instead of a copy (GetBytes copies the whole
+	// notificationItems array): nothing read here outlives Verify, and the body is not written
+	// while it runs.
+	arr := gjson.Get(unsafe.String(unsafe.SliceData(r.Body), len(r.Body)), "notificationItems")
 	if !arr.IsArray() {
 		return fmt.Errorf("%w: body notificationItems[] (or header %s)", ErrMissingHeader, adyenHeader)
 	}
@@ -149,33 +153,36 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if len(items) > maxAdyenItems {
 		return fmt.Errorf("%w: body has more than %d notification items", ErrMalformed, maxAdyenItems)
 	}
-	sigs := make([][sha256.Size]byte, len(items))
-	read := make([]adyenItem, len(items))
+	var sigsA [4][sha256.Size]byte
+	var readA [4]adyenItem
+	sigs, read := sigsA[:0], readA[:0]
 	for i, it := range items {
-		read[i] = adyenRead(it.Get("NotificationRequestItem"))
+		read = append(read, adyenRead(it.Get("NotificationRequestItem")))
 		raw := read[i].sig
 		if raw.Type != gjson.String || raw.Str == "" {
 			return fmt.Errorf("%w: body notificationItems[%d].NotificationRequestItem.additionalData.hmacSignature", ErrMissingHeader, i)
 		}
+		sigs = append(sigs, [sha256.Size]byte{})
 		if l, ok := decodeSig(sigs[i][:], raw.Str, true); !ok || l != sha256.Size {
 			return fmt.Errorf("%w: body notificationItems[%d] hmacSignature", ErrMalformed, i)
 		}
 	}
-	plain := make([][]byte, len(items))
-	escaped := make([][]byte, len(items)) // built only when the plain form does not match
+	var sum [sha256.Size]byte
+	var msgA [512]byte // the signed string of an item, on the stack when it is short
 	for _, key := range s.keys {
+		// One HMAC per key, reset per item; the escaped form is built only when the plain one
+		// does not match.
+		m := hmac.New(sha256.New, key)
 		ok := true
 		for i := range read {
-			if plain[i] == nil {
-				plain[i] = adyenJoin(&read[i].vals, false)
-			}
-			if hmac.Equal(adyenMAC(key, plain[i]), sigs[i][:]) {
+			m.Reset()
+			m.Write(adyenAppend(msgA[:0], &read[i].vals, false))
+			if hmac.Equal(m.Sum(sum[:0]), sigs[i][:]) {
 				continue
 			}
-			if escaped[i] == nil {
-				escaped[i] = adyenJoin(&read[i].vals, true)
-			}
-			if !hmac.Equal(adyenMAC(key, escaped[i]), sigs[i][:]) {
+			m.Reset()
+			m.Write(adyenAppend(msgA[:0], &read[i].vals, true))
+			if !hmac.Equal(m.Sum(sum[:0]), sigs[i][:]) {
 				ok = false
 				break
 			}
@@ -185,6 +192,30 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 		}
 	}
 	return fmt.Errorf("%w: body notificationItems[].hmacSignature (every item must verify under one key)", ErrNoMatch)
+}
+
+// adyenAppend appends the signed string of an item's fields to dst, as adyenJoin builds it.
+func adyenAppend(dst []byte, vals *[len(adyenFields)]string, escaped bool) []byte {
+	for i, v := range vals {
+		if i > 0 {
+			dst = append(dst, ':')
+		}
+		if !escaped {
+			dst = append(dst, v...)
+			continue
+		}
+		for len(v) > 0 {
+			j := strings.IndexAny(v, `\:`)
+			if j < 0 {
+				dst = append(dst, v...)
+				break
+			}
+			dst = append(dst, v[:j]...)
+			dst = append(dst, '\\', v[j])
+			v = v[j+1:]
+		}
+	}
+	return dst
 }
 
 func (s *adyenScheme) verifyBanking(h string, body []byte) error {

@@ -7,10 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,6 +26,9 @@ type braintreeScheme struct{ keys []braintreeKey }
 type braintreeKey struct {
 	public string
 	mac    []byte // SHA-1 of the private key
+	// macs holds HMACs under mac: after its first use an HMAC resets to its keyed state
+	// without hashing the key again, which was a quarter of verifying a 1 KiB notification.
+	macs *sync.Pool
 }
 
 const maxBraintreePairs = maxCandidates
@@ -40,7 +45,9 @@ func newBraintree(cfg Config) (*braintreeScheme, error) {
 			return nil, fmt.Errorf("%w: secrets[%d]: want public_key:private_key", ErrConfig, i)
 		}
 		sum := sha1.Sum([]byte(priv))
-		s.keys = append(s.keys, braintreeKey{public: pub, mac: sum[:]})
+		mac := sum[:]
+		s.keys = append(s.keys, braintreeKey{public: pub, mac: mac,
+			macs: &sync.Pool{New: func() any { return hmac.New(sha1.New, mac) }}})
 	}
 	return s, nil
 }
@@ -49,6 +56,16 @@ func (k braintreeKey) digest(data []byte) []byte {
 	m := hmac.New(sha1.New, k.mac)
 	m.Write(data)
 	return m.Sum(nil)
+}
+
+// sum is digest for verification, with a pooled HMAC, into dst.
+func (k braintreeKey) sum(dst *[sha1.Size]byte, data []byte) []byte {
+	m := k.macs.Get().(hash.Hash)
+	m.Reset()
+	m.Write(data)
+	out := m.Sum(dst[:0])
+	k.macs.Put(m)
+	return out
 }
 
 func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
@@ -97,7 +114,8 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 				return fmt.Errorf("%w: bt_signature for public key %s", ErrMalformed, pub)
 			}
 			// The variant with a newline is hashed only when the payload as sent did not match.
-			if hmac.Equal(k.digest(payload), sig[:]) || hmac.Equal(k.digest(withNL), sig[:]) {
+			var sum [sha1.Size]byte
+			if hmac.Equal(k.sum(&sum, payload), sig[:]) || hmac.Equal(k.sum(&sum, withNL), sig[:]) {
 				return nil
 			}
 		}

@@ -89,3 +89,25 @@ func FuzzBraintreeForm(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { braintreeFieldsAgree(t, body) })
 }
+
+// The pooled HMACs verification uses give the HMAC a fresh one gives, however often reused
+// and whatever was hashed before, under each of several keys.
+func TestBraintreePooledHMACAgrees(t *testing.T) {
+	s, err := newBraintree(Config{Secrets: []string{"pub:priv", "pub2:other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(16, 4))
+	for range 500 {
+		data := make([]byte, r.IntN(300))
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		for _, k := range s.keys {
+			var sum [20]byte
+			if got, want := k.sum(&sum, data), k.digest(data); !bytes.Equal(got, want) {
+				t.Fatalf("key %s, %q: pooled %x, fresh %x", k.public, data, got, want)
+			}
+		}
+	}
+}

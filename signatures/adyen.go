@@ -8,8 +8,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -21,7 +24,12 @@ import (
 // key: a batch with one forged item is refused whole. Banking and platform webhooks carry the
 // HMAC of the raw body in the HmacSignature header instead. The key is the hex string from the
 // Customer Area, hex-decoded.
-type adyenScheme struct{ keys [][]byte }
+type adyenScheme struct {
+	keys [][]byte
+	// macs[i] holds HMACs under keys[i]: a reset HMAC restarts from its keyed state instead
+	// of hashing the key's pads again on every request.
+	macs []*sync.Pool
+}
 
 const (
 	adyenHeader   = "HmacSignature"
@@ -40,6 +48,7 @@ func newAdyen(cfg Config) (*adyenScheme, error) {
 			return nil, fmt.Errorf("%w: secrets[%d]: want the hex HMAC key from the Customer Area", ErrConfig, i)
 		}
 		s.keys = append(s.keys, b)
+		s.macs = append(s.macs, &sync.Pool{New: func() any { return hmac.New(sha256.New, b) }})
 	}
 	return s, nil
 }
@@ -138,7 +147,10 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if h := headerValue(r.Header, adyenHeader); h != "" {
 		return s.verifyBanking(h, r.Body)
 	}
-	arr := gjson.GetBytes(r.Body, "notificationItems")
+	// gjson reads the body through a string view instead of a copy (GetBytes copies the whole
+	// notificationItems array): nothing read here outlives Verify, and the body is not written
+	// while it runs.
+	arr := gjson.Get(unsafe.String(unsafe.SliceData(r.Body), len(r.Body)), "notificationItems")
 	if !arr.IsArray() {
 		return fmt.Errorf("%w: body notificationItems[] (or header %s)", ErrMissingHeader, adyenHeader)
 	}
@@ -149,42 +161,70 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if len(items) > maxAdyenItems {
 		return fmt.Errorf("%w: body has more than %d notification items", ErrMalformed, maxAdyenItems)
 	}
-	sigs := make([][sha256.Size]byte, len(items))
-	read := make([]adyenItem, len(items))
+	var sigsA [4][sha256.Size]byte
+	var readA [4]adyenItem
+	sigs, read := sigsA[:0], readA[:0]
 	for i, it := range items {
-		read[i] = adyenRead(it.Get("NotificationRequestItem"))
+		read = append(read, adyenRead(it.Get("NotificationRequestItem")))
 		raw := read[i].sig
 		if raw.Type != gjson.String || raw.Str == "" {
 			return fmt.Errorf("%w: body notificationItems[%d].NotificationRequestItem.additionalData.hmacSignature", ErrMissingHeader, i)
 		}
+		sigs = append(sigs, [sha256.Size]byte{})
 		if l, ok := decodeSig(sigs[i][:], raw.Str, true); !ok || l != sha256.Size {
 			return fmt.Errorf("%w: body notificationItems[%d] hmacSignature", ErrMalformed, i)
 		}
 	}
-	plain := make([][]byte, len(items))
-	escaped := make([][]byte, len(items)) // built only when the plain form does not match
-	for _, key := range s.keys {
+	var sum [sha256.Size]byte
+	var msgA [512]byte // the signed string of an item, on the stack when it is short
+	for ki := range s.keys {
+		// One HMAC per key, reset per item; the escaped form is built only when the plain one
+		// does not match.
+		m := s.macs[ki].Get().(hash.Hash)
 		ok := true
 		for i := range read {
-			if plain[i] == nil {
-				plain[i] = adyenJoin(&read[i].vals, false)
-			}
-			if hmac.Equal(adyenMAC(key, plain[i]), sigs[i][:]) {
+			m.Reset()
+			m.Write(adyenAppend(msgA[:0], &read[i].vals, false))
+			if hmac.Equal(m.Sum(sum[:0]), sigs[i][:]) {
 				continue
 			}
-			if escaped[i] == nil {
-				escaped[i] = adyenJoin(&read[i].vals, true)
-			}
-			if !hmac.Equal(adyenMAC(key, escaped[i]), sigs[i][:]) {
+			m.Reset()
+			m.Write(adyenAppend(msgA[:0], &read[i].vals, true))
+			if !hmac.Equal(m.Sum(sum[:0]), sigs[i][:]) {
 				ok = false
 				break
 			}
 		}
+		s.macs[ki].Put(m)
 		if ok {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: body notificationItems[].hmacSignature (every item must verify under one key)", ErrNoMatch)
+}
+
+// adyenAppend appends the signed string of an item's fields to dst, as adyenJoin builds it.
+func adyenAppend(dst []byte, vals *[len(adyenFields)]string, escaped bool) []byte {
+	for i, v := range vals {
+		if i > 0 {
+			dst = append(dst, ':')
+		}
+		if !escaped {
+			dst = append(dst, v...)
+			continue
+		}
+		for len(v) > 0 {
+			j := strings.IndexAny(v, `\:`)
+			if j < 0 {
+				dst = append(dst, v...)
+				break
+			}
+			dst = append(dst, v[:j]...)
+			dst = append(dst, '\\', v[j])
+			v = v[j+1:]
+		}
+	}
+	return dst
 }
 
 func (s *adyenScheme) verifyBanking(h string, body []byte) error {

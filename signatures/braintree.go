@@ -7,10 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,6 +26,9 @@ type braintreeScheme struct{ keys []braintreeKey }
 type braintreeKey struct {
 	public string
 	mac    []byte // SHA-1 of the private key
+	// macs holds HMACs under mac: after its first use an HMAC resets to its keyed state
+	// without hashing the key again, which was a quarter of verifying a 1 KiB notification.
+	macs *sync.Pool
 }
 
 const maxBraintreePairs = maxCandidates
@@ -40,7 +45,9 @@ func newBraintree(cfg Config) (*braintreeScheme, error) {
 			return nil, fmt.Errorf("%w: secrets[%d]: want public_key:private_key", ErrConfig, i)
 		}
 		sum := sha1.Sum([]byte(priv))
-		s.keys = append(s.keys, braintreeKey{public: pub, mac: sum[:]})
+		mac := sum[:]
+		s.keys = append(s.keys, braintreeKey{public: pub, mac: mac,
+			macs: &sync.Pool{New: func() any { return hmac.New(sha1.New, mac) }}})
 	}
 	return s, nil
 }
@@ -51,26 +58,45 @@ func (k braintreeKey) digest(data []byte) []byte {
 	return m.Sum(nil)
 }
 
+// sum is digest for verification, with a pooled HMAC, into dst.
+func (k braintreeKey) sum(dst *[sha1.Size]byte, data []byte) []byte {
+	m := k.macs.Get().(hash.Hash)
+	m.Reset()
+	m.Write(data)
+	out := m.Sum(dst[:0])
+	k.macs.Put(m)
+	return out
+}
+
 func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
-	vals, err := url.ParseQuery(string(r.Body))
+	bp := braintreeBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 1<<20 {
+			braintreeBufs.Put(bp)
+		}
+	}()
+	sigs, payload, payloadOK, err := braintreeFields(r.Body, *bp)
 	if err != nil {
 		return fmt.Errorf("%w: form body: %v", ErrMalformed, err)
 	}
-	sigs, payload := vals.Get("bt_signature"), vals.Get("bt_payload")
-	if sigs == "" || payload == "" {
+	*bp = payload[:0]
+	if sigs == "" || len(payload) == 0 {
 		return fmt.Errorf("%w: form fields bt_signature and bt_payload", ErrMissingHeader)
 	}
 	if len(sigs) > maxHeaderLen {
 		return fmt.Errorf("%w: bt_signature is longer than %d bytes", ErrMalformed, maxHeaderLen)
 	}
-	if !braintreePayloadChars(payload) {
+	if !payloadOK {
 		return fmt.Errorf("%w: bt_payload contains characters outside base64", ErrMalformed)
 	}
 	// Our own bt_challenge answers are HMACs under the same key: a payload that is not base64
 	// XML (every notification is) could be such an answer replayed as a notification.
-	if braintreeChallenge.MatchString(strings.TrimSpace(payload)) || !braintreeXML(payload) {
+	if braintreeChallenge.Match(bytes.TrimSpace(payload)) || !braintreeXML(string(payload[:min(len(payload), 128)])) {
 		return fmt.Errorf("%w: bt_payload is not a base64 XML notification", ErrMalformed)
 	}
+	// The variant with a trailing newline, hashed only when the payload as sent did not match.
+	withNL := append(payload, '\n')
+	*bp = withNL[:0]
 	pairs := strings.Split(sigs, "&")
 	if len(pairs) > maxBraintreePairs {
 		pairs = pairs[:maxBraintreePairs]
@@ -88,7 +114,8 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 				return fmt.Errorf("%w: bt_signature for public key %s", ErrMalformed, pub)
 			}
 			// The variant with a newline is hashed only when the payload as sent did not match.
-			if hmac.Equal(k.digest([]byte(payload)), sig[:]) || hmac.Equal(k.digest([]byte(payload+"\n")), sig[:]) {
+			var sum [sha1.Size]byte
+			if hmac.Equal(k.sum(&sum, payload), sig[:]) || hmac.Equal(k.sum(&sum, withNL), sig[:]) {
 				return nil
 			}
 		}
@@ -100,10 +127,9 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 }
 
 // braintreePayloadChars: base64 characters and newlines only, as the SDKs require.
-func braintreePayloadChars(p string) bool {
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '\n') {
+func braintreePayloadChars(p []byte) bool {
+	for _, c := range p {
+		if !braintreeChars[c] {
 			return false
 		}
 	}

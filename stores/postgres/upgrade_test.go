@@ -1,31 +1,42 @@
 package postgres_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/postgres"
 )
 
-// A table made before queued delivery (no due_at) gets the column from
-// Migrate, and due listing works on it.
-func TestMigrateAddsDueColumn(t *testing.T) {
+// upgradedStore is a store on a table made by an older build that lacked
+// column, after Migrate ran twice (it must be idempotent).
+func upgradedStore(t *testing.T, ctx context.Context, column string) (*postgres.Store, *pgxpool.Pool, string) {
+	t.Helper()
 	pool := newPool(t, testDSN(t), 0)
 	table := newTable(t, pool)
-	ctx := testContext(t)
-	if _, err := pool.Exec(ctx, "ALTER TABLE "+quote(table)+" DROP COLUMN due_at"); err != nil {
+	if _, err := pool.Exec(ctx, "ALTER TABLE "+quote(table)+" DROP COLUMN "+column); err != nil {
 		t.Fatal(err)
 	}
 	s := postgres.New(pool, postgres.Options{Table: table})
-	defer s.Close()
+	t.Cleanup(s.Close)
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
+	return s, pool, table
+}
+
+// A table made before queued delivery (no due_at) gets the column from
+// Migrate, and due listing works on it.
+func TestMigrateAddsDueColumn(t *testing.T) {
+	ctx := testContext(t)
+	s, _, _ := upgradedStore(t, ctx, "due_at")
 	due := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	err := s.Transact(ctx, "old", func([]byte) (*ledger.Write, error) {
 		return &ledger.Write{Doc: []byte(`{}`), TTL: time.Hour, DueAt: due}, nil
@@ -42,20 +53,8 @@ func TestMigrateAddsDueColumn(t *testing.T) {
 // A table made before the received index (no received_at) gets the column
 // and its index from Migrate, and the newest-first listing works on it.
 func TestMigrateAddsReceivedColumn(t *testing.T) {
-	pool := newPool(t, testDSN(t), 0)
-	table := newTable(t, pool)
 	ctx := testContext(t)
-	if _, err := pool.Exec(ctx, "ALTER TABLE "+quote(table)+" DROP COLUMN received_at"); err != nil {
-		t.Fatal(err)
-	}
-	s := postgres.New(pool, postgres.Options{Table: table})
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("second migrate: %v", err)
-	}
+	s, pool, table := upgradedStore(t, ctx, "received_at")
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	err := s.Transact(ctx, "old", func([]byte) (*ledger.Write, error) {
 		return &ledger.Write{Doc: []byte(`{}`), TTL: time.Hour, ReceivedAt: at}, nil

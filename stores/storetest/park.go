@@ -55,15 +55,7 @@ func testParkAndUnpark(t *testing.T, newStore NewStore) {
 	if n := must(e.l.ParkDeliveries(e.ctx, "a", "src")); n != 1 {
 		t.Fatalf("parked %d, want 1", n)
 	}
-	due := func() string {
-		t.Helper()
-		var ids []string
-		for _, q := range must(e.l.DueDeliveries(e.ctx, 10)) {
-			ids = append(ids, q.EventID)
-		}
-		return fmt.Sprint(ids)
-	}
-	if got := due(); got != "[ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due with ev-a parked: %s", got)
 	}
 	if got := must(e.store.ScopesDue(e.ctx, e.clock.Now().Add(365*24*time.Hour), 10)); fmt.Sprint(got) != "[b]" {
@@ -83,7 +75,7 @@ func testParkAndUnpark(t *testing.T, newStore NewStore) {
 	if n := must(e.l.UnparkSource(e.ctx, "src", 10)); n != 0 {
 		t.Fatalf("a second unpark found %d scopes", n)
 	}
-	if got := due(); got != "[ev-a ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-a ev-b]" {
 		t.Fatalf("due after unparking: %s, want [ev-a ev-b] (back at its old time)", got)
 	}
 	tk := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
@@ -95,7 +87,7 @@ func testParkAndUnpark(t *testing.T, newStore NewStore) {
 	if n := must(e.l.ParkDeliveries(e.ctx, "a", "src")); n != 1 {
 		t.Fatalf("parked %d abandoned deliveries, want 1", n)
 	}
-	if got := due(); got != "[ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due with the abandoned ev-a parked: %s", got)
 	}
 	must(e.l.UnparkSource(e.ctx, "src", 10))

@@ -23,6 +23,15 @@ func queueKey(scope, event string) ledger.Key {
 	return ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": event}}
 }
 
+// dueEventIDs lists the event ids DueDeliveries answers now, in its order.
+func dueEventIDs(e *env) string {
+	var ids []string
+	for _, q := range must(e.l.DueDeliveries(e.ctx, 10)) {
+		ids = append(ids, q.EventID)
+	}
+	return fmt.Sprint(ids)
+}
+
 func enqueue(t *testing.T, e *env, scope, event string, hold bool) ledger.Enqueued {
 	t.Helper()
 	body := []byte(`{"id":"` + event + `","text":"hello\nworld"}`)
@@ -202,15 +211,7 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	if !held.Claim.Acquired() || held.Run == nil || held.Run.Delivery != 1 {
 		t.Fatalf("held enqueue: %+v", held)
 	}
-	due := func() string {
-		t.Helper()
-		var ids []string
-		for _, q := range must(e.l.DueDeliveries(e.ctx, 10)) {
-			ids = append(ids, q.EventID)
-		}
-		return fmt.Sprint(ids)
-	}
-	if got := due(); got != "[ev-a ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-a ev-b]" {
 		t.Fatalf("due: %s, want [ev-a ev-b] (the held one is not due)", got)
 	}
 	items := must(e.l.QueueItems(e.ctx, "a"))
@@ -218,16 +219,16 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	if !tk.OK || tk.Run.Delivery != 1 || tk.Item.Attempts != 1 || tk.Run.ID != "src:ev-a" {
 		t.Fatalf("first take: %+v", tk)
 	}
-	if got := due(); got != "[ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due after a take: %s", got)
 	}
 	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(5 * time.Second),
 		Record: ledger.AttemptRecord{AgentStatus: 503, Error: "agent answered 503", Answer: []byte("busy")}}))
-	if got := due(); got != "[ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("a retry is due before its time: %s", got)
 	}
 	e.clock.Advance(5 * time.Second)
-	if got := due(); got != "[ev-b ev-a]" {
+	if got := dueEventIDs(e); got != "[ev-b ev-a]" {
 		t.Fatalf("due once the retry's time came: %s, want [ev-b ev-a] (earliest due first)", got)
 	}
 	tk2 := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
@@ -239,7 +240,7 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	if res.LateSettle || res.Status != ledger.StatusExecuted {
 		t.Fatalf("finish: %+v", res)
 	}
-	if got := due(); got != "[ev-b]" {
+	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due after delivery: %s", got)
 	}
 	q := must(e.l.QueueItems(e.ctx, "a"))[0]

@@ -152,10 +152,9 @@ func braintreeXML(payload []byte) bool {
 	// their line breaks, whole groups of four, decoded on the stack.
 	var headA [128]byte
 	head := headA[:0]
-	for _, c := range payload[:min(len(payload), 128)] {
-		if c != '\n' {
-			head = append(head, c)
-		}
+	for src := payload[:min(len(payload), 128)]; len(src) > 0 && len(head) < 64; {
+		line, rest, _ := bytes.Cut(src, []byte("\n"))
+		head, src = append(head, line...), rest
 	}
 	if len(head) > 64 {
 		head = head[:64]

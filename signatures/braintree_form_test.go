@@ -216,7 +216,14 @@ func TestBraintreePayloadChecksAgree(t *testing.T) {
 	hexdigits := "0123456789abcdefABCDEF"
 	for range 20000 {
 		var p []byte
-		switch r.IntN(4) {
+		switch r.IntN(5) {
+		case 4: // a bad character near the 64th base64 character, behind line breaks
+			p = []byte(base64.StdEncoding.EncodeToString([]byte(braintreeXMLBody)))
+			p[56+r.IntN(12)] = '!'
+			for range 1 + r.IntN(3) {
+				at := r.IntN(70)
+				p = append(p[:at], append([]byte("\n"), p[at:]...)...)
+			}
 		case 0:
 			enc := base64.StdEncoding.EncodeToString([]byte(texts[r.IntN(len(texts))] + strings.Repeat("a", r.IntN(100))))
 			for i := 0; i < len(enc); i++ {

@@ -210,17 +210,15 @@ func braintreeUnescape(dst, s []byte) (out []byte, ok bool, n int, semicolon boo
 }
 
 // braintreePlainRun returns the length of the run of braintreePlain bytes s starts with. Letters
-// and digits (the bytes of an encoded form's base64 between its escapes) are tested eight at a
-// time in a word, the other bytes one by one: a lookup per byte cost as much as the HMAC-SHA1
-// of the payload.
+// and digits (the bytes of an encoded form's base64 between its escapes) are tested sixteen at
+// a time (braintreeAlnumBlocks: SSE2 on amd64, words elsewhere), the other bytes one by one: a
+// lookup per byte cost as much as the HMAC-SHA1 of the payload.
 func braintreePlainRun(s []byte) int {
 	n := len(s)
 	for {
-		for len(s) >= 32 && braintreeNotAlnum(binary.LittleEndian.Uint64(s))|braintreeNotAlnum(binary.LittleEndian.Uint64(s[8:]))|
-			braintreeNotAlnum(binary.LittleEndian.Uint64(s[16:]))|braintreeNotAlnum(binary.LittleEndian.Uint64(s[24:])) == 0 {
-			s = s[32:]
-		}
-		for len(s) >= 8 && braintreeNotAlnum(binary.LittleEndian.Uint64(s)) == 0 {
+		s = s[braintreeAlnumBlocks(s):]
+		// Fewer than 16 bytes are left, or one of the next 16 is not a letter or digit.
+		if len(s) >= 8 && braintreeNotAlnum(binary.LittleEndian.Uint64(s)) == 0 {
 			s = s[8:]
 		}
 		// Up to the first byte that is not a letter or digit, then past the plain bytes
@@ -238,6 +236,15 @@ func braintreePlainRun(s []byte) int {
 			return n - len(s)
 		}
 	}
+}
+
+// braintreeAlnumBlocksWords is braintreeAlnumBlocks a word at a time, in Go.
+func braintreeAlnumBlocksWords(s []byte) int {
+	n := 0
+	for len(s)-n >= 16 && braintreeNotAlnum(binary.LittleEndian.Uint64(s[n:]))|braintreeNotAlnum(binary.LittleEndian.Uint64(s[n+8:])) == 0 {
+		n += 16
+	}
+	return n
 }
 
 // braintreeNotAlnum returns 0 when every byte of the word x is an ASCII letter or digit or

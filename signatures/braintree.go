@@ -91,19 +91,22 @@ func (s *braintreeScheme) Verify(r *Request, _ time.Time) error {
 	}
 	// Our own bt_challenge answers are HMACs under the same key: a payload that is not base64
 	// XML (every notification is) could be such an answer replayed as a notification.
-	if braintreeChallenge.Match(bytes.TrimSpace(payload)) || !braintreeXML(string(payload[:min(len(payload), 128)])) {
+	if braintreeIsChallenge(payload) || !braintreeXML(payload) {
 		return fmt.Errorf("%w: bt_payload is not a base64 XML notification", ErrMalformed)
 	}
 	// The variant with a trailing newline, hashed only when the payload as sent did not match.
 	withNL := append(payload, '\n')
 	*bp = withNL[:0]
-	pairs := strings.Split(sigs, "&")
-	if len(pairs) > maxBraintreePairs {
-		pairs = pairs[:maxBraintreePairs]
-	}
 	found := false
 	for _, k := range s.keys {
-		for _, p := range pairs {
+		// The first maxBraintreePairs of the "&"-separated pairs.
+		rest, more := sigs, true
+		for range maxBraintreePairs {
+			if !more {
+				break
+			}
+			var p string
+			p, rest, more = strings.Cut(rest, "&")
 			pub, hexsig, ok := strings.Cut(p, "|")
 			if !ok || pub != k.public {
 				continue
@@ -136,17 +139,30 @@ func braintreePayloadChars(p []byte) bool {
 	return true
 }
 
+// braintreeIsChallenge reports whether the payload, trimmed of spaces, has the form of a
+// bt_challenge: 20 to 32 hex digits.
+func braintreeIsChallenge(payload []byte) bool {
+	t := bytes.TrimSpace(payload)
+	return len(t) >= 20 && len(t) <= 32 && braintreeChallenge.Match(t)
+}
+
 // braintreeXML reports whether the payload decodes to something that starts like XML.
-func braintreeXML(payload string) bool {
-	// Only the start matters: strip the line breaks of a prefix, not a copy of the whole payload.
-	head := payload[:min(len(payload), 128)]
-	head = strings.ReplaceAll(head, "\n", "")
+func braintreeXML(payload []byte) bool {
+	// Only the start matters: the first 64 base64 characters of the first 128 bytes without
+	// their line breaks, whole groups of four, decoded on the stack.
+	var headA [128]byte
+	head := headA[:0]
+	for src := payload[:min(len(payload), 128)]; len(src) > 0 && len(head) < 64; {
+		line, rest, _ := bytes.Cut(src, []byte("\n"))
+		head, src = append(head, line...), rest
+	}
 	if len(head) > 64 {
 		head = head[:64]
 	}
 	head = head[:len(head)/4*4]
-	b, err := base64.StdEncoding.DecodeString(head)
-	b = bytes.TrimLeft(b, " \t\r\n")
+	var out [48]byte
+	n, err := base64.StdEncoding.Decode(out[:], head)
+	b := bytes.TrimLeft(out[:n], " \t\r\n")
 	return err == nil && len(b) > 0 && b[0] == '<'
 }
 

@@ -289,7 +289,7 @@ var registryA = map[string]*def{
 	// id (configure one, or split the batch).
 	"mandrill": {
 		info:      Provider{SignatureHeaders: []string{mandrillHeader}, NeedsURL: true, BodySigned: true, HandshakeByGET: true},
-		build:     func(c Config) (any, error) { return &mandrillScheme{keys: keysOf(c.Secrets), url: c.URL}, nil },
+		build:     func(c Config) (any, error) { return newMandrill(c), nil },
 		handshake: headCheck,
 	},
 	// webflow/js-webflow-api src/wrapper/WebhooksClient.ts verifySignature: lowercase hex

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -67,12 +68,17 @@ type plivoScheme struct {
 	keys [][]byte
 	url  string
 	pu   *url.URL // url parsed once; nil when it does not parse (requestURL then reports it)
+	// signedURL is pu's part of the signed string, read once.
+	signedURL plivoURL
+	macs      []*sync.Pool // keyed HMAC-SHA256s per key
+	forms     *sync.Pool   // *formParams
 }
 
 func newPlivo(c Config) (*plivoScheme, error) {
-	s := &plivoScheme{keys: keysOf(c.Secrets), url: c.URL}
+	s := &plivoScheme{keys: keysOf(c.Secrets), url: c.URL, forms: newFormPool()}
+	s.macs = macPools(sha256.New, s.keys)
 	if u, err := url.Parse(c.URL); err == nil && u.Host != "" {
-		s.pu = u
+		s.pu, s.signedURL = u, plivoURLOf(u)
 	}
 	return s, nil
 }
@@ -95,7 +101,32 @@ func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
 // plivoV3Parts is plivoV3Base as the URL part and the parameters, so the MAC can read both
 // without joining them.
 func plivoV3Parts(method string, u *url.URL, body []byte) (string, []byte, error) {
-	base := u.Scheme + "://" + u.Host + u.EscapedPath()
+	pl := plivoURLOf(u)
+	base := pl.base
+	if method == "GET" {
+		if pl.query != "" {
+			base += "?" + pl.query
+		}
+		return base, nil, nil
+	}
+	params, err := sortedParams(body)
+	if err != nil {
+		return "", nil, err
+	}
+	if pl.query != "" || len(params) > 0 {
+		base += "?" + pl.query
+	}
+	if pl.query != "" && len(params) > 0 {
+		base += "."
+	}
+	return base, params, nil
+}
+
+// plivoURL is what V3 signs of the URL: scheme, host and escaped path, and the query's
+// parameters sorted by name then value, written name=value and joined by "&".
+type plivoURL struct{ base, query string }
+
+func plivoURLOf(u *url.URL) plivoURL {
 	q, _ := url.ParseQuery(u.RawQuery)
 	keys := make([]string, 0, len(q))
 	for k := range q {
@@ -110,33 +141,45 @@ func plivoV3Parts(method string, u *url.URL, body []byte) (string, []byte, error
 			qs = append(qs, k+"="+v)
 		}
 	}
-	query := strings.Join(qs, "&")
-	if method == "GET" {
-		if query != "" {
-			base += "?" + query
+	return plivoURL{base: u.Scheme + "://" + u.Host + u.EscapedPath(), query: strings.Join(qs, "&")}
+}
+
+// writeSigned writes the string V3 signs into km's hash: plivoV3Base's string, "." and the
+// nonce; f holds the parsed body unless the method is GET.
+func (pl plivoURL) writeSigned(km *keyedMAC, method string, f *formParams, nonce string) {
+	b := append(km.scratch[:0], pl.base...)
+	params := false
+	if method != "GET" {
+		for _, p := range f.pairs {
+			if len(p.k) > 0 || len(p.v) > 0 {
+				params = true
+				break
+			}
 		}
-		return base, nil, nil
 	}
-	params, err := sortedParams(body)
-	if err != nil {
-		return "", nil, err
+	if pl.query != "" || params {
+		b = append(append(b, '?'), pl.query...)
 	}
-	if query != "" || len(params) > 0 {
-		base += "?" + query
+	if pl.query != "" && params {
+		b = append(b, '.')
 	}
-	if query != "" && len(params) > 0 {
-		base += "."
+	km.h.Write(b)
+	km.scratch = b
+	if params {
+		f.writeTo(km)
 	}
-	return base, params, nil
+	km.scratch = append(append(km.scratch[:0], '.'), nonce...)
+	km.h.Write(km.scratch)
 }
 
 func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
-	pu := s.pu
+	pu, signedURL := s.pu, s.signedURL
 	if pu == nil || (r.URL != "" && r.URL != s.url) {
 		var err error
 		if pu, _, err = requestURL(r, s.url); err != nil {
 			return err
 		}
+		signedURL = plivoURLOf(pu)
 	}
 	sigName := plivoV3
 	raw, err := requireHeader(r.Header, sigName)
@@ -151,11 +194,13 @@ func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
 	if method == "" {
 		method = "POST"
 	}
-	prefix, params, err := plivoV3Parts(method, pu, r.Body)
-	if err != nil {
-		return err
+	f := s.forms.Get().(*formParams)
+	defer s.forms.Put(f)
+	if method != "GET" {
+		if err := f.parse(r.Body); err != nil {
+			return err
+		}
 	}
-	tail := []byte("." + nonce)
 	var sigs [maxCandidates][sha256.Size]byte
 	n := 0
 	for rest := raw; rest != "" && n < maxCandidates; {
@@ -168,12 +213,18 @@ func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
 	if n == 0 {
 		return fmt.Errorf("%w: %s", ErrMalformed, sigName)
 	}
-	for _, k := range s.keys {
-		got := macOf(sha256.New, k, []byte(prefix), params, tail)
+	for k := range s.keys {
+		km := s.macs[k].Get().(*keyedMAC)
+		km.h.Reset()
+		signedURL.writeSigned(km, method, f, nonce)
+		got := km.sumBytes()
+		ok := false
 		for i := range n {
-			if hmac.Equal(got, sigs[i][:]) {
-				return nil
-			}
+			ok = ok || hmac.Equal(got, sigs[i][:])
+		}
+		s.macs[k].Put(km)
+		if ok {
+			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrNoMatch, sigName)
@@ -205,23 +256,35 @@ func (s *plivoScheme) Sign(r *Request, _ time.Time) error {
 // (secondary source). Mailchimp's transactional SDKs (mailchimp-transactional-*) only call the
 // API: no official verifier was found in the search index (#16).
 type mandrillScheme struct {
-	keys [][]byte
-	url  string
+	keys  [][]byte
+	url   string
+	macs  []*sync.Pool // keyed HMAC-SHA1s per key
+	forms *sync.Pool   // *formParams
+}
+
+func newMandrill(c Config) *mandrillScheme {
+	s := &mandrillScheme{keys: keysOf(c.Secrets), url: c.URL, forms: newFormPool()}
+	s.macs = macPools(sha1.New, s.keys)
+	return s
 }
 
 const mandrillHeader = "X-Mandrill-Signature"
 
 // content returns the two parts Mandrill signs: the URL and the sorted parameters.
 func (s *mandrillScheme) content(r *Request) ([]byte, []byte, error) {
-	u := s.url
-	if u == "" {
-		u = r.URL
-	}
 	params, err := sortedParams(r.Body)
 	if err != nil {
 		return nil, nil, err
 	}
-	return []byte(u), params, nil
+	return []byte(s.signedURL(r)), params, nil
+}
+
+// signedURL is the webhook URL as registered, else the request's.
+func (s *mandrillScheme) signedURL(r *Request) string {
+	if s.url == "" {
+		return r.URL
+	}
+	return s.url
 }
 
 func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
@@ -233,12 +296,20 @@ func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
 	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
 		return fmt.Errorf("%w: %s", ErrMalformed, mandrillHeader)
 	}
-	u, params, err := s.content(r)
-	if err != nil {
+	f := s.forms.Get().(*formParams)
+	defer s.forms.Put(f)
+	if err := f.parse(r.Body); err != nil {
 		return err
 	}
-	for _, k := range s.keys {
-		if hmac.Equal(macOf(sha1.New, k, u, params), sig[:]) {
+	u := s.signedURL(r)
+	for k := range s.keys {
+		km := s.macs[k].Get().(*keyedMAC)
+		km.h.Reset()
+		km.writeString(u)
+		f.writeTo(km)
+		ok := hmac.Equal(km.sumBytes(), sig[:])
+		s.macs[k].Put(km)
+		if ok {
 			return nil
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -140,4 +142,29 @@ func FuzzFormParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFormAgainstOracle(t, body)
 	})
+}
+
+func TestCanonicalKeyMatchesTextproto(t *testing.T) {
+	names := []string{"", "a", "x-contentful-timestamp", "X-CONTENTFUL-SIGNED-HEADERS", "content-type", "-a-", "a--b",
+		"9a", "a b", "a_b", "ä", strings.Repeat("a", 64), strings.Repeat("a", 65)}
+	rng := rand.New(rand.NewPCG(16, 5))
+	alphabet := []byte("aZ-9_ .é")
+	for range 5000 {
+		b := make([]byte, rng.IntN(12))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		names = append(names, string(b))
+	}
+	for _, name := range names {
+		want := textproto.CanonicalMIMEHeaderKey(name)
+		var buf [maxFastKey]byte
+		if key, ok := canonicalKey(&buf, name); ok && string(key) != want {
+			t.Fatalf("%q: %q, textproto %q", name, key, want)
+		}
+		h := http.Header{want: {"v"}}
+		if got := headerValue(h, name); got != "v" {
+			t.Fatalf("%q: headerValue %q from %v", name, got, h)
+		}
+	}
 }

@@ -127,7 +127,7 @@ var registryA = map[string]*def{
 			SignatureHeaders: []string{contentfulSig, contentfulSigned, contentfulTS}, NeedsURL: true,
 			Timestamped: true, DefaultTolerance: contentfulDefault, BodySigned: true},
 		build: func(c Config) (any, error) {
-			return &contentfulScheme{keys: keysOf(c.Secrets), url: c.URL, tol: tolerance(c, contentfulDefault)}, nil
+			return newContentful(c), nil
 		},
 	},
 	// Modern-Treasury/modern-treasury-node src/resources/webhooks.ts: hex HMAC-SHA256 of the body.

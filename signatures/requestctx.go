@@ -369,6 +369,36 @@ type contentfulScheme struct {
 	keys [][]byte
 	url  string
 	tol  time.Duration
+	// path is the configured URL's signed path, read once; ok is false when it does not parse
+	// (requestURL then reports it).
+	path    string
+	pathOK  bool
+	macs    []*sync.Pool // keyed HMAC-SHA256s per key
+	scratch *sync.Pool   // *contentfulScratch
+}
+
+// contentfulScratch holds one verification's signed-header names and canonical request.
+type contentfulScratch struct {
+	names []string
+	buf   []byte
+}
+
+func newContentful(c Config) *contentfulScheme {
+	s := &contentfulScheme{keys: keysOf(c.Secrets), url: c.URL, tol: tolerance(c, contentfulDefault),
+		scratch: &sync.Pool{New: func() any { return new(contentfulScratch) }}}
+	s.macs = macPools(sha256.New, s.keys)
+	if pu, err := url.Parse(c.URL); err == nil && pu.Host != "" {
+		s.path, s.pathOK = contentfulPath(pu), true
+	}
+	return s
+}
+
+func contentfulPath(pu *url.URL) string {
+	path := pu.EscapedPath()
+	if pu.RawQuery != "" {
+		path += "?" + pu.RawQuery
+	}
+	return path
 }
 
 const (
@@ -377,45 +407,68 @@ const (
 	contentfulTS      = "X-Contentful-Timestamp"
 	contentfulDefault = 30 * time.Second
 	maxSignedHeaders  = 64
+	// the names as canonical compares them
+	contentfulTSLower     = "x-contentful-timestamp"
+	contentfulSignedLower = "x-contentful-signed-headers"
 )
 
-// canonical returns the canonical request up to the body, which the MAC reads in place.
-func (s *contentfulScheme) canonical(r *Request, signed string) ([]byte, error) {
-	pu, _, err := requestURL(r, s.url)
-	if err != nil {
-		return nil, err
+// canonical appends to sc.buf the canonical request up to the body, which the MAC reads in
+// place.
+func (s *contentfulScheme) canonical(r *Request, signed string, sc *contentfulScratch) error {
+	path := s.path
+	if !s.pathOK || (r.URL != "" && r.URL != s.url) {
+		pu, _, err := requestURL(r, s.url)
+		if err != nil {
+			return err
+		}
+		path = contentfulPath(pu)
 	}
-	path := pu.EscapedPath()
-	if pu.RawQuery != "" {
-		path += "?" + pu.RawQuery
+	if strings.Count(signed, ",") >= maxSignedHeaders {
+		return fmt.Errorf("%w: %s lists more than %d headers", ErrMalformed, contentfulSigned, maxSignedHeaders)
 	}
-	names := strings.Split(signed, ",")
-	if len(names) > maxSignedHeaders {
-		return nil, fmt.Errorf("%w: %s lists more than %d headers", ErrMalformed, contentfulSigned, maxSignedHeaders)
-	}
-	for i := range names {
-		names[i] = strings.ToLower(strings.TrimSpace(names[i]))
+	names := sc.names[:0]
+	for rest := signed; ; {
+		name, tail, more := strings.Cut(rest, ",")
+		names = append(names, strings.ToLower(strings.TrimSpace(name)))
+		if !more {
+			break
+		}
+		rest = tail
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	if !slices.Contains(names, strings.ToLower(contentfulTS)) || !slices.Contains(names, strings.ToLower(contentfulSigned)) {
-		return nil, fmt.Errorf("%w: %s must list the timestamp and itself", ErrMalformed, contentfulSigned)
-	}
-	hs := make([]string, 0, len(names))
-	for _, n := range names {
-		hs = append(hs, n+":"+strings.TrimSpace(headerValue(r.Header, n)))
+	sc.names = names
+	if !slices.Contains(names, contentfulTSLower) || !slices.Contains(names, contentfulSignedLower) {
+		return fmt.Errorf("%w: %s must list the timestamp and itself", ErrMalformed, contentfulSigned)
 	}
 	method := strings.ToUpper(r.Method)
 	if method == "" {
 		method = "POST"
 	}
-	b := make([]byte, 0, len(path)+256)
-	b = append(b, method...)
+	b := append(sc.buf[:0], method...)
 	b = append(b, '\n')
 	b = append(b, path...)
 	b = append(b, '\n')
-	b = append(b, strings.Join(hs, ";")...)
-	return append(b, '\n'), nil
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ';')
+		}
+		b = append(b, n...)
+		b = append(b, ':')
+		b = append(b, strings.TrimSpace(headerValue(r.Header, n))...)
+	}
+	sc.buf = append(b, '\n')
+	return nil
+}
+
+// macMatches says whether the MAC under keys[k] of the canonical request and the body is sig.
+func (s *contentfulScheme) macMatches(k int, canonical, body, sig []byte) bool {
+	km := s.macs[k].Get().(*keyedMAC)
+	defer s.macs[k].Put(km)
+	km.h.Reset()
+	km.h.Write(canonical)
+	km.h.Write(body)
+	return hmac.Equal(km.sumBytes(), sig)
 }
 
 func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
@@ -438,12 +491,16 @@ func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
 	if err := freshTimestamp(ts, tsMillis, now, s.tol, contentfulTS); err != nil {
 		return err
 	}
-	c, err := s.canonical(r, signed)
-	if err != nil {
+	sc := s.scratch.Get().(*contentfulScratch)
+	defer func() {
+		clear(sc.names) // the pool should not keep a request's header names alive
+		s.scratch.Put(sc)
+	}()
+	if err := s.canonical(r, signed, sc); err != nil {
 		return err
 	}
-	for _, k := range s.keys {
-		if hmac.Equal(macOf(sha256.New, k, c, r.Body), sig[:]) {
+	for k := range s.keys {
+		if s.macMatches(k, sc.buf, r.Body, sig[:]) {
 			return nil
 		}
 	}
@@ -458,10 +515,10 @@ func (s *contentfulScheme) Sign(r *Request, now time.Time) error {
 		list = "content-type," + list
 	}
 	setHeader(r, contentfulSigned, list)
-	c, err := s.canonical(r, list)
-	if err != nil {
+	var sc contentfulScratch
+	if err := s.canonical(r, list, &sc); err != nil {
 		return err
 	}
-	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], c, r.Body)))
+	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], sc.buf, r.Body)))
 	return nil
 }

@@ -86,3 +86,20 @@ func TestContentfulCanonicalMatchesOracle(t *testing.T) {
 		}
 	}
 }
+
+func FuzzContentfulCanonical(f *testing.F) {
+	for _, s := range []string{"x-contentful-timestamp,x-contentful-signed-headers", " X-Contentful-Timestamp ,x-contentful-signed-headers,content-type,,",
+		"a,b", ",,,"} {
+		f.Add(s, "POST", "https://a.example/p?q=1")
+	}
+	f.Fuzz(func(t *testing.T, list, method, reqURL string) {
+		s := newContentful(Config{Secrets: []string{"k"}, URL: "https://a.example/hook"})
+		r := &Request{Method: method, URL: reqURL, Header: http.Header{"X-Contentful-Timestamp": {"1"}, "Content-Type": {"t"}}}
+		want, wantErr := contentfulCanonicalOracle(s, r, list)
+		var sc contentfulScratch
+		err := s.canonical(r, list, &sc)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) || (err == nil && !bytes.Equal(sc.buf, want)) {
+			t.Fatalf("%q %q %q: %q %v, oracle %q %v", list, method, reqURL, sc.buf, err, want, wantErr)
+		}
+	})
+}

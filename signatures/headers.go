@@ -24,7 +24,14 @@ func headerValue(h http.Header, name string) string {
 	if h == nil {
 		return ""
 	}
-	if v := h[textproto.CanonicalMIMEHeaderKey(name)]; len(v) > 0 {
+	var buf [maxFastKey]byte
+	var v []string
+	if key, ok := canonicalKey(&buf, name); ok {
+		v = h[string(key)] // the compiler does not copy key for the lookup
+	} else {
+		v = h[textproto.CanonicalMIMEHeaderKey(name)]
+	}
+	if len(v) > 0 {
 		return v[0]
 	}
 	best, found := "", ""
@@ -34,6 +41,39 @@ func headerValue(h http.Header, name string) string {
 		}
 	}
 	return best
+}
+
+// maxFastKey is the longest header name canonicalKey writes on the stack.
+const maxFastKey = 64
+
+// canonicalKey writes textproto.CanonicalMIMEHeaderKey(name) into buf, without the allocation
+// that makes for a name that is not canonical yet (Contentful lists its signed headers in lower
+// case). It handles names of letters, digits and dashes up to maxFastKey bytes; for any other,
+// ok is false and the caller asks textproto.
+func canonicalKey(buf *[maxFastKey]byte, name string) (key []byte, ok bool) {
+	if len(name) > maxFastKey {
+		return nil, false
+	}
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			if upper {
+				c -= 'a' - 'A'
+			}
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				c += 'a' - 'A'
+			}
+		case '0' <= c && c <= '9' || c == '-':
+		default:
+			return nil, false
+		}
+		buf[i] = c
+		upper = c == '-'
+	}
+	return buf[:len(name)], true
 }
 
 // requireHeader returns the header's first value or an error naming it.

@@ -154,13 +154,7 @@ var registry = map[string]*def{
 			"{form:MessageSid}:{form:MessageStatus}", "{form:CallSid}:{form:CallStatus}",
 			"{form:MessageSid}", "{form:CallSid}"},
 			SignatureHeaders: []string{twilioHeader}, NeedsURL: true, BodySigned: true},
-		build: func(c Config) (any, error) {
-			s := &twilioScheme{url: c.URL}
-			for _, k := range c.Secrets {
-				s.keys = append(s.keys, []byte(k))
-			}
-			return s, nil
-		},
+		build: func(c Config) (any, error) { return newTwilio(c), nil },
 	},
 	"gitlab": {
 		info: Provider{EventID: []string{"{header:Idempotency-Key}", "{header:X-Gitlab-Event-UUID}"},

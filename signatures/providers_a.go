@@ -127,7 +127,7 @@ var registryA = map[string]*def{
 			SignatureHeaders: []string{contentfulSig, contentfulSigned, contentfulTS}, NeedsURL: true,
 			Timestamped: true, DefaultTolerance: contentfulDefault, BodySigned: true},
 		build: func(c Config) (any, error) {
-			return &contentfulScheme{keys: keysOf(c.Secrets), url: c.URL, tol: tolerance(c, contentfulDefault)}, nil
+			return newContentful(c), nil
 		},
 	},
 	// Modern-Treasury/modern-treasury-node src/resources/webhooks.ts: hex HMAC-SHA256 of the body.
@@ -289,7 +289,7 @@ var registryA = map[string]*def{
 	// id (configure one, or split the batch).
 	"mandrill": {
 		info:      Provider{SignatureHeaders: []string{mandrillHeader}, NeedsURL: true, BodySigned: true, HandshakeByGET: true},
-		build:     func(c Config) (any, error) { return &mandrillScheme{keys: keysOf(c.Secrets), url: c.URL}, nil },
+		build:     func(c Config) (any, error) { return newMandrill(c), nil },
 		handshake: headCheck,
 	},
 	// webflow/js-webflow-api src/wrapper/WebhooksClient.ts verifySignature: lowercase hex

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,53 +20,13 @@ import (
 
 // sortedParams returns the form body's parameters as name+value pairs sorted by name (and by
 // value within a name), with no separators: the concatenation Twilio, Plivo V3 and Mandrill sign.
-// It decodes like url.ParseQuery, but leaves parts without escapes as they are, found with a
-// vectorised byte search, so a large plain value is not scanned byte by byte.
+// Verifiers hash the pairs from a pooled formParams instead of building this.
 func sortedParams(body []byte) ([]byte, error) {
-	type pair struct{ k, v string }
-	var pairs []pair
-	rest := string(body)
-	for rest != "" {
-		var item string
-		item, rest, _ = strings.Cut(rest, "&")
-		if item == "" {
-			continue
-		}
-		if strings.IndexByte(item, ';') >= 0 {
-			return nil, fmt.Errorf("%w: form body: invalid semicolon separator in query", ErrMalformed)
-		}
-		k, v, _ := strings.Cut(item, "=")
-		var err error
-		if k, err = formUnescape(k); err != nil {
-			return nil, err
-		}
-		if v, err = formUnescape(v); err != nil {
-			return nil, err
-		}
-		pairs = append(pairs, pair{k, v})
+	var f formParams
+	if err := f.parse(body); err != nil {
+		return nil, err
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if c := strings.Compare(a.k, b.k); c != 0 {
-			return c
-		}
-		return strings.Compare(a.v, b.v)
-	})
-	b := make([]byte, 0, len(body))
-	for _, p := range pairs {
-		b = append(append(b, p.k...), p.v...)
-	}
-	return b, nil
-}
-
-func formUnescape(s string) (string, error) {
-	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
-		return s, nil
-	}
-	u, err := url.QueryUnescape(s)
-	if err != nil {
-		return "", fmt.Errorf("%w: form body: %v", ErrMalformed, err)
-	}
-	return u, nil
+	return f.appendTo(make([]byte, 0, len(body))), nil
 }
 
 func macOf(h func() hash.Hash, key []byte, parts ...[]byte) []byte {
@@ -107,12 +68,17 @@ type plivoScheme struct {
 	keys [][]byte
 	url  string
 	pu   *url.URL // url parsed once; nil when it does not parse (requestURL then reports it)
+	// signedURL is pu's part of the signed string, read once.
+	signedURL plivoURL
+	macs      []*sync.Pool // keyed HMAC-SHA256s per key
+	forms     *sync.Pool   // *formParams
 }
 
 func newPlivo(c Config) (*plivoScheme, error) {
-	s := &plivoScheme{keys: keysOf(c.Secrets), url: c.URL}
+	s := &plivoScheme{keys: keysOf(c.Secrets), url: c.URL, forms: newFormPool()}
+	s.macs = macPools(sha256.New, s.keys)
 	if u, err := url.Parse(c.URL); err == nil && u.Host != "" {
-		s.pu = u
+		s.pu, s.signedURL = u, plivoURLOf(u)
 	}
 	return s, nil
 }
@@ -135,7 +101,32 @@ func plivoV3Base(method string, u *url.URL, body []byte) (string, error) {
 // plivoV3Parts is plivoV3Base as the URL part and the parameters, so the MAC can read both
 // without joining them.
 func plivoV3Parts(method string, u *url.URL, body []byte) (string, []byte, error) {
-	base := u.Scheme + "://" + u.Host + u.EscapedPath()
+	pl := plivoURLOf(u)
+	base := pl.base
+	if method == "GET" {
+		if pl.query != "" {
+			base += "?" + pl.query
+		}
+		return base, nil, nil
+	}
+	params, err := sortedParams(body)
+	if err != nil {
+		return "", nil, err
+	}
+	if pl.query != "" || len(params) > 0 {
+		base += "?" + pl.query
+	}
+	if pl.query != "" && len(params) > 0 {
+		base += "."
+	}
+	return base, params, nil
+}
+
+// plivoURL is what V3 signs of the URL: scheme, host and escaped path, and the query's
+// parameters sorted by name then value, written name=value and joined by "&".
+type plivoURL struct{ base, query string }
+
+func plivoURLOf(u *url.URL) plivoURL {
 	q, _ := url.ParseQuery(u.RawQuery)
 	keys := make([]string, 0, len(q))
 	for k := range q {
@@ -150,33 +141,45 @@ func plivoV3Parts(method string, u *url.URL, body []byte) (string, []byte, error
 			qs = append(qs, k+"="+v)
 		}
 	}
-	query := strings.Join(qs, "&")
-	if method == "GET" {
-		if query != "" {
-			base += "?" + query
+	return plivoURL{base: u.Scheme + "://" + u.Host + u.EscapedPath(), query: strings.Join(qs, "&")}
+}
+
+// writeSigned writes the string V3 signs into km's hash: plivoV3Base's string, "." and the
+// nonce; f holds the parsed body unless the method is GET.
+func (pl plivoURL) writeSigned(km *keyedMAC, method string, f *formParams, nonce string) {
+	b := append(km.scratch[:0], pl.base...)
+	params := false
+	if method != "GET" {
+		for _, p := range f.pairs {
+			if len(p.k) > 0 || len(p.v) > 0 {
+				params = true
+				break
+			}
 		}
-		return base, nil, nil
 	}
-	params, err := sortedParams(body)
-	if err != nil {
-		return "", nil, err
+	if pl.query != "" || params {
+		b = append(append(b, '?'), pl.query...)
 	}
-	if query != "" || len(params) > 0 {
-		base += "?" + query
+	if pl.query != "" && params {
+		b = append(b, '.')
 	}
-	if query != "" && len(params) > 0 {
-		base += "."
+	km.h.Write(b)
+	km.scratch = b
+	if params {
+		f.writeTo(km)
 	}
-	return base, params, nil
+	km.scratch = append(append(km.scratch[:0], '.'), nonce...)
+	km.h.Write(km.scratch)
 }
 
 func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
-	pu := s.pu
+	pu, signedURL := s.pu, s.signedURL
 	if pu == nil || (r.URL != "" && r.URL != s.url) {
 		var err error
 		if pu, _, err = requestURL(r, s.url); err != nil {
 			return err
 		}
+		signedURL = plivoURLOf(pu)
 	}
 	sigName := plivoV3
 	raw, err := requireHeader(r.Header, sigName)
@@ -191,11 +194,13 @@ func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
 	if method == "" {
 		method = "POST"
 	}
-	prefix, params, err := plivoV3Parts(method, pu, r.Body)
-	if err != nil {
-		return err
+	f := s.forms.Get().(*formParams)
+	defer s.forms.Put(f)
+	if method != "GET" {
+		if err := f.parse(r.Body); err != nil {
+			return err
+		}
 	}
-	tail := []byte("." + nonce)
 	var sigs [maxCandidates][sha256.Size]byte
 	n := 0
 	for rest := raw; rest != "" && n < maxCandidates; {
@@ -208,12 +213,18 @@ func (s *plivoScheme) Verify(r *Request, _ time.Time) error {
 	if n == 0 {
 		return fmt.Errorf("%w: %s", ErrMalformed, sigName)
 	}
-	for _, k := range s.keys {
-		got := macOf(sha256.New, k, []byte(prefix), params, tail)
+	for k := range s.keys {
+		km := s.macs[k].Get().(*keyedMAC)
+		km.h.Reset()
+		signedURL.writeSigned(km, method, f, nonce)
+		got := km.sumBytes()
+		ok := false
 		for i := range n {
-			if hmac.Equal(got, sigs[i][:]) {
-				return nil
-			}
+			ok = ok || hmac.Equal(got, sigs[i][:])
+		}
+		s.macs[k].Put(km)
+		if ok {
+			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrNoMatch, sigName)
@@ -245,23 +256,35 @@ func (s *plivoScheme) Sign(r *Request, _ time.Time) error {
 // (secondary source). Mailchimp's transactional SDKs (mailchimp-transactional-*) only call the
 // API: no official verifier was found in the search index (#16).
 type mandrillScheme struct {
-	keys [][]byte
-	url  string
+	keys  [][]byte
+	url   string
+	macs  []*sync.Pool // keyed HMAC-SHA1s per key
+	forms *sync.Pool   // *formParams
+}
+
+func newMandrill(c Config) *mandrillScheme {
+	s := &mandrillScheme{keys: keysOf(c.Secrets), url: c.URL, forms: newFormPool()}
+	s.macs = macPools(sha1.New, s.keys)
+	return s
 }
 
 const mandrillHeader = "X-Mandrill-Signature"
 
 // content returns the two parts Mandrill signs: the URL and the sorted parameters.
 func (s *mandrillScheme) content(r *Request) ([]byte, []byte, error) {
-	u := s.url
-	if u == "" {
-		u = r.URL
-	}
 	params, err := sortedParams(r.Body)
 	if err != nil {
 		return nil, nil, err
 	}
-	return []byte(u), params, nil
+	return []byte(s.signedURL(r)), params, nil
+}
+
+// signedURL is the webhook URL as registered, else the request's.
+func (s *mandrillScheme) signedURL(r *Request) string {
+	if s.url == "" {
+		return r.URL
+	}
+	return s.url
 }
 
 func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
@@ -273,12 +296,20 @@ func (s *mandrillScheme) Verify(r *Request, _ time.Time) error {
 	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
 		return fmt.Errorf("%w: %s", ErrMalformed, mandrillHeader)
 	}
-	u, params, err := s.content(r)
-	if err != nil {
+	f := s.forms.Get().(*formParams)
+	defer s.forms.Put(f)
+	if err := f.parse(r.Body); err != nil {
 		return err
 	}
-	for _, k := range s.keys {
-		if hmac.Equal(macOf(sha1.New, k, u, params), sig[:]) {
+	u := s.signedURL(r)
+	for k := range s.keys {
+		km := s.macs[k].Get().(*keyedMAC)
+		km.h.Reset()
+		km.writeString(u)
+		f.writeTo(km)
+		ok := hmac.Equal(km.sumBytes(), sig[:])
+		s.macs[k].Put(km)
+		if ok {
 			return nil
 		}
 	}
@@ -338,6 +369,36 @@ type contentfulScheme struct {
 	keys [][]byte
 	url  string
 	tol  time.Duration
+	// path is the configured URL's signed path, read once; ok is false when it does not parse
+	// (requestURL then reports it).
+	path    string
+	pathOK  bool
+	macs    []*sync.Pool // keyed HMAC-SHA256s per key
+	scratch *sync.Pool   // *contentfulScratch
+}
+
+// contentfulScratch holds one verification's signed-header names and canonical request.
+type contentfulScratch struct {
+	names []string
+	buf   []byte
+}
+
+func newContentful(c Config) *contentfulScheme {
+	s := &contentfulScheme{keys: keysOf(c.Secrets), url: c.URL, tol: tolerance(c, contentfulDefault),
+		scratch: &sync.Pool{New: func() any { return new(contentfulScratch) }}}
+	s.macs = macPools(sha256.New, s.keys)
+	if pu, err := url.Parse(c.URL); err == nil && pu.Host != "" {
+		s.path, s.pathOK = contentfulPath(pu), true
+	}
+	return s
+}
+
+func contentfulPath(pu *url.URL) string {
+	path := pu.EscapedPath()
+	if pu.RawQuery != "" {
+		path += "?" + pu.RawQuery
+	}
+	return path
 }
 
 const (
@@ -346,45 +407,68 @@ const (
 	contentfulTS      = "X-Contentful-Timestamp"
 	contentfulDefault = 30 * time.Second
 	maxSignedHeaders  = 64
+	// the names as canonical compares them
+	contentfulTSLower     = "x-contentful-timestamp"
+	contentfulSignedLower = "x-contentful-signed-headers"
 )
 
-// canonical returns the canonical request up to the body, which the MAC reads in place.
-func (s *contentfulScheme) canonical(r *Request, signed string) ([]byte, error) {
-	pu, _, err := requestURL(r, s.url)
-	if err != nil {
-		return nil, err
+// canonical appends to sc.buf the canonical request up to the body, which the MAC reads in
+// place.
+func (s *contentfulScheme) canonical(r *Request, signed string, sc *contentfulScratch) error {
+	path := s.path
+	if !s.pathOK || (r.URL != "" && r.URL != s.url) {
+		pu, _, err := requestURL(r, s.url)
+		if err != nil {
+			return err
+		}
+		path = contentfulPath(pu)
 	}
-	path := pu.EscapedPath()
-	if pu.RawQuery != "" {
-		path += "?" + pu.RawQuery
+	if strings.Count(signed, ",") >= maxSignedHeaders {
+		return fmt.Errorf("%w: %s lists more than %d headers", ErrMalformed, contentfulSigned, maxSignedHeaders)
 	}
-	names := strings.Split(signed, ",")
-	if len(names) > maxSignedHeaders {
-		return nil, fmt.Errorf("%w: %s lists more than %d headers", ErrMalformed, contentfulSigned, maxSignedHeaders)
-	}
-	for i := range names {
-		names[i] = strings.ToLower(strings.TrimSpace(names[i]))
+	names := sc.names[:0]
+	for rest := signed; ; {
+		name, tail, more := strings.Cut(rest, ",")
+		names = append(names, strings.ToLower(strings.TrimSpace(name)))
+		if !more {
+			break
+		}
+		rest = tail
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	if !slices.Contains(names, strings.ToLower(contentfulTS)) || !slices.Contains(names, strings.ToLower(contentfulSigned)) {
-		return nil, fmt.Errorf("%w: %s must list the timestamp and itself", ErrMalformed, contentfulSigned)
-	}
-	hs := make([]string, 0, len(names))
-	for _, n := range names {
-		hs = append(hs, n+":"+strings.TrimSpace(headerValue(r.Header, n)))
+	sc.names = names
+	if !slices.Contains(names, contentfulTSLower) || !slices.Contains(names, contentfulSignedLower) {
+		return fmt.Errorf("%w: %s must list the timestamp and itself", ErrMalformed, contentfulSigned)
 	}
 	method := strings.ToUpper(r.Method)
 	if method == "" {
 		method = "POST"
 	}
-	b := make([]byte, 0, len(path)+256)
-	b = append(b, method...)
+	b := append(sc.buf[:0], method...)
 	b = append(b, '\n')
 	b = append(b, path...)
 	b = append(b, '\n')
-	b = append(b, strings.Join(hs, ";")...)
-	return append(b, '\n'), nil
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ';')
+		}
+		b = append(b, n...)
+		b = append(b, ':')
+		b = append(b, strings.TrimSpace(headerValue(r.Header, n))...)
+	}
+	sc.buf = append(b, '\n')
+	return nil
+}
+
+// macMatches says whether the MAC under keys[k] of the canonical request and the body is sig.
+func (s *contentfulScheme) macMatches(k int, canonical, body, sig []byte) bool {
+	km := s.macs[k].Get().(*keyedMAC)
+	defer s.macs[k].Put(km)
+	km.h.Reset()
+	km.h.Write(canonical)
+	km.h.Write(body)
+	return hmac.Equal(km.sumBytes(), sig)
 }
 
 func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
@@ -407,12 +491,16 @@ func (s *contentfulScheme) Verify(r *Request, now time.Time) error {
 	if err := freshTimestamp(ts, tsMillis, now, s.tol, contentfulTS); err != nil {
 		return err
 	}
-	c, err := s.canonical(r, signed)
-	if err != nil {
+	sc := s.scratch.Get().(*contentfulScratch)
+	defer func() {
+		clear(sc.names) // the pool should not keep a request's header names alive
+		s.scratch.Put(sc)
+	}()
+	if err := s.canonical(r, signed, sc); err != nil {
 		return err
 	}
-	for _, k := range s.keys {
-		if hmac.Equal(macOf(sha256.New, k, c, r.Body), sig[:]) {
+	for k := range s.keys {
+		if s.macMatches(k, sc.buf, r.Body, sig[:]) {
 			return nil
 		}
 	}
@@ -427,10 +515,10 @@ func (s *contentfulScheme) Sign(r *Request, now time.Time) error {
 		list = "content-type," + list
 	}
 	setHeader(r, contentfulSigned, list)
-	c, err := s.canonical(r, list)
-	if err != nil {
+	var sc contentfulScratch
+	if err := s.canonical(r, list, &sc); err != nil {
 		return err
 	}
-	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], c, r.Body)))
+	setHeader(r, contentfulSig, hex.EncodeToString(macOf(sha256.New, s.keys[0], sc.buf, r.Body)))
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -100,6 +101,21 @@ func (s *basicScheme) Sign(r *Request, _ time.Time) error {
 type twilioScheme struct {
 	keys [][]byte
 	url  string
+	// The configured URL parsed once and its port variants; pu is nil when it does not parse
+	// (Verify then reports it as before).
+	pu       *url.URL
+	variants []string
+	macs     []*sync.Pool // keyed HMAC-SHA1s per key
+	forms    *sync.Pool   // *formParams
+}
+
+func newTwilio(c Config) *twilioScheme {
+	s := &twilioScheme{url: c.URL, keys: keysOf(c.Secrets), forms: newFormPool()}
+	s.macs = macPools(sha1.New, s.keys)
+	if pu, err := url.Parse(c.URL); err == nil && pu.Host != "" {
+		s.pu, s.variants = pu, portVariants(c.URL, pu)
+	}
+	return s
 }
 
 const twilioHeader = "X-Twilio-Signature"
@@ -117,38 +133,72 @@ func (s *twilioScheme) Verify(r *Request, _ time.Time) error {
 	if u == "" {
 		u = s.url
 	}
-	pu, err := url.Parse(u)
-	if err != nil || pu.Host == "" {
-		return fmt.Errorf("%w: url: not an absolute URL", ErrConfig)
+	pu, variants := s.pu, s.variants
+	if pu == nil || u != s.url {
+		if pu, err = url.Parse(u); err != nil || pu.Host == "" {
+			return fmt.Errorf("%w: url: not an absolute URL", ErrConfig)
+		}
+		variants = portVariants(u, pu)
 	}
-	params, err := twilioParams(pu, r.Body)
+	hashed, err := twilioBodyHash(pu, r.Body)
 	if err != nil {
 		return err
 	}
-	for _, key := range s.keys {
-		for _, cand := range portVariants(u, pu) {
-			m := hmac.New(sha1.New, key)
-			m.Write([]byte(cand))
-			m.Write(params)
-			if hmac.Equal(m.Sum(nil), sig[:]) {
-				return nil
-			}
+	f := s.forms.Get().(*formParams)
+	defer s.forms.Put(f)
+	if !hashed {
+		if err := f.parse(r.Body); err != nil {
+			return err
+		}
+	}
+	for k := range s.keys {
+		if s.match(k, variants, f, hashed, sig[:]) {
+			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrNoMatch, twilioHeader)
 }
 
+// match says whether the MAC under keys[k] of a URL variant followed by the parameters (none
+// when the body is hashed into the URL) is sig.
+func (s *twilioScheme) match(k int, variants []string, f *formParams, hashed bool, sig []byte) bool {
+	km := s.macs[k].Get().(*keyedMAC)
+	defer s.macs[k].Put(km)
+	for _, cand := range variants {
+		km.h.Reset()
+		km.writeString(cand)
+		if !hashed {
+			f.writeTo(km)
+		}
+		if hmac.Equal(km.sumBytes(), sig) {
+			return true
+		}
+	}
+	return false
+}
+
+// twilioBodyHash reports whether the URL carries the hash of a JSON body (bodySHA256), checking
+// it against the body; a URL without one means a form body, whose parameters are signed.
+func twilioBodyHash(u *url.URL, body []byte) (bool, error) {
+	if !strings.Contains(u.RawQuery, "bodySHA256") {
+		return false, nil
+	}
+	want := u.Query().Get("bodySHA256")
+	if want == "" {
+		return false, nil
+	}
+	got := sha256.Sum256(body)
+	if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(got[:])), []byte(strings.ToLower(want))) != 1 {
+		return false, fmt.Errorf("%w: bodySHA256 does not match the body", ErrNoMatch)
+	}
+	return true, nil
+}
+
 // twilioParams returns the bytes appended to the URL: sorted name+value pairs for form bodies,
 // nothing for JSON bodies (whose hash must then match the URL's bodySHA256).
 func twilioParams(u *url.URL, body []byte) ([]byte, error) {
-	if !strings.Contains(u.RawQuery, "bodySHA256") {
-		// No JSON body hash in the URL: a form body.
-	} else if want := u.Query().Get("bodySHA256"); want != "" {
-		got := sha256.Sum256(body)
-		if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(got[:])), []byte(strings.ToLower(want))) != 1 {
-			return nil, fmt.Errorf("%w: bodySHA256 does not match the body", ErrNoMatch)
-		}
-		return nil, nil
+	if hashed, err := twilioBodyHash(u, body); hashed || err != nil {
+		return nil, err
 	}
 	return sortedParams(body)
 }

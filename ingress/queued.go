@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -52,7 +53,7 @@ var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * 
 // dispatch and retry policy.
 type QueueConfig struct {
 	Mode        DeliveryMode
-	Concurrency int // deliveries in flight per process; default 16
+	Concurrency int // requests to the agent in flight per process; default 16
 	// Schedule lists the delay before each attempt: Schedule[0] before the
 	// first (normally 0), Schedule[k] after the k-th failure. An event that
 	// fails its last scheduled attempt goes to dead letter.
@@ -143,6 +144,13 @@ func (s *Source) Queue() QueueConfig { return s.queue }
 // margin, so a live forward is never taken for dead.
 func (s *Source) Lease() time.Duration { return s.forwardTimeout + deliverMargin }
 
+// StartBy is the latest time a delivery whose claim runs out at leaseUntil
+// may start its forward: a forward that takes its whole timeout then still
+// leaves half the margin to record its outcome within the claim.
+func (s *Source) StartBy(leaseUntil time.Time) time.Time {
+	return leaseUntil.Add(-s.forwardTimeout - deliverMargin/2)
+}
+
 // KeepFor is how long an undelivered event is kept before retention
 // starts: its max age, or the whole schedule with its jitter and leases.
 func (s *Source) KeepFor() time.Duration {
@@ -171,11 +179,11 @@ func (s *Source) ForwardRequest(ev ledger.QueuedEvent, t ledger.Taken) forward.R
 
 // Handoff is what queued mode needs from the process's dispatcher.
 type Handoff interface {
-	// Reserve asks for a free delivery slot of source. With one, the
-	// gateway records the event with its claim held and hands the
-	// delivery straight to the slot; without one, the event waits in the
-	// store for any dispatcher.
-	Reserve(source string) (Slot, bool)
+	// Reserve asks for a free delivery slot of source; it may wait
+	// briefly for one, never past ctx. With one, the gateway records the
+	// event with its claim held and hands the delivery straight to the
+	// slot; without one, the event waits in the store for any dispatcher.
+	Reserve(ctx context.Context, source string) (Slot, bool)
 	// Notify says an event was queued without a slot, so a dispatcher
 	// looks for due work now rather than at its next poll.
 	Notify()
@@ -196,7 +204,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	ctx := c.Request().Context()
 	var slot Slot
 	if g.handoff != nil {
-		if s, ok := g.handoff.Reserve(src.Name); ok {
+		if s, ok := g.handoff.Reserve(ctx, src.Name); ok {
 			slot = s
 		}
 	}

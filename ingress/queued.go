@@ -36,6 +36,10 @@ const DefaultMode = ModeInline
 // Queue defaults.
 const (
 	DefaultConcurrency = 16
+	// DefaultAcceptWait and MaxAcceptWait bound forward.accept_wait: well
+	// inside every provider's answer budget.
+	DefaultAcceptWait = 50 * time.Millisecond
+	MaxAcceptWait     = time.Second
 	// MinRetryAfter and MaxRetryAfter clamp an agent's Retry-After in
 	// queued mode: sooner than a second is a busy loop, and later than six
 	// hours is better left to the schedule and an operator.
@@ -54,6 +58,12 @@ var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * 
 type QueueConfig struct {
 	Mode        DeliveryMode
 	Concurrency int // requests to the agent in flight per process; default 16
+	// AcceptWait is how long an accept may wait for the dispatcher to
+	// take its event over when every place is taken and the agent is fast
+	// (see ingress/dispatch), at most MaxAcceptWait. Zero: never wait (the
+	// event is stored and swept). The config file's default is
+	// DefaultAcceptWait.
+	AcceptWait time.Duration
 	// Schedule lists the delay before each attempt: Schedule[0] before the
 	// first (normally 0), Schedule[k] after the k-th failure. An event that
 	// fails its last scheduled attempt goes to dead letter.
@@ -88,6 +98,9 @@ func (q QueueConfig) validate(field string) (QueueConfig, error) {
 	}
 	if q.Concurrency < 0 {
 		return q, fieldErr(field+".concurrency", "must be positive")
+	}
+	if q.AcceptWait < 0 || q.AcceptWait > MaxAcceptWait {
+		return q, fieldErr(field+".accept_wait", "%s is not between 0 and %s", q.AcceptWait, MaxAcceptWait)
 	}
 	if len(q.Schedule) == 0 {
 		q.Schedule = DefaultSchedule

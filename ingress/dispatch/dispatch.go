@@ -246,8 +246,8 @@ func (d *Dispatcher) Notify() {
 
 // Reserve implements ingress.Handoff: a place to hold one more delivery of
 // a queued, unpaused source, unless the dispatcher is shutting down. When
-// every place is taken but the agent answers fast, it waits up to
-// handoffWait for one (ctx permitting): a place then frees within
+// every place is taken but the agent answers fast, it waits up to the
+// source's forward.accept_wait for one (ctx permitting): a place then frees within
 // milliseconds, an event handed over costs one store step less than one
 // swept from the store, and accepts that wait for the dispatcher keep the
 // backlog from outgrowing what the agent is fed. With a slow agent it
@@ -261,12 +261,15 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bo
 		return sl, true
 	}
 	d.mu.Lock()
-	wait := !d.closed && !s.paused && time.Duration(s.latency.Load()) < takeAheadLatency
+	wait := s.src.Queue().AcceptWait
+	if d.closed || s.paused || time.Duration(s.latency.Load()) >= takeAheadLatency {
+		wait = 0
+	}
 	d.mu.Unlock()
-	if !wait {
+	if wait <= 0 {
 		return nil, false
 	}
-	timer := time.NewTimer(handoffWait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case s.holds <- struct{}{}:
@@ -284,10 +287,6 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bo
 	d.running.Add(1)
 	return &slot{d: d, s: s}, true
 }
-
-// handoffWait bounds how long an accept waits for a place to hand its
-// event over (see Reserve): well inside every provider's answer budget.
-const handoffWait = 50 * time.Millisecond
 
 // tryReserve is Reserve without waiting (see source.mayHold).
 func (d *Dispatcher) tryReserve(s *source) (ingress.Slot, bool) {

@@ -129,7 +129,7 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 // answers fast (the event is handed over, not stored and swept), and does
 // not wait at all while the agent is slow.
 func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
-	h := newHarness(t, queuedSource())
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.AcceptWait = ingress.MaxAcceptWait }))
 	slots := fillHolds(t, h.d, "github")
 
 	got := make(chan ingress.Slot, 1)
@@ -137,7 +137,7 @@ func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 		sl, _ := h.d.Reserve(context.Background(), "github")
 		got <- sl
 	}()
-	time.Sleep(5 * time.Millisecond) // well inside handoffWait
+	time.Sleep(5 * time.Millisecond) // well inside forward.accept_wait
 	slots[0].Release()
 	waited := <-got
 	if waited == nil {
@@ -159,11 +159,24 @@ func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
 		t.Fatal("a place with every one taken")
 	}
-	if waited := time.Since(start); waited >= handoffWait {
+	if waited := time.Since(start); waited >= ingress.MaxAcceptWait {
 		t.Errorf("an accept waited %s for a place although the agent is slow", waited)
 	}
 	for _, sl := range slots {
 		sl.Release()
+	}
+}
+
+// forward.accept_wait 0s: an accept never waits for a place.
+func TestNoAcceptWait(t *testing.T) {
+	h := newHarness(t, queuedSource()) // AcceptWait zero
+	fillHolds(t, h.d, "github")
+	start := time.Now()
+	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
+		t.Fatal("a place with every one taken")
+	}
+	if waited := time.Since(start); waited >= 50*time.Millisecond {
+		t.Errorf("an accept waited %s with forward.accept_wait 0s", waited)
 	}
 }
 

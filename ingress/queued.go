@@ -157,6 +157,13 @@ func (s *Source) Queue() QueueConfig { return s.queue }
 // margin, so a live forward is never taken for dead.
 func (s *Source) Lease() time.Duration { return s.forwardTimeout + deliverMargin }
 
+// HoldsAhead says whether a dispatcher may hold this source's deliveries
+// ahead of a free request place (and make accepts wait for one). Not with
+// runs: supersede: a held delivery is in flight as far as the ledger can
+// tell, so a newer event could no longer settle it superseded while it
+// waits, and the agent would get a turn that newest-wins should drop.
+func (s *Source) HoldsAhead() bool { return s.runs != ledger.ModeSupersede }
+
 // StartBy is the latest time a delivery whose claim runs out at leaseUntil
 // may start its forward: a forward that takes its whole timeout then still
 // leaves half the margin to record its outcome within the claim.

@@ -567,13 +567,14 @@ func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, err
 // dispatcher passes the scopes it is taking deliveries of right now, which
 // the index still lists as due until their takes land, so that a sweep
 // neither reads their documents again nor finds its page filled with
-// them. Up to limit further scopes are read from the index for them.
+// them. As many further scopes are read from the index as skip has, up to
+// limit more (an index read costs more the more it lists).
 func (l *Ledger) DueDeliveriesSkipping(ctx context.Context, limit int, skip map[string]bool) ([]QueueItem, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now := l.now()
-	listed, err := l.store.ScopesDue(ctx, now, limit+len(skip))
+	listed, err := l.store.ScopesDue(ctx, now, limit+min(len(skip), limit))
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func (d *Dispatcher) inFlight() map[string]int {
 type source struct {
 	src    *ingress.Source
 	agent  chan struct{} // forward.concurrency places: requests to the agent in flight
-	holds  chan struct{} // takeAhead × forward.concurrency places: deliveries held
+	holds  chan struct{} // takeAhead × forward.concurrency places (× 1 unless Source.HoldsAhead): deliveries held
 	paused bool          // guarded by Dispatcher.mu
 	// latency is a moving average of the agent's answer time, in
 	// nanoseconds: deliveries are held beyond forward.concurrency only
@@ -226,8 +226,11 @@ func New(o Options) (*Dispatcher, error) {
 		if s.Queue().Mode != ingress.ModeQueued {
 			continue
 		}
-		c := s.Queue().Concurrency
-		d.sources[s.Name] = &source{src: s, agent: make(chan struct{}, c), holds: make(chan struct{}, takeAhead*c)}
+		c, holds := s.Queue().Concurrency, s.Queue().Concurrency
+		if s.HoldsAhead() {
+			holds *= takeAhead
+		}
+		d.sources[s.Name] = &source{src: s, agent: make(chan struct{}, c), holds: make(chan struct{}, holds)}
 	}
 	if o.TracerProvider != nil {
 		d.tracer = o.TracerProvider.Tracer(TracerName)
@@ -262,7 +265,7 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bo
 	}
 	d.mu.Lock()
 	wait := s.src.Queue().AcceptWait
-	if d.closed || s.paused || time.Duration(s.latency.Load()) >= takeAheadLatency {
+	if d.closed || s.paused || !s.src.HoldsAhead() || time.Duration(s.latency.Load()) >= takeAheadLatency {
 		wait = 0
 	}
 	d.mu.Unlock()

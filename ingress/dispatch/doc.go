@@ -31,7 +31,9 @@
 // the settle) overlap other deliveries' forwards. While the agent's
 // answers average under 500 ms (takeAheadLatency) a process holds up to
 // eight times forward.concurrency deliveries (takeAhead); with a slower
-// agent, no more than forward.concurrency. A held delivery that could not
+// agent, or for a source with runs: supersede (a held delivery is in
+// flight for the ledger, so newest-wins could no longer drop it; see
+// ingress.Source.HoldsAhead), no more than forward.concurrency. A held delivery that could not
 // start its forward in time to settle within its claim (Source.StartBy) is
 // given back: recorded due again at once, not as a failure (outcome
 // given_back in replyonce_delivery_attempts_total), and taken again later

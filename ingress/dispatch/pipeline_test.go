@@ -193,3 +193,23 @@ func TestSlowAgentGetsNoTakeAhead(t *testing.T) {
 		sl.Release()
 	}
 }
+
+// runs: supersede holds no delivery ahead of a request place: a held one is
+// in flight for the ledger, and newest-wins could no longer drop it.
+func TestSupersedeSourceGetsNoTakeAhead(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Runs = ledger.ModeSupersede
+		c.Forward.Queue.AcceptWait = ingress.MaxAcceptWait
+	}))
+	slots := fillHolds(t, h.d, "github")
+	if n, c := len(slots), h.source.Queue().Concurrency; n != c {
+		t.Fatalf("%d places for a runs: supersede source, want forward.concurrency (%d)", n, c)
+	}
+	start := time.Now()
+	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
+		t.Fatal("a place with every one taken")
+	}
+	if waited := time.Since(start); waited >= ingress.MaxAcceptWait {
+		t.Errorf("an accept of a runs: supersede source waited %s for a place", waited)
+	}
+}

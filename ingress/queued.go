@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -35,6 +36,10 @@ const DefaultMode = ModeInline
 // Queue defaults.
 const (
 	DefaultConcurrency = 16
+	// DefaultAcceptWait and MaxAcceptWait bound forward.accept_wait: well
+	// inside every provider's answer budget.
+	DefaultAcceptWait = 50 * time.Millisecond
+	MaxAcceptWait     = time.Second
 	// MinRetryAfter and MaxRetryAfter clamp an agent's Retry-After in
 	// queued mode: sooner than a second is a busy loop, and later than six
 	// hours is better left to the schedule and an operator.
@@ -52,7 +57,13 @@ var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * 
 // dispatch and retry policy.
 type QueueConfig struct {
 	Mode        DeliveryMode
-	Concurrency int // deliveries in flight per process; default 16
+	Concurrency int // requests to the agent in flight per process; default 16
+	// AcceptWait is how long an accept may wait for the dispatcher to
+	// take its event over when every place is taken and the agent is fast
+	// (see ingress/dispatch), at most MaxAcceptWait. Zero: never wait (the
+	// event is stored and swept). The config file's default is
+	// DefaultAcceptWait.
+	AcceptWait time.Duration
 	// Schedule lists the delay before each attempt: Schedule[0] before the
 	// first (normally 0), Schedule[k] after the k-th failure. An event that
 	// fails its last scheduled attempt goes to dead letter.
@@ -87,6 +98,9 @@ func (q QueueConfig) validate(field string) (QueueConfig, error) {
 	}
 	if q.Concurrency < 0 {
 		return q, fieldErr(field+".concurrency", "must be positive")
+	}
+	if q.AcceptWait < 0 || q.AcceptWait > MaxAcceptWait {
+		return q, fieldErr(field+".accept_wait", "%s is not between 0 and %s", q.AcceptWait, MaxAcceptWait)
 	}
 	if len(q.Schedule) == 0 {
 		q.Schedule = DefaultSchedule
@@ -143,6 +157,20 @@ func (s *Source) Queue() QueueConfig { return s.queue }
 // margin, so a live forward is never taken for dead.
 func (s *Source) Lease() time.Duration { return s.forwardTimeout + deliverMargin }
 
+// HoldsAhead says whether a dispatcher may hold this source's deliveries
+// ahead of a free request place (and make accepts wait for one). Not with
+// runs: supersede: a held delivery is in flight as far as the ledger can
+// tell, so a newer event could no longer settle it superseded while it
+// waits, and the agent would get a turn that newest-wins should drop.
+func (s *Source) HoldsAhead() bool { return s.runs != ledger.ModeSupersede }
+
+// StartBy is the latest time a delivery whose claim runs out at leaseUntil
+// may start its forward: a forward that takes its whole timeout then still
+// leaves half the margin to record its outcome within the claim.
+func (s *Source) StartBy(leaseUntil time.Time) time.Time {
+	return leaseUntil.Add(-s.forwardTimeout - deliverMargin/2)
+}
+
 // KeepFor is how long an undelivered event is kept before retention
 // starts: its max age, or the whole schedule with its jitter and leases.
 func (s *Source) KeepFor() time.Duration {
@@ -171,11 +199,11 @@ func (s *Source) ForwardRequest(ev ledger.QueuedEvent, t ledger.Taken) forward.R
 
 // Handoff is what queued mode needs from the process's dispatcher.
 type Handoff interface {
-	// Reserve asks for a free delivery slot of source. With one, the
-	// gateway records the event with its claim held and hands the
-	// delivery straight to the slot; without one, the event waits in the
-	// store for any dispatcher.
-	Reserve(source string) (Slot, bool)
+	// Reserve asks for a free delivery slot of source; it may wait
+	// briefly for one, never past ctx. With one, the gateway records the
+	// event with its claim held and hands the delivery straight to the
+	// slot; without one, the event waits in the store for any dispatcher.
+	Reserve(ctx context.Context, source string) (Slot, bool)
 	// Notify says an event was queued without a slot, so a dispatcher
 	// looks for due work now rather than at its next poll.
 	Notify()
@@ -196,7 +224,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	ctx := c.Request().Context()
 	var slot Slot
 	if g.handoff != nil {
-		if s, ok := g.handoff.Reserve(src.Name); ok {
+		if s, ok := g.handoff.Reserve(ctx, src.Name); ok {
 			slot = s
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // This file is the ledger's side of queued delivery: the outbox lives in
@@ -558,20 +560,36 @@ func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (Que
 // DueDeliveries lists up to limit queued deliveries that are due now,
 // earliest first, from up to limit scopes found through the store's index.
 func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, error) {
+	return l.DueDeliveriesSkipping(ctx, limit, nil)
+}
+
+// DueDeliveriesSkipping is DueDeliveries for the scopes not in skip: a
+// dispatcher passes the scopes it is taking deliveries of right now, which
+// the index still lists as due until their takes land, so that a sweep
+// neither reads their documents again nor finds its page filled with
+// them. As many further scopes are read from the index as skip has, up to
+// limit more (an index read costs more the more it lists).
+func (l *Ledger) DueDeliveriesSkipping(ctx context.Context, limit int, skip map[string]bool) ([]QueueItem, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now := l.now()
-	scopes, err := l.store.ScopesDue(ctx, now, limit)
+	listed, err := l.store.ScopesDue(ctx, now, limit+min(len(skip), limit))
+	if err != nil {
+		return nil, err
+	}
+	scopes := listed[:0:0]
+	for _, s := range listed {
+		if !skip[s] && len(scopes) < limit {
+			scopes = append(scopes, s)
+		}
+	}
+	docs, err := l.readAll(ctx, scopes)
 	if err != nil {
 		return nil, err
 	}
 	var out []QueueItem
-	for _, s := range scopes {
-		d, err := l.read(ctx, s)
-		if err != nil {
-			return nil, err
-		}
+	for _, d := range docs {
 		blocked := d.blockedAll(now)
 		for _, q := range d.Queue {
 			if q.Due(now) && !blocked(q) {
@@ -590,6 +608,30 @@ func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, err
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// readAhead bounds the documents readAll reads at once.
+const readAhead = 8
+
+// readAll reads the documents of scopes, in that order, several at a time:
+// a page of the due index is a page of documents, and reading them one
+// after the other would make every sweep wait for as many round trips as
+// the page has scopes.
+func (l *Ledger) readAll(ctx context.Context, scopes []string) ([]*document, error) {
+	docs := make([]*document, len(scopes))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readAhead)
+	for i, s := range scopes {
+		g.Go(func() error {
+			d, err := l.read(gctx, s)
+			docs[i] = d
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return docs, nil
 }
 
 // QueueItems returns a scope's queued deliveries, oldest first.

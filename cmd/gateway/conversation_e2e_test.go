@@ -232,6 +232,13 @@ func TestSupersedeOneReplyPerTurn(t *testing.T) {
 			agent := newConvAgent(t)
 			gate := make(chan struct{})
 			agent.gate.Store(&gate)
+			t.Cleanup(func() { // a failed test must not leave the agent's requests hanging
+				select {
+				case <-gate:
+				default:
+					close(gate)
+				}
+			})
 			cfg := writeConfig(t, store, "      mode: queued\n      concurrency: 1\n    runs: supersede\n"+convScope, agent.srv.URL)
 			g := startGatewayClock(t, cfg, clock.Now)
 			agent.useAdmin(t, g)

@@ -133,11 +133,7 @@ func TestMetrics(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	var slots []ingress.Slot
-	for range h.source.Queue().Concurrency {
-		sl, _ := h.d.Reserve("github")
-		slots = append(slots, sl)
-	}
+	slots := fillHolds(t, h.d, "github")
 	h.post(t, "m-1") // both wait in the store: no slot free
 	h.post(t, "fail")
 	h.clock.Advance(3 * time.Second)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -87,27 +88,77 @@ type Dispatcher struct {
 	pending   []ledger.QueueItem
 	pendingAt time.Time
 
-	mu      sync.Mutex
-	taking  map[string]bool // entry ids a take is under way for
-	closed  bool
-	running sync.WaitGroup // reserved slots and deliveries in flight
+	mu     sync.Mutex
+	taking map[string]bool // entry ids a take is under way for
+	// takingScopes counts the takes under way per scope.
+	takingScopes map[string]int
+	closed       bool
+	running      sync.WaitGroup // reserved slots and deliveries in flight
 }
 
-// inFlight lists, per source, the slots in use (for tests and metrics).
+// inFlight lists, per source, the deliveries held (for tests and metrics).
 func (d *Dispatcher) inFlight() map[string]int {
 	out := map[string]int{}
 	for name, s := range d.sources {
-		if n := len(s.slots); n > 0 {
+		if n := len(s.holds); n > 0 {
 			out[name] = n
 		}
 	}
 	return out
 }
 
+// source is one queued source's share of the dispatcher. A delivery this
+// process holds (handed over at accept, or taken from the store) keeps a
+// place in holds from its reservation until its outcome is recorded, and
+// a place in agent only while its request to the agent is in flight, so
+// the store steps around a forward never hold one of the agent's
+// forward.concurrency requests.
 type source struct {
 	src    *ingress.Source
-	slots  chan struct{}
-	paused bool // guarded by Dispatcher.mu
+	agent  chan struct{} // forward.concurrency places: requests to the agent in flight
+	holds  chan struct{} // takeAhead × forward.concurrency places (× 1 unless Source.HoldsAhead): deliveries held
+	paused bool          // guarded by Dispatcher.mu
+	// latency is a moving average of the agent's answer time, in
+	// nanoseconds: deliveries are held beyond forward.concurrency only
+	// while it is under takeAheadLatency.
+	latency atomic.Int64
+}
+
+const (
+	// takeAhead bounds the deliveries a process holds per source, as a
+	// multiple of forward.concurrency. Held deliveries beyond the agent's
+	// places wait for one; they overlap their store steps (the accept or
+	// take before, the settle after) with other deliveries' forwards, which
+	// is what lets a fast agent be fed at the rate events are accepted.
+	takeAhead = 8
+	// takeAheadLatency is the answer time (moving average) under which a
+	// source's deliveries are held ahead of a free agent place. A waiting
+	// delivery must start its forward soon enough to settle within its
+	// claim (Source.StartBy); with slow agents it would only wait, give
+	// the delivery back and take it again.
+	takeAheadLatency = 500 * time.Millisecond
+)
+
+// mayHold says whether one more delivery of s may be held now: always
+// within forward.concurrency, and up to takeAhead times that while the
+// agent answers fast.
+func (s *source) mayHold() bool {
+	n := len(s.holds)
+	if n < cap(s.agent) {
+		return true
+	}
+	return n < cap(s.holds) && time.Duration(s.latency.Load()) < takeAheadLatency
+}
+
+// observeLatency folds one forward's answer time into the moving average
+// (weight 1/8: a few slow answers are enough to stop holding ahead).
+func (s *source) observeLatency(l time.Duration) {
+	for {
+		old := s.latency.Load()
+		if s.latency.CompareAndSwap(old, old+(int64(l)-old)/8) {
+			return
+		}
+	}
 }
 
 var (
@@ -175,7 +226,11 @@ func New(o Options) (*Dispatcher, error) {
 		if s.Queue().Mode != ingress.ModeQueued {
 			continue
 		}
-		d.sources[s.Name] = &source{src: s, slots: make(chan struct{}, s.Queue().Concurrency)}
+		c, holds := s.Queue().Concurrency, s.Queue().Concurrency
+		if s.HoldsAhead() {
+			holds *= takeAhead
+		}
+		d.sources[s.Name] = &source{src: s, agent: make(chan struct{}, c), holds: make(chan struct{}, holds)}
 	}
 	if o.TracerProvider != nil {
 		d.tracer = o.TracerProvider.Tracer(TracerName)
@@ -192,20 +247,59 @@ func (d *Dispatcher) Notify() {
 	}
 }
 
-// Reserve implements ingress.Handoff: a free slot of a queued, unpaused
-// source, unless the dispatcher is shutting down.
-func (d *Dispatcher) Reserve(name string) (ingress.Slot, bool) {
+// Reserve implements ingress.Handoff: a place to hold one more delivery of
+// a queued, unpaused source, unless the dispatcher is shutting down. When
+// every place is taken but the agent answers fast, it waits up to the
+// source's forward.accept_wait for one (ctx permitting): a place then frees within
+// milliseconds, an event handed over costs one store step less than one
+// swept from the store, and accepts that wait for the dispatcher keep the
+// backlog from outgrowing what the agent is fed. With a slow agent it
+// never waits: the event is stored and swept.
+func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bool) {
 	s := d.sources[name]
 	if s == nil {
+		return nil, false
+	}
+	if sl, ok := d.tryReserve(s); ok {
+		return sl, true
+	}
+	d.mu.Lock()
+	wait := s.src.Queue().AcceptWait
+	if d.closed || s.paused || !s.src.HoldsAhead() || time.Duration(s.latency.Load()) >= takeAheadLatency {
+		wait = 0
+	}
+	d.mu.Unlock()
+	if wait <= 0 {
+		return nil, false
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case s.holds <- struct{}{}:
+	case <-timer.C:
+		return nil, false
+	case <-ctx.Done():
 		return nil, false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed || s.paused {
+		<-s.holds
+		return nil, false
+	}
+	d.running.Add(1)
+	return &slot{d: d, s: s}, true
+}
+
+// tryReserve is Reserve without waiting (see source.mayHold).
+func (d *Dispatcher) tryReserve(s *source) (ingress.Slot, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || s.paused || !s.mayHold() {
 		return nil, false
 	}
 	select {
-	case s.slots <- struct{}{}:
+	case s.holds <- struct{}{}:
 	default:
 		return nil, false
 	}
@@ -235,9 +329,9 @@ func (sl *slot) Release() {
 	sl.d.done(sl.s)
 }
 
-// done frees a slot and lets the loop look for more work.
+// done frees a held delivery's place and lets the loop look for more work.
 func (d *Dispatcher) done(s *source) {
-	<-s.slots
+	<-s.holds
 	d.running.Done()
 	d.Notify()
 }
@@ -313,7 +407,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	items, fresh := d.pending, gauge || len(d.pending) == 0 || time.Since(d.pendingAt) >= d.poll
 	d.pending = nil
 	if fresh {
-		if items, err = d.l.DueDeliveries(ctx, d.batch); err != nil {
+		if items, err = d.l.DueDeliveriesSkipping(ctx, d.batch, d.scopesTaking()); err != nil {
 			return false, err
 		}
 		d.pendingAt = time.Now()
@@ -332,12 +426,12 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		if s == nil {
 			continue // a source no longer configured (or inline here): left due for an instance that has it
 		}
-		if !d.startTake(q.EntryID) {
+		if !d.startTake(q) {
 			continue // a take of it from an earlier sweep is still under way
 		}
-		sl, ok := d.Reserve(q.Source)
+		sl, ok := d.tryReserve(s)
 		if !ok {
-			d.endTake(q.EntryID)
+			d.endTake(q)
 			left = append(left, q) // no slot now: tried first when one is freed
 			continue
 		}
@@ -379,9 +473,15 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		}
 		ev = &got
 	}
+	if !d.awaitAgent(s, t) {
+		d.giveBack(s, t, fields)
+		return
+	}
 	start := d.now()
 	actx, span := d.startAttempt(ctx, s, t, ev)
 	out := d.fwd.Forward(actx, s.src.ForwardRequest(*ev, t))
+	<-s.agent
+	s.observeLatency(out.Latency)
 	fin := d.outcome(s, t, out, ctx.Err() != nil)
 	fin.Record.At = start
 	sctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), span), settleTimeout)
@@ -423,6 +523,49 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		fields = append(fields, zap.Time("next_at", fin.NextAt))
 	}
 	d.log.Info("dispatch", fields...)
+}
+
+// awaitAgent waits for one of the agent's places for held delivery t:
+// false when the forward could no longer start in time to settle within
+// t's claim (Source.StartBy), or shutdown cut the forwards first.
+func (d *Dispatcher) awaitAgent(s *source, t ledger.Taken) bool {
+	select {
+	case s.agent <- struct{}{}:
+		return true
+	default:
+	}
+	wait := s.src.StartBy(t.Item.LeaseUntil).Sub(d.now())
+	if wait <= 0 {
+		return false
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case s.agent <- struct{}{}:
+		return true
+	case <-timer.C:
+	case <-d.forwards.Done():
+	}
+	return false
+}
+
+// giveBack records a held delivery that never reached the agent as due
+// again at once, not counted as a failure (as a forward cut by shutdown
+// is), so that a dispatcher takes it again under a fresh claim. If even
+// that fails, it is due when its claim runs out.
+func (d *Dispatcher) giveBack(s *source, t ledger.Taken, fields []zap.Field) {
+	fin := ledger.Finish{Taken: t, Status: ledger.DeliveryQueued, NextAt: d.now(), Interrupted: true,
+		Record: ledger.AttemptRecord{Outcome: "interrupted", Error: "not sent: no request place for the agent came free in time"}}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	_, err := d.l.FinishDelivery(ctx, fin)
+	cancel()
+	d.metrics.attempts.WithLabelValues(s.src.Name, "given_back").Inc()
+	if err != nil {
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: giving back a delivery that was not sent failed; it is due again once its claim runs out", append(fields, zap.Error(err))...)
+		return
+	}
+	d.log.Info("dispatch: delivery given back unsent; it is due again", fields...)
 }
 
 // deliverValue is what the deliver entry commits, as inline mode records.

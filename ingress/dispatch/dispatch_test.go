@@ -287,11 +287,7 @@ func TestRejectionsAndFaults(t *testing.T) {
 func TestCrashedHolderIsTakenOver(t *testing.T) {
 	h := newHarness(t, queuedSource())
 	// No free slot here: the event waits in the store.
-	for range h.source.Queue().Concurrency {
-		sl, ok := h.d.Reserve("github")
-		if !ok {
-			t.Fatal("no slot")
-		}
+	for _, sl := range fillHolds(t, h.d, "github") {
 		defer sl.Release()
 	}
 	h.post(t, "crash")
@@ -327,8 +323,7 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 // and resumes: nothing is lost.
 func TestRunSweepsAndSurvivesStoreOutage(t *testing.T) {
 	h := newHarness(t, queuedSource())
-	for range h.source.Queue().Concurrency {
-		sl, _ := h.d.Reserve("github")
+	for _, sl := range fillHolds(t, h.d, "github") {
 		defer sl.Release()
 	}
 	for i := range 5 {
@@ -367,7 +362,7 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 	}()
 	// Once shutdown has begun no slot is handed out.
 	for {
-		sl, ok := h.d.Reserve("github")
+		sl, ok := h.d.Reserve(context.Background(), "github")
 		if !ok {
 			break
 		}

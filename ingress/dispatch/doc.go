@@ -2,23 +2,45 @@
 // serve` process runs one Dispatcher; several processes on one Postgres or
 // Redis share the work through the ledger.
 //
-// Work reaches it two ways. The gateway reserves a slot when it accepts an
-// event and, if one is free, records the event with its claim held and
+// Work reaches it two ways. The gateway reserves a place when it accepts
+// an event and, if one is free, records the event with its claim held and
 // hands the delivery straight over (no second store step). Otherwise the
 // event waits in the store, and a sweep finds it: the Dispatcher reads the
-// store's due index (ledger.DueDeliveries) when woken (an event queued
-// without a slot, a slot freed) or every Poll, and takes each due delivery
-// through ledger.TakeDelivery, whose claim is the lease. A sweep takes each
-// delivery in its slot's goroutine, so the takes of one sweep share the
-// store's group commits; what a page leaves for lack of free slots is
-// tried first by the following sweeps (for at most one Poll), so a freed
-// slot costs no index read of its own. A due delivery of a paused source is parked (ledger
-// ParkDeliveries) rather than skipped, so that a paused backlog never
-// fills the page in front of other sources' work; when the source is
-// resumed, each process unparks its deliveries a page per sweep. A
+// store's due index (ledger.DueDeliveriesSkipping, leaving out the scopes
+// it is taking from right now) when woken (an event queued without a
+// place, a place freed) or every Poll, and takes each due delivery through
+// ledger.TakeDelivery, whose claim is the lease, reading the event's blob
+// beside the take rather than after it. A sweep takes each delivery in
+// its own goroutine, so the takes of one sweep share the store's group
+// commits; what a page leaves for lack of free places is tried first by
+// the following sweeps (for at most one Poll), so a freed place costs no
+// index read of its own. A due delivery of a paused source is parked
+// (ledger ParkDeliveries) rather than skipped, so that a paused backlog
+// never fills the page in front of other sources' work; when the source
+// is resumed, each process unparks its deliveries a page per sweep. A
 // delivery whose holder crashed is due again when its claim runs out, so
-// another process
-// (or this one after a restart) takes it over under a newer fencing token.
+// another process (or this one after a restart) takes it over under a
+// newer fencing token.
+//
+// # Places
+//
+// forward.concurrency bounds the requests to the agent in flight per
+// source in this process, not the deliveries it holds: a held delivery
+// (handed over or taken) takes one of the agent's places only for its
+// forward, so the store steps before and after it (the accept or take,
+// the settle) overlap other deliveries' forwards. While the agent's
+// answers average under 500 ms (takeAheadLatency) a process holds up to
+// eight times forward.concurrency deliveries (takeAhead); with a slower
+// agent, or for a source with runs: supersede (a held delivery is in
+// flight for the ledger, so newest-wins could no longer drop it; see
+// ingress.Source.HoldsAhead), no more than forward.concurrency. A held delivery that could not
+// start its forward in time to settle within its claim (Source.StartBy) is
+// given back: recorded due again at once, not as a failure (outcome
+// given_back in replyonce_delivery_attempts_total), and taken again later
+// under a newer claim. When every place is taken and the agent is fast,
+// an accept waits up to 50 ms (handoffWait) for one: the event is then
+// handed over rather than stored and swept, and under sustained load the
+// backlog does not outgrow what the agent is fed.
 //
 // Each delivery is forwarded exactly as inline mode forwards (the source's
 // ForwardRequest: same headers, Standard Webhooks re-signing,
@@ -43,8 +65,7 @@
 // notices (forward.cancel: notify) are sent by the dispatcher, once each,
 // as deliveries it owns.
 //
-// At most forward.concurrency deliveries per source are in flight in one
-// process. Shutdown stops reserving and taking, waits for the deliveries
+// Shutdown stops reserving and taking, waits for the deliveries
 // in flight within the grace period, then cuts what is left: a cut
 // delivery is recorded due again at once (not counted as a failure), or,
 // if even that cannot be recorded, becomes due when its claim runs out.

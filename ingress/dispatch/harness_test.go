@@ -310,3 +310,29 @@ func (h *harness) counter(t *testing.T, name, source string) float64 {
 	}
 	return 0
 }
+
+// fillHolds reserves every place d has for source's deliveries, so that
+// what is posted next waits in the store. It takes at least
+// forward.concurrency places and no more than takeAhead times that, and
+// releases at cleanup whatever the test has not.
+func fillHolds(t *testing.T, d *Dispatcher, source string) []ingress.Slot {
+	t.Helper()
+	var slots []ingress.Slot
+	for {
+		sl, ok := d.Reserve(context.Background(), source)
+		if !ok {
+			break
+		}
+		slots = append(slots, sl)
+	}
+	t.Cleanup(func() { // a test that failed before releasing them must not hang the shutdown
+		for _, sl := range slots {
+			sl.Release()
+		}
+	})
+	c := d.sources[source].src.Queue().Concurrency
+	if len(slots) < c || len(slots) > takeAhead*c {
+		t.Fatalf("%d places reserved, want %d to %d", len(slots), c, takeAhead*c)
+	}
+	return slots
+}

@@ -25,7 +25,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "replyonce_delivery_attempts_total", Help: "Queued delivery attempts, by source and outcome (delivered, rejected, retry, fault, dead, ...).",
+			Name: "replyonce_delivery_attempts_total", Help: "Queued delivery attempts, by source and outcome (delivered, rejected, retry, fault, dead, given_back: held but not sent in time, due again, ...).",
 		}, []string{"source", "outcome"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replyonce_dead_letters_total", Help: "Queued events whose retry schedule ran out, by source.",

@@ -12,32 +12,64 @@ import (
 // startTake marks a due delivery as being taken by this process, so that
 // a sweep running before the take is recorded does not try it again; false
 // when it is already marked.
-func (d *Dispatcher) startTake(entryID string) bool {
+func (d *Dispatcher) startTake(q ledger.QueueItem) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.taking == nil {
-		d.taking = map[string]bool{}
+		d.taking, d.takingScopes = map[string]bool{}, map[string]int{}
 	}
-	if d.taking[entryID] {
+	if d.taking[q.EntryID] {
 		return false
 	}
-	d.taking[entryID] = true
+	d.taking[q.EntryID] = true
+	d.takingScopes[q.Scope]++
 	return true
 }
 
-func (d *Dispatcher) endTake(entryID string) {
+func (d *Dispatcher) endTake(q ledger.QueueItem) {
 	d.mu.Lock()
-	delete(d.taking, entryID)
+	delete(d.taking, q.EntryID)
+	if d.takingScopes[q.Scope]--; d.takingScopes[q.Scope] <= 0 {
+		delete(d.takingScopes, q.Scope)
+	}
 	d.mu.Unlock()
 }
 
-// take claims a due delivery in the slot sl reserved for it and, if it is
-// still due, delivers it. A failed take leaves the delivery due.
+// scopesTaking copies the scopes that takes are under way for: a sweep
+// skips them in the due index (ledger.DueDeliveriesSkipping).
+func (d *Dispatcher) scopesTaking() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(d.takingScopes))
+	for s := range d.takingScopes {
+		out[s] = true
+	}
+	return out
+}
+
+// take claims a due delivery in the place sl reserved for it and, if it
+// is still due, delivers it. A failed take leaves the delivery due. The
+// event's record is read beside the take, not after it: the due index
+// names its blob, so a swept delivery waits for one store round trip
+// before its forward, not two.
 func (d *Dispatcher) take(s *source, sl *slot, q ledger.QueueItem, swept time.Time) {
 	ctx, cancel := context.WithTimeout(d.forwards, settleTimeout)
+	type read struct {
+		ev  ledger.QueuedEvent
+		err error
+	}
+	readDone := make(chan read, 1)
+	go func() {
+		ev, err := d.l.QueuedEventOf(ctx, q)
+		readDone <- read{ev, err}
+	}()
 	t, err := d.l.TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
+	if err != nil || !t.OK {
+		cancel() // the read's answer is not needed
+	}
+	r := <-readDone
 	cancel()
-	d.endTake(q.EntryID)
+	d.endTake(q)
 	if err != nil || !t.OK {
 		sl.Release()
 		if err != nil && d.forwards.Err() == nil {
@@ -54,18 +86,22 @@ func (d *Dispatcher) take(s *source, sl *slot, q ledger.QueueItem, swept time.Ti
 	}
 	d.metrics.lag.WithLabelValues(q.Source).Observe(max(swept.Sub(dueAt(q)), 0).Seconds())
 	sl.used = true
-	d.deliver(s, t, &ledger.QueuedEvent{})
+	ev := &ledger.QueuedEvent{} // deliver reads it again
+	if r.err == nil && t.Item.Blob == q.Blob {
+		ev = &r.ev
+	}
+	d.deliver(s, t, ev)
 }
 
-// freeSlots counts the free slots of unpaused sources: a sweep with none
-// has nothing to take.
+// freeSlots counts the unpaused sources that may hold one more delivery:
+// a sweep with none has nothing to take.
 func (d *Dispatcher) freeSlots() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	free := 0
 	for _, s := range d.sources {
-		if !s.paused {
-			free += cap(s.slots) - len(s.slots)
+		if !s.paused && s.mayHold() {
+			free++
 		}
 	}
 	return free

@@ -256,6 +256,33 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	}
 }
 
+// testDueDeliveriesSkipping: the scopes a dispatcher is taking from are
+// left out of a sweep's page, and the page is filled from further down the
+// index instead, earliest due first.
+func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	for _, s := range []string{"a", "b", "c", "d"} {
+		enqueue(t, e, s, "ev-"+s, false)
+		e.clock.Advance(time.Millisecond)
+	}
+	ids := func(items []ledger.QueueItem) string {
+		var out []string
+		for _, q := range items {
+			out = append(out, q.EventID)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 2, nil))); got != "[ev-a ev-b]" {
+		t.Fatalf("page of 2 skipping nothing: %s, want [ev-a ev-b]", got)
+	}
+	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 2, map[string]bool{"a": true, "c": true}))); got != "[ev-b ev-d]" {
+		t.Fatalf("page of 2 skipping a and c: %s, want [ev-b ev-d]", got)
+	}
+	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 10, map[string]bool{"a": true, "b": true, "c": true, "d": true}))); got != "[]" {
+		t.Fatalf("skipping every scope: %s, want []", got)
+	}
+}
+
 // testDeliveryLease: a take is a lease. Of many dispatchers racing for one
 // delivery exactly one gets it; nobody else can until its claim runs out,
 // and then the holder's late outcome cannot overwrite the new delivery's.

@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"RecentDeliveries", testRecentDeliveries},
 		{"EnqueueStored", testEnqueueStored},
 		{"DueDeliveries", testDueDeliveries},
+		{"DueDeliveriesSkipping", testDueDeliveriesSkipping},
 		{"DeliveryLease", testDeliveryLease},
 		{"ReplayAndDead", testReplayAndDead},
 		{"ListDeliveries", testListDeliveries},

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/replyonce/gateway/ingress"
 )
 
 // Config is one benchmark run. Zero fields take the defaults noted on each.
@@ -22,6 +24,8 @@ type Config struct {
 	Mode string
 	// DispatchConcurrency is forward.concurrency in queued mode (default 16).
 	DispatchConcurrency int
+	// AcceptWait is forward.accept_wait in queued mode.
+	AcceptWait time.Duration
 	// Backlog, when positive, runs RunBacklog instead of the passes: that
 	// many events queued with dispatch paused, then drained.
 	Backlog int
@@ -131,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.DispatchConcurrency < 0 {
 		return errors.New("bench: dispatch concurrency must not be negative")
+	}
+	if c.AcceptWait < 0 || c.AcceptWait > ingress.MaxAcceptWait {
+		return fmt.Errorf("bench: accept wait %s is not between 0 and %s", c.AcceptWait, ingress.MaxAcceptWait)
 	}
 	switch c.Provider {
 	case "stripe", "standard-webhooks":

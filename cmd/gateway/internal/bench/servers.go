@@ -173,7 +173,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	// The gateway, wired as `serve` wires it, but for the store timing
 	// around its store and its handler.
 	fc := ingress.ForwardConfig{URL: e.sinkSrv.url + "/events",
-		Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(cfg.Mode), Concurrency: cfg.DispatchConcurrency}}
+		Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(cfg.Mode), Concurrency: cfg.DispatchConcurrency, AcceptWait: cfg.AcceptWait}}
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
 	}

@@ -162,8 +162,10 @@ type Forward struct {
 	// Queued delivery (see ingress.QueueConfig).
 	Mode        string `yaml:"mode"` // queued | inline
 	Concurrency int    `yaml:"concurrency"`
-	Retry       Retry  `yaml:"retry"`
-	Reject      []int  `yaml:"reject"` // agent statuses that reject an event for good, besides 400, 413, 415, 422
+	// AcceptWait: nil is ingress.DefaultAcceptWait; 0s never waits.
+	AcceptWait *time.Duration `yaml:"accept_wait"`
+	Retry      Retry          `yaml:"retry"`
+	Reject     []int          `yaml:"reject"` // agent statuses that reject an event for good, besides 400, 413, 415, 422
 	// Respond: gateway (default) or agent, whose 2xx answer (status,
 	// Content-Type, body up to RespondLimit) the provider then hears.
 	Respond      string   `yaml:"respond"`
@@ -775,7 +777,7 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken, Fetcher: fetcher},
 			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
 			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
-				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency,
+				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency, AcceptWait: acceptWait(s.Forward.AcceptWait),
 					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject,
 					Order: ledger.Order(s.Forward.Order), Debounce: ledger.Debounce{Quiet: s.Forward.Debounce.Quiet, MaxWait: s.Forward.Debounce.MaxWait},
 					Cancel: ingress.CancelMode(s.Forward.Cancel)},
@@ -835,4 +837,12 @@ func modeOrDefault(m string) ingress.DeliveryMode {
 		return ingress.ModeQueued
 	}
 	return ingress.DeliveryMode(m)
+}
+
+// acceptWait is forward.accept_wait, or its default when it is not set.
+func acceptWait(d *time.Duration) time.Duration {
+	if d == nil {
+		return ingress.DefaultAcceptWait
+	}
+	return *d
 }

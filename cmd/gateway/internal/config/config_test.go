@@ -144,6 +144,8 @@ func TestQueueSettings(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{withForward("mode: later"), `sources.s.forward.mode: "later" is not one of queued, inline`},
 		{withForward("mode: queued, concurrency: -1"), "sources.s.forward.concurrency: must be positive"},
+		{withForward("mode: queued, accept_wait: 2s"), "sources.s.forward.accept_wait: 2s is not between 0 and 1s"},
+		{withForward("mode: queued, accept_wait: -1ms"), "sources.s.forward.accept_wait: -1ms is not between 0 and 1s"},
 		{withForward("mode: queued, retry: {schedule: [0s, -5s]}"), "sources.s.forward.retry.schedule[1]: must not be negative"},
 		{withForward("mode: queued, retry: {max_age: -1h}"), "sources.s.forward.retry.max_age: must not be negative"},
 		{withForward("reject: [404]"), "sources.s.forward.reject[0]: 404 says the setup"},
@@ -166,10 +168,10 @@ func TestQueueSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || len(q.Schedule) != 10 || q.Schedule[9] != 24*time.Hour {
+	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || q.AcceptWait != 50*time.Millisecond || len(q.Schedule) != 10 || q.Schedule[9] != 24*time.Hour {
 		t.Fatalf("default queue settings: %+v", q)
 	}
-	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
+	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, accept_wait: 0s, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func TestQueueSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := srcs[0].Queue()
-	if q.Mode != "queued" || q.Concurrency != 4 || len(q.Schedule) != 2 || q.Schedule[1] != time.Minute || q.MaxAge != time.Hour || q.Reject[0] != 402 {
+	if q.Mode != "queued" || q.Concurrency != 4 || q.AcceptWait != 0 || len(q.Schedule) != 2 || q.Schedule[1] != time.Minute || q.MaxAge != time.Hour || q.Reject[0] != 402 {
 		t.Fatalf("queue settings: %+v", q)
 	}
 }

@@ -1,0 +1,215 @@
+package dispatch
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ledger"
+)
+
+// forward.concurrency bounds the requests the agent sees at once, not the
+// deliveries a process holds: with a fast agent the dispatcher holds more
+// than that many (their store steps overlap the forwards), yet the agent
+// never has more than forward.concurrency requests open.
+func TestConcurrencyBoundsAgentRequestsNotHolds(t *testing.T) {
+	const concurrency, events = 4, 60
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.Concurrency = concurrency }))
+	var open, most atomic.Int64
+	var heldMost atomic.Int64
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		now := open.Add(1)
+		for {
+			m := most.Load()
+			if now <= m || most.CompareAndSwap(m, now) {
+				break
+			}
+		}
+		if held := int64(len(h.d.sources["github"].holds)); held > heldMost.Load() {
+			heldMost.Store(held)
+		}
+		time.Sleep(2 * time.Millisecond)
+		open.Add(-1)
+		w.WriteHeader(http.StatusOK)
+	})
+	run(t, h.d)
+	var wg sync.WaitGroup
+	for i := range events {
+		wg.Go(func() { h.post(t, "c-"+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	for i := range events {
+		id := "c-" + strconv.Itoa(i)
+		for h.item(t, id).Status != ledger.DeliveryDelivered {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if n := len(h.agent.requests(id)); n != 1 {
+			t.Errorf("%s forwarded %d times, want once", id, n)
+		}
+	}
+	if m := most.Load(); m > concurrency {
+		t.Errorf("the agent had %d requests open at once, forward.concurrency is %d", m, concurrency)
+	}
+	if m := heldMost.Load(); m <= concurrency {
+		t.Errorf("the dispatcher held at most %d deliveries while the agent was busy; it should hold ahead of forward.concurrency (%d)", m, concurrency)
+	}
+}
+
+// A held delivery that cannot get one of the agent's places in time to
+// settle within its claim is given back, due at once and not counted as a
+// failure, and is never forwarded under the old claim; it is delivered
+// later under a newer one.
+func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Forward.Queue.Concurrency = 1
+		c.Forward.Timeout = 20 * time.Second // the first forward outlasts the second's wait
+	}))
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get(forward.HeaderEventID) == "slow" {
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	h.post(t, "slow") // handed over: holds the agent's only place
+	for len(h.agent.requests("slow")) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	h.post(t, "waiting") // handed over too, and waits for the place
+	if q := h.item(t, "waiting"); q.Status != ledger.DeliveryDelivering {
+		t.Fatalf("second event %s, want held (delivering)", q.Status)
+	}
+	// Half the claim's margin after the accept, the wait is over.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.item(t, "waiting").Status == ledger.DeliveryDelivering {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting delivery was never given back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	q := h.item(t, "waiting")
+	if q.Status != ledger.DeliveryQueued || q.Failures != 0 || !q.Due(h.clock.Now()) {
+		t.Fatalf("given back as %s with %d failures (due %v), want queued, due now, no failure", q.Status, q.Failures, q.Due(h.clock.Now()))
+	}
+	if n := len(h.agent.requests("waiting")); n != 0 {
+		t.Fatalf("forwarded %d times under the claim it gave back", n)
+	}
+	atts, err := h.ledger.AttemptsOf(context.Background(), q)
+	if err != nil || len(atts) != 1 || atts[0].Outcome != "interrupted" {
+		t.Fatalf("attempt records %+v (%v), want one interrupted", atts, err)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("github", "given_back")); got != 1 {
+		t.Errorf("given-back attempts counted %v, want 1", got)
+	}
+	unblock()
+	settle(h.d)
+	h.sweep(t)
+	reqs := h.agent.requests("waiting")
+	if len(reqs) != 1 {
+		t.Fatalf("%d forwards after the give-back, want 1", len(reqs))
+	}
+	wantHeader(t, reqs[0], forward.HeaderDelivery, "2")
+	if h.item(t, "waiting").Status != ledger.DeliveryDelivered {
+		t.Fatal("not delivered after the give-back")
+	}
+}
+
+// With every place taken, an accept waits briefly for one while the agent
+// answers fast (the event is handed over, not stored and swept), and does
+// not wait at all while the agent is slow.
+func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.AcceptWait = ingress.MaxAcceptWait }))
+	slots := fillHolds(t, h.d, "github")
+
+	got := make(chan ingress.Slot, 1)
+	go func() {
+		sl, _ := h.d.Reserve(context.Background(), "github")
+		got <- sl
+	}()
+	time.Sleep(5 * time.Millisecond) // well inside forward.accept_wait
+	slots[0].Release()
+	waited := <-got
+	if waited == nil {
+		t.Fatal("a place freed while an accept waited, and the accept did not get it")
+	}
+	slots[0] = waited
+
+	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
+		t.Fatal("a place with every one taken")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := h.d.Reserve(ctx, "github"); ok {
+		t.Fatal("a place for a request that has gone away")
+	}
+
+	h.d.sources["github"].latency.Store(int64(time.Second))
+	start := time.Now()
+	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
+		t.Fatal("a place with every one taken")
+	}
+	if waited := time.Since(start); waited >= ingress.MaxAcceptWait {
+		t.Errorf("an accept waited %s for a place although the agent is slow", waited)
+	}
+	for _, sl := range slots {
+		sl.Release()
+	}
+}
+
+// forward.accept_wait 0s: an accept never waits for a place.
+func TestNoAcceptWait(t *testing.T) {
+	h := newHarness(t, queuedSource()) // AcceptWait zero
+	fillHolds(t, h.d, "github")
+	start := time.Now()
+	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
+		t.Fatal("a place with every one taken")
+	}
+	if waited := time.Since(start); waited >= 50*time.Millisecond {
+		t.Errorf("an accept waited %s with forward.accept_wait 0s", waited)
+	}
+}
+
+// With a slow agent, no delivery is held beyond forward.concurrency: it
+// would only wait and be given back.
+func TestSlowAgentGetsNoTakeAhead(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	h.d.sources["github"].latency.Store(int64(takeAheadLatency))
+	slots := fillHolds(t, h.d, "github")
+	if n, c := len(slots), h.source.Queue().Concurrency; n != c {
+		t.Fatalf("%d places for a slow agent, want forward.concurrency (%d)", n, c)
+	}
+	for _, sl := range slots {
+		sl.Release()
+	}
+}
+
+// runs: supersede holds no delivery ahead of a request place: a held one is
+// in flight for the ledger, and newest-wins could no longer drop it.
+func TestSupersedeSourceGetsNoTakeAhead(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Runs = ledger.ModeSupersede
+		c.Forward.Queue.AcceptWait = ingress.MaxAcceptWait
+	}))
+	slots := fillHolds(t, h.d, "github")
+	if n, c := len(slots), h.source.Queue().Concurrency; n != c {
+		t.Fatalf("%d places for a runs: supersede source, want forward.concurrency (%d)", n, c)
+	}
+	start := time.Now()
+	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
+		t.Fatal("a place with every one taken")
+	}
+	if waited := time.Since(start); waited >= ingress.MaxAcceptWait {
+		t.Errorf("an accept of a runs: supersede source waited %s for a place", waited)
+	}
+}

@@ -101,13 +101,8 @@ func TestFormParamsMatchesOracle(t *testing.T) {
 		checkFormAgainstOracle(t, []byte(body))
 	}
 	rng := rand.New(rand.NewPCG(16, 3))
-	alphabet := []byte("ab=&%+;0fFgz\xff ")
-	for range 20000 {
-		b := make([]byte, rng.IntN(40))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		checkFormAgainstOracle(t, b)
+	for _, b := range randomStrings(rng, "ab=&%+;0fFgz\xff ", 20000, 40) {
+		checkFormAgainstOracle(t, []byte(b))
 	}
 	// Long parts exercise writeTo's direct writes and the gathering around them.
 	for range 300 {
@@ -147,15 +142,7 @@ func FuzzFormParams(f *testing.F) {
 func TestCanonicalKeyMatchesTextproto(t *testing.T) {
 	names := []string{"", "a", "x-contentful-timestamp", "X-CONTENTFUL-SIGNED-HEADERS", "content-type", "-a-", "a--b",
 		"9a", "a b", "a_b", "ä", strings.Repeat("a", 64), strings.Repeat("a", 65)}
-	rng := rand.New(rand.NewPCG(16, 5))
-	alphabet := []byte("aZ-9_ .é")
-	for range 5000 {
-		b := make([]byte, rng.IntN(12))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		names = append(names, string(b))
-	}
+	names = append(names, randomStrings(rand.New(rand.NewPCG(16, 5)), "aZ-9_ .é", 5000, 12)...)
 	for _, name := range names {
 		want := textproto.CanonicalMIMEHeaderKey(name)
 		var buf [maxFastKey]byte
@@ -167,4 +154,18 @@ func TestCanonicalKeyMatchesTextproto(t *testing.T) {
 			t.Fatalf("%q: headerValue %q from %v", name, got, h)
 		}
 	}
+}
+
+// randomStrings makes n strings of up to maxLen-1 bytes drawn from alphabet's
+// bytes (not runes: a multi-byte letter is split on purpose).
+func randomStrings(rng *rand.Rand, alphabet string, n, maxLen int) []string {
+	out := make([]string, 0, n)
+	for range n {
+		b := make([]byte, rng.IntN(maxLen))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		out = append(out, string(b))
+	}
+	return out
 }

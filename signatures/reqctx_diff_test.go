@@ -21,16 +21,7 @@ import (
 func reqctxBodies() []string {
 	bodies := []string{"", "=", "a", "&&", "MessageSid=SM1&Body=Hi+there%21", "b=2&a=1&a=0", "a=%zz", "a=1;b=2",
 		"k=" + strings.Repeat("v", 1500) + "&j=%41", "=&=", "To=%2B15557654321&From=%2B1555"}
-	rng := rand.New(rand.NewPCG(16, 4))
-	alphabet := []byte("ab=&%+;0fz")
-	for range 400 {
-		b := make([]byte, rng.IntN(24))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		bodies = append(bodies, string(b))
-	}
-	return bodies
+	return append(bodies, randomStrings(rand.New(rand.NewPCG(16, 4)), "ab=&%+;0fz", 400, 24)...)
 }
 
 func oracleMAC(h func() hash.Hash, key string, parts ...string) string {

@@ -309,14 +309,7 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(other)
-	reqs := h.agent.requests("crash")
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests after the claim ran out, want 1", len(reqs))
-	}
-	wantHeader(t, reqs[0], forward.HeaderDelivery, "2")
-	if h.item(t, "crash").Status != ledger.DeliveryDelivered {
-		t.Fatal("not delivered")
-	}
+	h.wantDeliveredOnceAsSecond(t, "crash")
 }
 
 // The loop finds due work on its own, backs off while the store is down,

@@ -336,3 +336,18 @@ func fillHolds(t *testing.T, d *Dispatcher, source string) []ingress.Slot {
 	}
 	return slots
 }
+
+// wantDeliveredOnceAsSecond checks that id reached the agent exactly once,
+// as the run's second delivery (the first one's claim was lost or given
+// back unsent), and is recorded delivered.
+func (h *harness) wantDeliveredOnceAsSecond(t *testing.T, id string) {
+	t.Helper()
+	reqs := h.agent.requests(id)
+	if len(reqs) != 1 {
+		t.Fatalf("%s: %d forwards, want 1", id, len(reqs))
+	}
+	wantHeader(t, reqs[0], forward.HeaderDelivery, "2")
+	if q := h.item(t, id); q.Status != ledger.DeliveryDelivered {
+		t.Fatalf("%s: %s, want delivered", id, q.Status)
+	}
+}

@@ -115,14 +115,7 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 	unblock()
 	settle(h.d)
 	h.sweep(t)
-	reqs := h.agent.requests("waiting")
-	if len(reqs) != 1 {
-		t.Fatalf("%d forwards after the give-back, want 1", len(reqs))
-	}
-	wantHeader(t, reqs[0], forward.HeaderDelivery, "2")
-	if h.item(t, "waiting").Status != ledger.DeliveryDelivered {
-		t.Fatal("not delivered after the give-back")
-	}
+	h.wantDeliveredOnceAsSecond(t, "waiting")
 }
 
 // With every place taken, an accept waits briefly for one while the agent

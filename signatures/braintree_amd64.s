@@ -1,5 +1,8 @@
 #include "textflag.h"
 
+// SPLAT fills both halves of X with the eight bytes of c.
+#define SPLAT(c, X) MOVQ c, DX; MOVQ DX, X; PUNPCKLQDQ X, X
+
 // func braintreeAlnumBlocks(s []byte) int
 //
 // The length of the longest prefix of s made of whole 16-byte blocks in which every byte is
@@ -10,21 +13,11 @@ TEXT ·braintreeAlnumBlocks(SB), NOSPLIT, $0-32
 	MOVQ s_len+8(FP), CX
 	XORQ AX, AX
 
-	MOVQ $0x2020202020202020, DX
-	MOVQ DX, X8
-	PUNPCKLQDQ X8, X8 // 0x20: folds A-Z onto a-z
-	MOVQ $0x6060606060606060, DX
-	MOVQ DX, X9
-	PUNPCKLQDQ X9, X9 // 'a'-1
-	MOVQ $0x7b7b7b7b7b7b7b7b, DX
-	MOVQ DX, X10
-	PUNPCKLQDQ X10, X10 // 'z'+1
-	MOVQ $0x2e2e2e2e2e2e2e2e, DX
-	MOVQ DX, X11
-	PUNPCKLQDQ X11, X11 // '/'-1
-	MOVQ $0x3a3a3a3a3a3a3a3a, DX
-	MOVQ DX, X12
-	PUNPCKLQDQ X12, X12 // '9'+1
+	SPLAT($0x2020202020202020, X8)  // 0x20: folds A-Z onto a-z
+	SPLAT($0x6060606060606060, X9)  // 'a'-1
+	SPLAT($0x7b7b7b7b7b7b7b7b, X10) // 'z'+1
+	SPLAT($0x2e2e2e2e2e2e2e2e, X11) // '/'-1
+	SPLAT($0x3a3a3a3a3a3a3a3a, X12) // '9'+1
 
 loop:
 	LEAQ 16(AX), DX

@@ -10,9 +10,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // This file is the ledger's side of queued delivery: the outbox lives in
@@ -619,17 +618,34 @@ const readAhead = 8
 // the page has scopes.
 func (l *Ledger) readAll(ctx context.Context, scopes []string) ([]*document, error) {
 	docs := make([]*document, len(scopes))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(readAhead)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error // the page fails with it; the reads it cancelled do not count
+	)
+	slots := make(chan struct{}, readAhead)
 	for i, s := range scopes {
-		g.Go(func() error {
-			d, err := l.read(gctx, s)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			d, err := l.read(ctx, s)
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				mu.Unlock()
+				return
+			}
 			docs[i] = d
-			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return docs, nil
 }

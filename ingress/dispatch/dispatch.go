@@ -88,12 +88,10 @@ type Dispatcher struct {
 	pending   []ledger.QueueItem
 	pendingAt time.Time
 
-	mu     sync.Mutex
-	taking map[string]bool // entry ids a take is under way for
-	// takingScopes counts the takes under way per scope.
-	takingScopes map[string]int
-	closed       bool
-	running      sync.WaitGroup // reserved slots and deliveries in flight
+	mu      sync.Mutex
+	taking  map[string]string // entry id → scope, for the takes under way
+	closed  bool
+	running sync.WaitGroup // reserved slots and deliveries in flight
 }
 
 // inFlight lists, per source, the deliveries held (for tests and metrics).

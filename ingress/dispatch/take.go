@@ -16,33 +16,29 @@ func (d *Dispatcher) startTake(q ledger.QueueItem) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.taking == nil {
-		d.taking, d.takingScopes = map[string]bool{}, map[string]int{}
+		d.taking = map[string]string{}
 	}
-	if d.taking[q.EntryID] {
+	if _, ok := d.taking[q.EntryID]; ok {
 		return false
 	}
-	d.taking[q.EntryID] = true
-	d.takingScopes[q.Scope]++
+	d.taking[q.EntryID] = q.Scope
 	return true
 }
 
 func (d *Dispatcher) endTake(q ledger.QueueItem) {
 	d.mu.Lock()
 	delete(d.taking, q.EntryID)
-	if d.takingScopes[q.Scope]--; d.takingScopes[q.Scope] <= 0 {
-		delete(d.takingScopes, q.Scope)
-	}
 	d.mu.Unlock()
 }
 
-// scopesTaking copies the scopes that takes are under way for: a sweep
+// scopesTaking lists the scopes that takes are under way for: a sweep
 // skips them in the due index (ledger.DueDeliveriesSkipping).
 func (d *Dispatcher) scopesTaking() map[string]bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]bool, len(d.takingScopes))
-	for s := range d.takingScopes {
-		out[s] = true
+	out := make(map[string]bool, len(d.taking))
+	for _, scope := range d.taking {
+		out[scope] = true
 	}
 	return out
 }

@@ -39,7 +39,7 @@ func (a *App) bench(ctx context.Context, args []string) error {
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed for picking redeliveries")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (generator and sink included) to FILE")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE; samples carry a label part=generator|proxy|gateway|sink (go tool pprof -tagfocus part=gateway)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,6 +182,7 @@ func (l *load) run(ctx context.Context, from, to int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("part", "generator")))
 			rng := rand.New(rand.NewPCG(l.seed, uint64(from)<<16|uint64(w)))
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)

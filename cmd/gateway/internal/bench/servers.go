@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,7 +82,7 @@ type server struct {
 
 // serve listens on a port the kernel picks on 127.0.0.1. Its timeouts are
 // the gateway's configuration defaults, for every server in the run alike.
-func serve(h http.Handler) (*server, error) {
+func serve(part string, h http.Handler) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bench: listen: %w", err)
@@ -97,9 +98,13 @@ func serve(h http.Handler) (*server, error) {
 	}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.err = err
-		}
+		// Every connection goroutine inherits the label, so --cpuprofile
+		// can be split by part (go tool pprof -tagfocus part=gateway).
+		pprof.Do(context.Background(), pprof.Labels("part", part), func(context.Context) {
+			if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.err = err
+			}
+		})
 	}()
 	return s, nil
 }
@@ -161,7 +166,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	if e.signer, err = newSigner(cfg.Provider); err != nil {
 		return nil, err
 	}
-	if e.sinkSrv, err = serve(e.sink); err != nil {
+	if e.sinkSrv, err = serve("sink", e.sink); err != nil {
 		return nil, err
 	}
 	if e.store, err = openStore(ctx, cfg); err != nil {
@@ -215,7 +220,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 		e.dispatchDone = make(chan struct{})
 		go func() {
 			defer close(e.dispatchDone)
-			d.Run(dctx)
+			pprof.Do(dctx, pprof.Labels("part", "gateway"), d.Run)
 		}()
 	}
 	gw, err := ingress.New(ingress.Options{
@@ -226,7 +231,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 		return nil, err
 	}
 	e.gateway = gw
-	if e.gwSrv, err = serve(e.storeTimer.handler(gw)); err != nil {
+	if e.gwSrv, err = serve("gateway", e.storeTimer.handler(gw)); err != nil {
 		return nil, err
 	}
 
@@ -238,7 +243,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.proxySrv, err = serve(newBaseline(target, proxyTransport)); err != nil {
+	if e.proxySrv, err = serve("proxy", newBaseline(target, proxyTransport)); err != nil {
 		return nil, err
 	}
 	return e, nil

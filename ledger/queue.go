@@ -157,7 +157,7 @@ type QueuedEvent struct {
 // encodeEvent lays the record out as its JSON, a newline (which JSON never
 // holds unescaped) and the raw body, so the body is stored as is.
 func encodeEvent(ev QueuedEvent) ([]byte, error) {
-	meta, err := json.Marshal(ev)
+	meta, err := marshalRecord(ev)
 	if err != nil {
 		return nil, fmt.Errorf("%w: event record: %v", ErrInvalid, err)
 	}
@@ -172,7 +172,7 @@ func decodeEvent(b []byte) (QueuedEvent, error) {
 	if !ok {
 		return ev, errors.New("ledger: stored event record has no body separator")
 	}
-	if err := json.Unmarshal(meta, &ev); err != nil {
+	if err := unmarshalRecord(meta, &ev); err != nil {
 		return ev, fmt.Errorf("ledger: stored event record: %w", err)
 	}
 	ev.Body = body
@@ -491,7 +491,7 @@ func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 		if rec.At.IsZero() {
 			rec.At = now
 		}
-		b, err := json.Marshal(rec)
+		b, err := marshalRecord(rec)
 		if err != nil {
 			return false, fmt.Errorf("%w: attempt record: %v", ErrInvalid, err)
 		}
@@ -694,7 +694,7 @@ func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, 
 			continue
 		}
 		var r AttemptRecord
-		if err := json.Unmarshal(b, &r); err != nil {
+		if err := unmarshalRecord(b, &r); err != nil {
 			return nil, fmt.Errorf("ledger: attempt record %d of %s %s: %w", n, q.Source, q.EventID, err)
 		}
 		out = append(out, r)

@@ -14,6 +14,7 @@ require (
 )
 
 require (
+	github.com/goccy/go-json v0.12.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

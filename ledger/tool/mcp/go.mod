@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/goccy/go-json v0.12.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect

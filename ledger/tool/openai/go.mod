@@ -12,6 +12,7 @@ require (
 
 require (
 	github.com/coder/websocket v1.8.15 // indirect
+	github.com/goccy/go-json v0.12.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/tidwall/gjson v1.20.4 // indirect
 	github.com/tidwall/match v1.1.1 // indirect

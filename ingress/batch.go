@@ -180,5 +180,5 @@ func (g *Gateway) okBatch(c echo.Context, d *delivery, events []answer) error {
 	if events == nil {
 		events = []answer{}
 	}
-	return c.JSON(d.status, batchAnswer{Status: "batch", Events: events})
+	return writeJSON(c, d.status, batchAnswer{Status: "batch", Events: events})
 }

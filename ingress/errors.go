@@ -1,7 +1,9 @@
 package ingress
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -61,7 +63,21 @@ func (g *Gateway) errorHandler(err error, c echo.Context) {
 		_ = c.NoContent(ie.Status)
 		return
 	}
-	_ = c.JSON(ie.Status, body)
+	_ = writeJSON(c, ie.Status, body)
+}
+
+// writeJSON writes every JSON answer, with its length. An answer without
+// one goes out chunked once handle flushes it (answerSent), and then its end
+// is a second write to the provider's connection; with it, the answer is
+// one write.
+func writeJSON(c echo.Context, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("ingress: answer: %w", err)
+	}
+	b = append(b, '\n') // as echo's c.JSON wrote it
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
+	return c.JSONBlob(status, b)
 }
 
 // retryAfterSeconds renders a Retry-After of at least one second, rounding

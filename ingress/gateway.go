@@ -723,7 +723,7 @@ func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {
 		*d.collect = a
 		return nil
 	}
-	return c.JSON(http.StatusOK, a)
+	return writeJSON(c, http.StatusOK, a)
 }
 
 // pickHeaders copies the allow-listed informative headers.

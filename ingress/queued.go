@@ -279,7 +279,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 			*d.collect = a
 			return nil
 		}
-		return c.JSON(statusQueued, a)
+		return writeJSON(c, statusQueued, a)
 	case ledger.EnqueueDuplicate:
 		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
 		d.decision = "duplicate"

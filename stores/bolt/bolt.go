@@ -169,16 +169,6 @@ func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 	dues, blobs := tx.Bucket(bucketDue), tx.Bucket(bucketBlobs)
 	oldRaw := metas.Get(key)
 	old := readMeta(oldRaw)
-	if old.review != 0 {
-		if err := reviews.Delete(reviewKey(old.review, scope)); err != nil {
-			return err
-		}
-	}
-	if old.due != 0 {
-		if err := dues.Delete(reviewKey(old.due, scope)); err != nil {
-			return err
-		}
-	}
 	if oldRaw != nil && old.expires != 0 && s.now().UnixNano() >= old.expires {
 		// The document this write replaces had expired: its blobs went
 		// with it.
@@ -192,15 +182,17 @@ func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 	}
 	if !w.ReviewAt.IsZero() {
 		m.review = w.ReviewAt.UnixNano()
-		if err := reviews.Put(reviewKey(m.review, scope), nil); err != nil {
-			return err
-		}
 	}
 	if !w.DueAt.IsZero() {
 		m.due = w.DueAt.UnixNano()
-		if err := dues.Put(reviewKey(m.due, scope), nil); err != nil {
-			return err
-		}
+	}
+	// An index key that stays as it was is left alone: most writes keep
+	// their review time, and every B+tree change is a page to rewrite.
+	if err := moveIndexKey(reviews, scope, old.review, m.review); err != nil {
+		return err
+	}
+	if err := moveIndexKey(dues, scope, old.due, m.due); err != nil {
+		return err
 	}
 	if err := putReceived(tx, scope, w.ReceivedAt); err != nil {
 		return err
@@ -220,6 +212,23 @@ func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 		return err
 	}
 	return tx.Bucket(bucketDocs).Put(key, w.Doc)
+}
+
+// moveIndexKey moves scope's key in a time index from old to at (zero:
+// none), touching nothing when they are the same.
+func moveIndexKey(index *bbolt.Bucket, scope string, old, at int64) error {
+	if old == at {
+		return nil
+	}
+	if old != 0 {
+		if err := index.Delete(reviewKey(old, scope)); err != nil {
+			return err
+		}
+	}
+	if at != 0 {
+		return index.Put(reviewKey(at, scope), nil)
+	}
+	return nil
 }
 
 // Read implements ledger.Store.
@@ -374,19 +383,25 @@ func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
 // (none when at is zero).
 func putReceived(tx *bbolt.Tx, scope string, at time.Time) error {
 	index, ats := tx.Bucket(bucketReceived), tx.Bucket(bucketReceivedAt)
+	var oldAt int64
 	if old := ats.Get([]byte(scope)); len(old) == 8 {
-		if err := index.Delete(reviewKey(int64(binary.BigEndian.Uint64(old)), scope)); err != nil {
-			return err
-		}
+		oldAt = int64(binary.BigEndian.Uint64(old))
 	}
-	if at.IsZero() {
+	var newAt int64
+	if !at.IsZero() {
+		newAt = at.UnixNano()
+	}
+	if oldAt == newAt {
+		return nil
+	}
+	if err := moveIndexKey(index, scope, oldAt, newAt); err != nil {
+		return err
+	}
+	if newAt == 0 {
 		return ats.Delete([]byte(scope))
 	}
 	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(at.UnixNano()))
-	if err := index.Put(reviewKey(at.UnixNano(), scope), nil); err != nil {
-		return err
-	}
+	binary.BigEndian.PutUint64(b[:], uint64(newAt))
 	return ats.Put([]byte(scope), b[:])
 }
 

@@ -15,6 +15,9 @@ type Store struct {
 
 	mu   sync.Mutex
 	docs map[string]record
+	// dueSet and reviewSet name the scopes whose record has a due or a
+	// review time, so that a sweep scans those, not every document.
+	dueSet, reviewSet map[string]struct{}
 }
 
 type record struct {
@@ -34,7 +37,7 @@ func New(clock func() time.Time) *Store {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Store{now: clock, docs: map[string]record{}}
+	return &Store{now: clock, docs: map[string]record{}, dueSet: map[string]struct{}{}, reviewSet: map[string]struct{}{}}
 }
 
 // current returns the scope's live document; the caller holds mu.
@@ -44,7 +47,7 @@ func (s *Store) current(scope string) []byte {
 		return nil
 	}
 	if !r.expires.IsZero() && !s.now().Before(r.expires) {
-		delete(s.docs, scope)
+		s.set(scope, record{}, false)
 		return nil
 	}
 	return r.doc
@@ -80,8 +83,28 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 	if w.TTL > 0 {
 		r.expires = s.now().Add(w.TTL)
 	}
-	s.docs[scope] = r
+	s.set(scope, r, true)
 	return nil
+}
+
+// set stores (keep) or deletes scope's record and keeps the time sets in
+// step; the caller holds mu.
+func (s *Store) set(scope string, r record, keep bool) {
+	if keep {
+		s.docs[scope] = r
+	} else {
+		delete(s.docs, scope)
+	}
+	for _, x := range []struct {
+		set map[string]struct{}
+		at  time.Time
+	}{{s.dueSet, r.dueAt}, {s.reviewSet, r.reviewAt}} {
+		if keep && !x.at.IsZero() {
+			x.set[scope] = struct{}{}
+		} else {
+			delete(x.set, scope)
+		}
+	}
 }
 
 // Read implements ledger.Store.
@@ -109,22 +132,23 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 
 // ScopesToReview implements ledger.Store.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	return s.scopesBy(ctx, time.Time{}, notAfter, limit, func(r record) time.Time { return r.reviewAt })
+	return s.scopesBy(ctx, s.reviewSet, time.Time{}, notAfter, limit, func(r record) time.Time { return r.reviewAt })
 }
 
 // ScopesDue implements ledger.Store.
 func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	return s.scopesBy(ctx, time.Time{}, notAfter, limit, func(r record) time.Time { return r.dueAt })
+	return s.scopesBy(ctx, s.dueSet, time.Time{}, notAfter, limit, func(r record) time.Time { return r.dueAt })
 }
 
 // ScopesDueBetween implements ledger.Store.
 func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
-	return s.scopesBy(ctx, from, notAfter, limit, func(r record) time.Time { return r.dueAt })
+	return s.scopesBy(ctx, s.dueSet, from, notAfter, limit, func(r record) time.Time { return r.dueAt })
 }
 
 // scopesBy lists scopes whose time (as at picks it) is set and in [from,
-// notAfter], earliest first. A scan is fine for a test store.
-func (s *Store) scopesBy(ctx context.Context, from, notAfter time.Time, limit int, at func(record) time.Time) ([]string, error) {
+// notAfter], earliest first, among those in set (the scopes whose time is
+// set). A scan of those is fine for a test store.
+func (s *Store) scopesBy(ctx context.Context, set map[string]struct{}, from, notAfter time.Time, limit int, at func(record) time.Time) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -135,7 +159,8 @@ func (s *Store) scopesBy(ctx context.Context, from, notAfter time.Time, limit in
 		at    time.Time
 	}
 	var all []due
-	for scope, r := range s.docs {
+	for scope := range set {
+		r := s.docs[scope]
 		if t := at(r); !t.IsZero() && !t.Before(from) && !t.After(notAfter) && (r.expires.IsZero() || now.Before(r.expires)) {
 			all = append(all, due{scope, t})
 		}

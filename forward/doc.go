@@ -21,7 +21,7 @@
 //     override the headers below (see IsReservedHeader);
 //   - the Replyonce-* headers, Idempotency-Key and, when a signing secret is set, the Standard
 //     Webhooks headers webhook-id (the idempotency key, the same on every delivery), webhook-timestamp
-//     (the injected clock) and webhook-signature, computed with svix's Sign.
+//     (the injected clock) and webhook-signature, computed as svix's Sign computes it (sign.go; tests hold the two equal).
 //
 // With tracing (WithTracer), each forward is a client span "forward", a child of the span in the
 // caller's context, and the agent receives that span's W3C traceparent, so its own spans join the

@@ -156,9 +156,10 @@ type Outcome struct {
 
 // Forwarder sends requests to agents. It is safe for concurrent use.
 type Forwarder struct {
-	client *http.Client
-	now    func() time.Time
-	tracer trace.Tracer // nil: no tracing (see WithTracer)
+	client  *http.Client
+	now     func() time.Time
+	tracer  trace.Tracer // nil: no tracing (see WithTracer)
+	signers *signers     // shared by the copies WithTracer makes
 }
 
 // New returns a Forwarder using client and now. A nil client gets NewClient(ClientOptions{}); a nil
@@ -174,7 +175,7 @@ func New(client *http.Client, now func() time.Time) *Forwarder {
 	}
 	c := *client
 	c.CheckRedirect = noRedirect
-	return &Forwarder{client: &c, now: now}
+	return &Forwarder{client: &c, now: now, signers: &signers{}}
 }
 
 // ValidateSigningSecret reports whether secret can sign forwarded requests, so configuration can
@@ -281,13 +282,13 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 	if key == "" {
 		key = r.RunID
 	}
-	var wh *svix.Webhook
+	var wh *signer
 	if r.SigningSecret != "" {
 		if key == "" {
 			return nil, fmt.Errorf("%w: signing needs an idempotency key or a run id for webhook-id", ErrBadRequest)
 		}
 		var err error
-		if wh, err = svix.NewWebhook(r.SigningSecret); err != nil {
+		if wh, err = f.signers.get(r.SigningSecret); err != nil {
 			return nil, fmt.Errorf("%w: signing secret: %v", ErrBadRequest, err)
 		}
 	}
@@ -332,13 +333,9 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 
 	if wh != nil {
 		ts := f.now()
-		sig, err := wh.Sign(key, ts, r.Body)
-		if err != nil {
-			return nil, fmt.Errorf("%w: sign: %v", ErrBadRequest, err)
-		}
 		h[HeaderWebhookID] = []string{key}
 		h[HeaderWebhookTimestamp] = []string{strconv.FormatInt(ts.Unix(), 10)}
-		h[HeaderWebhookSignature] = []string{sig}
+		h[HeaderWebhookSignature] = []string{wh.sign(key, ts, r.Body)}
 	}
 	return req, nil
 }

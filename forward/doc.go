@@ -57,8 +57,8 @@
 // fixed the URL. Following it is never right, because the body would go to a host nobody configured.
 //
 // Retry-After is read only from a 429 or a 503, as delta-seconds or an HTTP-date measured against the
-// injected clock; a date in the past or an unreadable value counts as absent (0). No cap is applied
-// here: the caller caps it by the source's retry_after.
+// injected clock (Outcome.RetryAfterGiven). 0 or a date in the past asks for a retry now; an
+// unreadable value counts as absent. No bound is applied here: callers apply their own.
 //
 // Every Outcome other than Delivered carries an Err saying why; errors.Is(err,
 // context.DeadlineExceeded) reports an agent timeout, errors.Is(err, ErrRedirect) a 3xx and

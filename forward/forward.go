@@ -141,7 +141,11 @@ func (k Kind) String() string {
 type Outcome struct {
 	Kind       Kind
 	Status     int           // the agent's status code, 0 when it never answered
-	RetryAfter time.Duration // the agent's Retry-After on a 429 or 503, 0 when absent
+	RetryAfter time.Duration // the agent's Retry-After on a 429 or 503 (0: absent, or "now")
+	// RetryAfterGiven says the agent's 429 or 503 carried a readable
+	// Retry-After: 0 or a date already past asks for a retry now, which
+	// is advice too, unlike no header or an unreadable one.
+	RetryAfterGiven bool
 	Latency    time.Duration // from just before sending to the end of reading the answer
 	Err        error         // nil only when Kind is Delivered
 	Answer     []byte        // the first bytes of the agent's answer (at most 256)
@@ -231,7 +235,7 @@ func (f *Forwarder) forward(ctx context.Context, r Request) Outcome {
 	_ = resp.Body.Close()
 	out.Latency = f.now().Sub(start)
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		out.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), f.now())
+		out.RetryAfter, out.RetryAfterGiven = parseRetryAfter(resp.Header.Get("Retry-After"), f.now())
 	}
 	if out.Kind != Delivered {
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
@@ -384,28 +388,26 @@ func dropped(name string) bool {
 	return strings.Contains(lower, "signature") || strings.Contains(lower, "hmac")
 }
 
-// parseRetryAfter reads delta-seconds or an HTTP-date; anything else, or a moment already past,
-// counts as no advice.
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// parseRetryAfter reads delta-seconds or an HTTP-date. ok is false for
+// anything else (no advice); 0 seconds or a moment already past is advice
+// to retry now.
+func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
-		return 0
+		return 0, false
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
+		if secs < 0 {
+			return 0, false // delay-seconds is digits only
 		}
 		if secs > int64(math.MaxInt64/time.Second) {
-			return time.Duration(math.MaxInt64)
+			return time.Duration(math.MaxInt64), true
 		}
-		return time.Duration(secs) * time.Second
+		return time.Duration(secs) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	if d := t.Sub(now); d > 0 {
-		return d
-	}
-	return 0
+	return max(t.Sub(now), 0), true
 }

@@ -108,6 +108,8 @@ func TestClassification(t *testing.T) {
 		{429, "7", forward.Retry, 7 * time.Second, forward.ErrAgentStatus},
 		{429, httpDate, forward.Retry, 2 * time.Minute, forward.ErrAgentStatus},
 		{429, pastDate, forward.Retry, 0, forward.ErrAgentStatus},
+		{429, "0", forward.Retry, 0, forward.ErrAgentStatus},
+		{503, "-5", forward.Retry, 0, forward.ErrAgentStatus},
 		{429, "soon", forward.Retry, 0, forward.ErrAgentStatus},
 		{500, "30", forward.Retry, 0, forward.ErrAgentStatus}, // Retry-After only counts on 429/503
 		{502, "", forward.Retry, 0, forward.ErrAgentStatus},
@@ -129,6 +131,10 @@ func TestClassification(t *testing.T) {
 			if out.Kind != tc.kind || out.Status != tc.status || out.RetryAfter != tc.wantAfter {
 				t.Fatalf("got kind=%v status=%d retryAfter=%v, want kind=%v status=%d retryAfter=%v (err %v)",
 					out.Kind, out.Status, out.RetryAfter, tc.kind, tc.status, tc.wantAfter, out.Err)
+			}
+			given := (tc.status == 429 || tc.status == 503) && tc.retryAfter != "" && tc.retryAfter != "soon" && tc.retryAfter != "-5"
+			if out.RetryAfterGiven != given {
+				t.Fatalf("RetryAfterGiven = %v, want %v", out.RetryAfterGiven, given)
 			}
 			if tc.wantErr == nil && out.Err != nil {
 				t.Fatalf("delivered outcome carries error %v", out.Err)

@@ -696,7 +696,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	// The agent's own Retry-After is honoured up to the source's bound: a
 	// provider told to wait a day (or until 2099) may give up on the event.
 	wait := src.retryAfter
-	if out.RetryAfter > 0 {
+	if out.RetryAfterGiven {
 		wait = min(out.RetryAfter, src.retryAfter)
 	}
 	return &Error{Status: http.StatusServiceUnavailable, Message: "the agent could not take the event now", Reason: "agent_unavailable", RetryAfter: wait, Cause: out.Err}

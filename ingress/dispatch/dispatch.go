@@ -602,7 +602,7 @@ func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, int
 		return fin
 	}
 	delay := jittered(q.Schedule[failures], d.jitter())
-	if out.RetryAfter > 0 {
+	if out.RetryAfterGiven {
 		delay = min(max(out.RetryAfter, ingress.MinRetryAfter), ingress.MaxRetryAfter)
 	}
 	next := now.Add(delay)

@@ -151,7 +151,7 @@ func TestJitter(t *testing.T) {
 }
 
 // The agent's Retry-After on 429 and 503 replaces the schedule's delay,
-// within [1 s, 6 h].
+// within [1 s, 6 h]; "0" is advice too (retry after the least wait).
 func TestRetryAfterHonoured(t *testing.T) {
 	for _, c := range []struct {
 		status int
@@ -160,7 +160,9 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}{
 		{http.StatusTooManyRequests, "120", 120 * time.Second},
 		{http.StatusServiceUnavailable, "86400", ingress.MaxRetryAfter},
-		{http.StatusServiceUnavailable, "", 5 * time.Second}, // no advice: the schedule
+		{http.StatusServiceUnavailable, "", 5 * time.Second},  // no advice: the schedule
+		{http.StatusServiceUnavailable, "0", time.Second},     // "now", within the bounds
+		{http.StatusTooManyRequests, "soon", 5 * time.Second}, // unreadable: no advice
 	} {
 		t.Run(strconv.Itoa(c.status)+"_"+c.header, func(t *testing.T) {
 			h := newHarness(t, queuedSource())

@@ -569,11 +569,27 @@ func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, err
 // them. As many further scopes are read from the index as skip has, up to
 // limit more (an index read costs more the more it lists).
 func (l *Ledger) DueDeliveriesSkipping(ctx context.Context, limit int, skip map[string]bool) ([]QueueItem, error) {
+	return l.DueDeliveriesFrom(ctx, limit, time.Time{}, skip)
+}
+
+// DueDeliveriesFrom is DueDeliveriesSkipping for the scopes whose place in
+// the due index is at from or later (zero: from the start): the next page
+// after one whose latest item fell due at from, with that page's scopes in
+// skip.
+func (l *Ledger) DueDeliveriesFrom(ctx context.Context, limit int, from time.Time, skip map[string]bool) ([]QueueItem, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now := l.now()
-	listed, err := l.store.ScopesDue(ctx, now, limit+min(len(skip), limit))
+	var (
+		listed []string
+		err    error
+	)
+	if from.IsZero() {
+		listed, err = l.store.ScopesDue(ctx, now, limit+min(len(skip), limit))
+	} else {
+		listed, err = l.store.ScopesDueBetween(ctx, from, now, limit+min(len(skip), limit))
+	}
 	if err != nil {
 		return nil, err
 	}

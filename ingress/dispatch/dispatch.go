@@ -87,6 +87,9 @@ type Dispatcher struct {
 	// re-checks on the document that the delivery is still due.
 	pending   []ledger.QueueItem
 	pendingAt time.Time
+	// lookFrom is where the next look past busy sources' deliveries
+	// starts in the due index (see lookPastBusy); zero: after the head.
+	lookFrom time.Time
 
 	mu      sync.Mutex
 	taking  map[string]string // entry id → scope, for the takes under way
@@ -405,14 +408,18 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	items, fresh := d.pending, gauge || len(d.pending) == 0 || time.Since(d.pendingAt) >= d.poll
 	d.pending = nil
 	if fresh {
-		if items, err = d.l.DueDeliveriesSkipping(ctx, d.batch, d.scopesTaking()); err != nil {
+		skip := d.scopesTaking()
+		if items, err = d.l.DueDeliveriesSkipping(ctx, d.batch, skip); err != nil {
 			return false, err
 		}
 		d.pendingAt = time.Now()
 		d.metrics.observeDue(items, d.now())
+		full = len(items) == d.batch
+		if items, err = d.lookPastBusy(ctx, items, skip); err != nil {
+			return false, err
+		}
 	}
 	now := d.now()
-	full = fresh && len(items) == d.batch
 	items, parked, err := d.park(ctx, items, paused)
 	if err != nil {
 		return false, err
@@ -445,6 +452,83 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	}
 	d.pending = left
 	return parked > 0 || unparked || took > 0 && full, nil
+}
+
+// lookAhead bounds the further pages of the due index one sweep reads past
+// a page of busy sources' deliveries.
+const lookAhead = 4
+
+// lookPastBusy returns page and, when page is full and holds deliveries of
+// busy sources only (no free place, paused or not configured here) while
+// another source has a free place, the deliveries of further pages, up to
+// lookAhead of them. The index is in due order across sources, so without
+// this a busy source's backlog at its head would hide every other source's
+// due work until it drained. Each such sweep goes on where the last one
+// stopped (lookFrom) and starts again after the head at the index's end,
+// so a backlog of any size is looked past in turn. skip (the scopes being
+// taken) is extended.
+func (d *Dispatcher) lookPastBusy(ctx context.Context, page []ledger.QueueItem, skip map[string]bool) ([]ledger.QueueItem, error) {
+	items := page
+	for i := range lookAhead {
+		if len(page) < d.batch {
+			d.lookFrom = time.Time{} // the end of the index: next time from the head
+			return items, nil
+		}
+		if !d.othersFree(page) {
+			return items, nil
+		}
+		from := lastPlace(page, skip)
+		if i == 0 && d.lookFrom.After(from) {
+			from = d.lookFrom
+		}
+		var err error
+		if page, err = d.l.DueDeliveriesFrom(ctx, d.batch, from, skip); err != nil {
+			return nil, err
+		}
+		items = append(items, page...)
+		d.lookFrom = lastPlace(page, skip)
+	}
+	return items, nil
+}
+
+// lastPlace is where the last scope of page sits in the due index (its
+// earliest due delivery), and adds page's scopes to skip: the next page
+// starts there, without them.
+func lastPlace(page []ledger.QueueItem, skip map[string]bool) time.Time {
+	first := map[string]time.Time{}
+	for _, q := range page {
+		if at, ok := first[q.Scope]; !ok || dueAt(q).Before(at) {
+			first[q.Scope] = dueAt(q)
+		}
+		skip[q.Scope] = true
+	}
+	var last time.Time
+	for _, at := range first {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
+// othersFree says whether every delivery of page belongs to a source that
+// cannot take it now while some other source could take one.
+func (d *Dispatcher) othersFree(page []ledger.QueueItem) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	inPage := map[string]bool{}
+	for _, q := range page {
+		if s := d.sources[q.Source]; s != nil && !s.paused && s.mayHold() {
+			return false // the page has work for a free place
+		}
+		inPage[q.Source] = true
+	}
+	for name, s := range d.sources {
+		if !inPage[name] && !s.paused && s.mayHold() {
+			return true
+		}
+	}
+	return false
 }
 
 func dueAt(q ledger.QueueItem) time.Time {

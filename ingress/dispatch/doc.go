@@ -17,8 +17,14 @@
 // index read of its own. A due delivery of a paused source is parked
 // (ledger ParkDeliveries) rather than skipped, so that a paused backlog
 // never fills the page in front of other sources' work; when the source
-// is resumed, each process unparks its deliveries a page per sweep. A
-// delivery whose holder crashed is due again when its claim runs out, so
+// is resumed, each process unparks its deliveries a page per sweep. A busy
+// source (every place of its taken) is not parked, but when a full page
+// holds only busy sources' deliveries while another source has a free
+// place, the sweep reads up to four further pages
+// (ledger.DueDeliveriesFrom), going on from where the last such sweep
+// stopped, so a long backlog of one source does not hide another's due
+// event until it drains: it is found within backlog / (4 × Batch) sweeps.
+// A delivery whose holder crashed is due again when its claim runs out, so
 // another process (or this one after a restart) takes it over under a
 // newer fencing token.
 //

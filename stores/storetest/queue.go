@@ -258,7 +258,8 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 
 // testDueDeliveriesSkipping: the scopes a dispatcher is taking from are
 // left out of a sweep's page, and the page is filled from further down the
-// index instead, earliest due first.
+// index instead, earliest due first; DueDeliveriesFrom starts a page at a
+// place in the index.
 func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	for _, s := range []string{"a", "b", "c", "d"} {
@@ -280,6 +281,15 @@ func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
 	}
 	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 10, map[string]bool{"a": true, "b": true, "c": true, "d": true}))); got != "[]" {
 		t.Fatalf("skipping every scope: %s, want []", got)
+	}
+	// The page after [a b] starts at b's place, without b.
+	first := must(e.l.DueDeliveriesSkipping(e.ctx, 2, nil))
+	from := first[1].NextAt
+	if got := ids(must(e.l.DueDeliveriesFrom(e.ctx, 2, from, map[string]bool{"a": true, "b": true}))); got != "[ev-c ev-d]" {
+		t.Fatalf("page of 2 from b's due time, skipping a and b: %s, want [ev-c ev-d]", got)
+	}
+	if got := ids(must(e.l.DueDeliveriesFrom(e.ctx, 10, from, nil))); got != "[ev-b ev-c ev-d]" {
+		t.Fatalf("from b's due time: %s, want [ev-b ev-c ev-d]", got)
 	}
 }
 

@@ -40,6 +40,13 @@ type BacklogReport struct {
 
 	InlineEvents int     `json:"inline_events"`
 	InlineRate   float64 `json:"inline_eps"`
+
+	// ProxyRate is the bare proxy's rate on the backlog's environment,
+	// the mean of a pass just before the accepts and one after the drain
+	// (ProxyEvents each): AcceptRate against it is what the store and the
+	// gateway allow accepts with no delivery beside them.
+	ProxyEvents int     `json:"proxy_events"`
+	ProxyRate   float64 `json:"proxy_eps"`
 }
 
 // RunBacklog enqueues cfg.Backlog events on a queued source whose dispatch
@@ -98,6 +105,10 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	// may still take events handed to it at accept.
 	env.dispatcher.Notify()
 	sleep(ctx, 500*time.Millisecond)
+	proxyBefore, err := proxyPass(ctx, env, cfg, "before")
+	if err != nil {
+		return err
+	}
 	events, err := env.makeEvents(runID()+"_backlog", cfg.Backlog, cfg.BodySize)
 	if err != nil {
 		return err
@@ -144,7 +155,30 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 		return fmt.Errorf("%w: backlog: %d events, %d forwards, %d never forwarded, %d forwarded twice", ErrDuplicateForward,
 			p.Unique, p.Forwards, p.Missing, p.Repeated)
 	}
+	proxyAfter, err := proxyPass(ctx, env, cfg, "after")
+	if err != nil {
+		return err
+	}
+	rep.ProxyEvents, rep.ProxyRate = cfg.Requests, (proxyBefore+proxyAfter)/2
 	return nil
+}
+
+// proxyPass sends cfg.Requests events through the bare proxy of env and
+// returns its rate. The sink counts them under a tally of their own.
+func proxyPass(ctx context.Context, env *env, cfg Config, tag string) (float64, error) {
+	events, err := env.makeEvents(runID()+"_proxy_"+tag, cfg.Requests, cfg.BodySize)
+	if err != nil {
+		return 0, err
+	}
+	env.sink.reset()
+	defer env.sink.current.Store(nil)
+	l := newLoad("baseline", env.proxySrv.url+"/hooks/"+sourceName, events, len(events), cfg, 0)
+	defer l.close()
+	l.run(ctx, 0, len(events))
+	if n := l.errors.Load(); n > 0 {
+		return 0, fmt.Errorf("bench: proxy pass: %d errors (%s)", n, l.firstError)
+	}
+	return float64(len(events)) / l.elapsed.Seconds(), nil
 }
 
 // WriteJSON prints the report as indented JSON.
@@ -158,12 +192,13 @@ func (r *BacklogReport) WriteJSON(w io.Writer) error {
 func (r *BacklogReport) WriteTable(w io.Writer) error {
 	_, err := fmt.Fprintf(w, `store %s (%s)
 backlog: %d events of %d bytes, %d senders, dispatch paused
-  accepted in %.1f s: %.0f events/s
+  accepted in %.1f s: %.0f events/s (%.2f× the bare proxy's %.0f events/s, %d events before the accepts and %d after the drain)
   store grew %d bytes: %.0f bytes per queued event (%s)
   resumed: %d events drained to the sink in %.1f s: %.0f events/s (dispatch concurrency %d; %d delivered before the resume)
   forwards %d, never forwarded %d, forwarded twice %d
 inline, same store kind, same run: %d events at %.0f events/s (drain / inline %.2f×)
 `, r.Store, r.StoreNotes, r.Events, r.BodySize, r.Concurrency, r.AcceptSeconds, r.AcceptRate,
+		ratio(r.AcceptRate, r.ProxyRate), r.ProxyRate, r.ProxyEvents, r.ProxyEvents,
 		r.StoreBytes, r.BytesPerEvent, r.SizeHow, r.Events-r.DeliveredEarly, r.DrainSeconds, r.DrainRate, r.Dispatch, r.DeliveredEarly,
 		r.Forwards, r.Missing, r.Repeated, r.InlineEvents, r.InlineRate, ratio(r.DrainRate, r.InlineRate))
 	return err

@@ -402,7 +402,7 @@ func TestRunBacklogDrainsEveryEventOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Forwards != 300 || rep.Missing != 0 || rep.Repeated != 0 || rep.DrainRate <= 0 || rep.AcceptRate <= 0 || rep.InlineRate <= 0 {
+	if rep.Forwards != 300 || rep.Missing != 0 || rep.Repeated != 0 || rep.DrainRate <= 0 || rep.AcceptRate <= 0 || rep.InlineRate <= 0 || rep.ProxyRate <= 0 || rep.ProxyEvents != cfg.Requests {
 		t.Errorf("backlog report %+v", rep)
 	}
 	if rep.DeliveredEarly > 0 {

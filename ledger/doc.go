@@ -179,7 +179,8 @@
 // dispatcher's delivery comes back by itself. Every write stores the
 // earliest such time as Write.DueAt, which the store indexes, and
 // DueDeliveries walks that index (Store.ScopesDue) the way Ambiguous walks
-// ScopesToReview. TakeDelivery is the lease: in one Transact it re-checks
+// ScopesToReview; DueDeliveriesFrom starts further down it
+// (Store.ScopesDueBetween), and CountDue counts it (Store.CountDue). TakeDelivery is the lease: in one Transact it re-checks
 // that the item is due, begins a new delivery of the run (a newer fencing
 // token; the first take of an event accepted without Hold keeps the
 // delivery Enqueue began, so Replyonce-Delivery counts attempts from 1),

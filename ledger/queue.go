@@ -625,6 +625,14 @@ func (l *Ledger) DueDeliveriesFrom(ctx context.Context, limit int, from time.Tim
 	return out, nil
 }
 
+// CountDue returns how many scopes have a delivery due now, from the
+// store's due index: the size of the due backlog in scopes (a scope with
+// order: scope lists one at a time). Deliveries held by a dispatcher,
+// waiting for a later retry or parked for a paused source are not due.
+func (l *Ledger) CountDue(ctx context.Context) (int, error) {
+	return l.store.CountDue(ctx, l.now())
+}
+
 // readAhead bounds the documents readAll reads at once.
 const readAhead = 8
 

@@ -54,6 +54,10 @@ type Store interface {
 	// time of the source's own far in the future and finds them there
 	// again on resume; see "Queued delivery" in the package documentation.
 	ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error)
+	// CountDue returns how many scopes ScopesDue would list with no limit:
+	// the size of the due backlog, for the queue gauges. Like ScopesDue it
+	// may count a scope that has nothing due any more.
+	CountDue(ctx context.Context, notAfter time.Time) (int, error)
 	// ScopesReceived returns up to limit scopes whose last Write had a
 	// ReceivedAt that is not zero, each with that time, newest first (ties
 	// by scope, descending), starting strictly after before in that order:

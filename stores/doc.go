@@ -26,7 +26,11 @@
 // ScopesDueBetween reads the same due index from a lower bound as well
 // (a bolt cursor seek, a range on the Postgres index, ZRANGE BYSCORE from
 // that score in each Redis bucket): the ledger finds a resumed source's
-// parked deliveries at the source's own parking time with it.
+// parked deliveries at the source's own parking time with it, and a
+// dispatcher reads the page after one full of a busy source's deliveries.
+// CountDue counts the index up to a time (the memory store's due set, a
+// bolt cursor walk, a count over the Postgres index, ZCOUNT in each Redis
+// bucket) for the queue gauges.
 //
 // The received index (Write.ReceivedAt: the newest receipt time of the
 // scope's kept queued events) lists scopes newest first for operators,

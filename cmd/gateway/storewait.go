@@ -172,6 +172,14 @@ func (w *waitingStore) ScopesDueBetween(ctx context.Context, from, to time.Time,
 	return s.ScopesDueBetween(ctx, from, to, limit)
 }
 
+func (w *waitingStore) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	s, err := w.get()
+	if err != nil {
+		return 0, err
+	}
+	return s.CountDue(ctx, notAfter)
+}
+
 func (w *waitingStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
 	s, err := w.get()
 	if err != nil {

@@ -414,6 +414,13 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		}
 		d.pendingAt = time.Now()
 		d.metrics.observeDue(items, d.now())
+		if gauge {
+			n, err := d.l.CountDue(ctx)
+			if err != nil {
+				return false, err
+			}
+			d.metrics.dueScopes.Set(float64(n))
+		}
 		full = len(items) == d.batch
 		if items, err = d.lookPastBusy(ctx, items, skip); err != nil {
 			return false, err

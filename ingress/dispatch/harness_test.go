@@ -71,6 +71,13 @@ func (s *downStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Ti
 	return s.Store.ScopesDueBetween(ctx, from, notAfter, limit)
 }
 
+func (s *downStore) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	if s.down.Load() {
+		return 0, errStoreDown
+	}
+	return s.Store.CountDue(ctx, notAfter)
+}
+
 // got is one request as the agent saw it.
 type got struct {
 	Header http.Header

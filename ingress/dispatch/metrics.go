@@ -19,6 +19,7 @@ type Metrics struct {
 	sweepErrors    prometheus.Counter
 	due            *prometheus.GaugeVec
 	oldestDue      *prometheus.GaugeVec
+	dueScopes      prometheus.Gauge
 }
 
 // NewMetrics creates and registers the instruments.
@@ -50,9 +51,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "replyonce_queue_oldest_due_seconds", Help: "How long the oldest due delivery seen by the last full read of the due index has been due, by source.",
 		}, []string{"source"}),
+		dueScopes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "replyonce_queue_due_scopes", Help: "Scopes with a delivery due now, all sources, counted in the store's due index (every 5 s at most): the whole due backlog, where replyonce_queue_due sees one page.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.attempts, m.dead, m.lag, m.forwardLatency, m.storeErrors, m.sweepErrors, m.due, m.oldestDue)
+		reg.MustRegister(m.attempts, m.dead, m.lag, m.forwardLatency, m.storeErrors, m.sweepErrors, m.due, m.oldestDue, m.dueScopes)
 	}
 	return m
 }

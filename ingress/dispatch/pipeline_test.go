@@ -206,3 +206,26 @@ func TestSupersedeSourceGetsNoTakeAhead(t *testing.T) {
 		t.Errorf("an accept of a runs: supersede source waited %s for a place", waited)
 	}
 }
+
+// The queue gauges: replyonce_queue_due_scopes counts the whole due
+// backlog from the store's index, beyond the one page that
+// replyonce_queue_due sees, also while every place is taken.
+func TestQueueGaugesCountTheWholeBacklog(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	fillHolds(t, h.d, "github")
+	const events = DefaultBatch + 36
+	for i := range events {
+		if st, _ := h.post(t, "g-"+strconv.Itoa(i)); st != http.StatusAccepted {
+			t.Fatalf("post %d: %d", i, st)
+		}
+	}
+	if _, err := h.d.sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.dueScopes); got != events {
+		t.Errorf("replyonce_queue_due_scopes = %v, want %d", got, events)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.due.WithLabelValues("github")); got != DefaultBatch {
+		t.Errorf("replyonce_queue_due{source=github} = %v, want one page (%d)", got, DefaultBatch)
+	}
+}

@@ -565,6 +565,7 @@ func (failingStore) ScopesDue(context.Context, time.Time, int) ([]string, error)
 func (failingStore) ScopesDueBetween(context.Context, time.Time, time.Time, int) ([]string, error) {
 	return nil, errDown
 }
+func (failingStore) CountDue(context.Context, time.Time) (int, error) { return 0, errDown }
 func (failingStore) ScopesReceived(context.Context, ledger.ScopeAt, int) ([]ledger.ScopeAt, error) {
 	return nil, errDown
 }

@@ -274,6 +274,35 @@ func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, 
 	return out, nil
 }
 
+// CountDue implements ledger.Store: a walk of the due index up to
+// notAfter, skipping scopes whose document has expired.
+func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	limitKey := notAfter.UnixNano()
+	now := s.now().UnixNano()
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		metas := tx.Bucket(bucketMeta)
+		c := tx.Bucket(bucketDue).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > limitKey {
+				break
+			}
+			if m := readMeta(metas.Get(k[8:])); m.expires != 0 && now >= m.expires {
+				continue
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bolt store: count scopes due: %w", err)
+	}
+	return n, nil
+}
+
 // scopesIn walks a time index (keys: big-endian time, then scope) from
 // from (its start when zero), skipping scopes whose document has expired.
 func (s *Store) scopesIn(ctx context.Context, bucket []byte, from, notAfter time.Time, limit int) ([]string, error) {

@@ -140,6 +140,24 @@ func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([
 	return s.scopesBy(ctx, s.dueSet, time.Time{}, notAfter, limit, func(r record) time.Time { return r.dueAt })
 }
 
+// CountDue implements ledger.Store.
+func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for scope := range s.dueSet {
+		r := s.docs[scope]
+		if !r.dueAt.After(notAfter) && (r.expires.IsZero() || now.Before(r.expires)) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // ScopesDueBetween implements ledger.Store.
 func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
 	return s.scopesBy(ctx, s.dueSet, from, notAfter, limit, func(r record) time.Time { return r.dueAt })

@@ -94,6 +94,7 @@ type statements struct {
 	// only with a won compare-and-set, in its transaction.
 	insertBlobs, updateBlobs string
 	review, due, dueBetween  string
+	countDue                 string
 	received                 string
 	readBlob                 string
 	deleteExpired            string
@@ -206,6 +207,8 @@ ORDER BY review_at, scope LIMIT $2`,
 		due: `SELECT scope FROM ` + t + `
 WHERE due_at IS NOT NULL AND due_at <= $1 AND ` + live + `
 ORDER BY due_at, scope LIMIT $2`,
+		countDue: `SELECT count(*) FROM ` + t + `
+WHERE due_at IS NOT NULL AND due_at <= $1 AND ` + live,
 		dueBetween: `SELECT scope FROM ` + t + `
 WHERE due_at IS NOT NULL AND due_at >= $3 AND due_at <= $1 AND ` + live + `
 ORDER BY due_at, scope LIMIT $2`,
@@ -547,6 +550,15 @@ func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([
 		return nil, fmt.Errorf("postgres store: scopes due: %w", err)
 	}
 	return scopes, nil
+}
+
+// CountDue implements ledger.Store: a count over the same index.
+func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.countDue, notAfter).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres store: count scopes due: %w", err)
+	}
+	return int(n), nil
 }
 
 // ScopesDueBetween implements ledger.Store: a range scan of the same index.

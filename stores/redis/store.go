@@ -342,6 +342,28 @@ func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, 
 	return out, nil
 }
 
+// CountDue implements ledger.Store: ZCOUNT on every bucket of the due
+// index, in one pipeline. A scope whose document expired is counted until
+// a sweep meets it and prunes it from its bucket.
+func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	stop := strconv.FormatInt(notAfter.UnixMilli(), 10)
+	cmds := make([]*goredis.IntCmd, reviewBuckets)
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for b := range reviewBuckets {
+			cmds[b] = p.ZCount(ctx, s.dueKeys[b], "-inf", stop)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("redis store: count scopes due: %w", err)
+	}
+	n := 0
+	for _, c := range cmds {
+		n += int(c.Val())
+	}
+	return n, nil
+}
+
 // ReadBlob implements ledger.Store. The blob hash expires with the
 // document, so a blob is there only while its document is.
 func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {

@@ -293,6 +293,39 @@ func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
 	}
 }
 
+// testCountDue: the count of scopes with a delivery due now follows takes,
+// settles and lease ends, as ScopesDue lists them.
+func testCountDue(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	count := func(want int, when string) {
+		t.Helper()
+		if got := must(e.l.CountDue(e.ctx)); got != want {
+			t.Fatalf("%s: %d scopes due, want %d", when, got, want)
+		}
+	}
+	count(0, "empty")
+	for _, s := range []string{"a", "b", "c"} {
+		enqueue(t, e, s, "ev-"+s, false)
+	}
+	enqueue(t, e, "held", "ev-held", true)
+	count(3, "three queued and one held at accept")
+	a := must(e.l.QueueItems(e.ctx, "a"))[0]
+	taken := must(e.l.TakeDelivery(e.ctx, "a", a.EntryID, testLease))
+	if !taken.OK {
+		t.Fatal("take of a refused")
+	}
+	count(2, "a taken")
+	b := must(e.l.QueueItems(e.ctx, "b"))[0]
+	tb := must(e.l.TakeDelivery(e.ctx, "b", b.EntryID, testLease))
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tb, Status: ledger.DeliveryDelivered, Value: "ok"}))
+	count(1, "a taken, b delivered")
+	e.clock.Advance(testLease + time.Second)
+	count(3, "the leases of a and of the held one ran out")
+	if got := len(must(e.store.ScopesDue(e.ctx, e.clock.Now(), 100))); got != 3 {
+		t.Fatalf("ScopesDue lists %d scopes where CountDue counts 3", got)
+	}
+}
+
 // testDeliveryLease: a take is a lease. Of many dispatchers racing for one
 // delivery exactly one gets it; nobody else can until its claim runs out,
 // and then the holder's late outcome cannot overwrite the new delivery's.

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"EnqueueStored", testEnqueueStored},
 		{"DueDeliveries", testDueDeliveries},
 		{"DueDeliveriesSkipping", testDueDeliveriesSkipping},
+		{"CountDue", testCountDue},
 		{"DeliveryLease", testDeliveryLease},
 		{"ReplayAndDead", testReplayAndDead},
 		{"ListDeliveries", testListDeliveries},

@@ -81,6 +81,12 @@ func (s *timedStore) ScopesDueBetween(ctx context.Context, from, notAfter time.T
 	return s.store.ScopesDueBetween(ctx, from, notAfter, limit)
 }
 
+// CountDue forwards untimed: the dispatcher's gauges call it, never a
+// webhook.
+func (s *timedStore) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	return s.store.CountDue(ctx, notAfter)
+}
+
 // ScopesReceived forwards untimed: operators call it, never a webhook.
 func (s *timedStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
 	return s.store.ScopesReceived(ctx, before, limit)

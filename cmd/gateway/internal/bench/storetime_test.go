@@ -61,6 +61,9 @@ func (s *scriptedStore) ScopesDue(ctx context.Context, notAfter time.Time, limit
 func (s *scriptedStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
 	return nil, s.err
 }
+func (s *scriptedStore) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
+	return 0, s.err
+}
 func (s *scriptedStore) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
 	return nil, s.err
 }

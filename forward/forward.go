@@ -146,9 +146,9 @@ type Outcome struct {
 	// Retry-After: 0 or a date already past asks for a retry now, which
 	// is advice too, unlike no header or an unreadable one.
 	RetryAfterGiven bool
-	Latency    time.Duration // from just before sending to the end of reading the answer
-	Err        error         // nil only when Kind is Delivered
-	Answer     []byte        // the first bytes of the agent's answer (at most 256)
+	Latency         time.Duration // from just before sending to the end of reading the answer
+	Err             error         // nil only when Kind is Delivered
+	Answer          []byte        // the first bytes of the agent's answer (at most 256)
 
 	// With Request.KeepBody, for a 2xx answer: its whole body and Content-Type. When the body
 	// could not be kept, Body is nil and BodyErr says why: ErrAnswerTooLarge, or the read error

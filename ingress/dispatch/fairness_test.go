@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +18,7 @@ import (
 // can take.
 func TestBusySourceBacklogDoesNotHideOtherSources(t *testing.T) {
 	h := newHarness(t, queuedSource())
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
+	release, unblock := gate(t)
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 		if r.Header.Get(forward.HeaderSource) == "busy" {
 			<-release

@@ -358,3 +358,14 @@ func (h *harness) wantDeliveredOnceAsSecond(t *testing.T, id string) {
 		t.Fatalf("%s: %s, want delivered", id, q.Status)
 	}
 }
+
+// gate returns a channel for a test's agent to wait on and the function
+// that opens it; it is opened at cleanup too, so a test that fails first
+// does not leave the agent hanging its shutdown.
+func gate(t *testing.T) (<-chan struct{}, func()) {
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	return release, open
+}

@@ -72,10 +72,7 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 		c.Forward.Queue.Concurrency = 1
 		c.Forward.Timeout = 20 * time.Second // the first forward outlasts the second's wait
 	}))
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
+	release, unblock := gate(t)
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 		if r.Header.Get(forward.HeaderEventID) == "slow" {
 			<-release

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,6 +180,10 @@ type harness struct {
 	// Transfer-Encoding and Content-Length.
 	lastTE atomic.Value // []string
 	lastCL atomic.Int64
+	// serving maps a client connection's address to a channel closed
+	// when the gateway's handler of its current request has returned:
+	// the answer leaves before the handler writes its log line.
+	serving sync.Map // remote address → chan struct{}
 }
 
 // newHarness starts a gateway serving cfgs. A source without a forward URL
@@ -228,6 +233,9 @@ func newHarnessWith(t *testing.T, mod func(*ingress.Options), cfgs ...ingress.So
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.lastTE.Store(append([]string(nil), r.TransferEncoding...))
 		h.lastCL.Store(r.ContentLength)
+		done := make(chan struct{})
+		h.serving.Store(r.RemoteAddr, done)
+		defer close(done)
 		gw.ServeHTTP(w, r)
 	}))
 	h.client = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
@@ -288,8 +296,14 @@ func (r reply) mediaType(t *testing.T) string {
 	return mt
 }
 
-// send sends req and reads the whole answer; safe from any goroutine.
+// send sends req, reads the whole answer and waits for the gateway's
+// handler to return (its log line and metrics are written by then); safe
+// from any goroutine.
 func (h *harness) send(req *http.Request) (reply, error) {
+	var local string
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(c httptrace.GotConnInfo) { local = c.Conn.LocalAddr().String() },
+	}))
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return reply{}, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
@@ -298,6 +312,13 @@ func (h *harness) send(req *http.Request) (reply, error) {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return reply{}, fmt.Errorf("reading the answer to %s %s: %w", req.Method, req.URL, err)
+	}
+	if done, ok := h.serving.Load(local); ok {
+		select {
+		case <-done.(chan struct{}):
+		case <-time.After(10 * time.Second):
+			return reply{}, fmt.Errorf("%s %s: the handler did not return 10 s after its answer", req.Method, req.URL)
+		}
 	}
 	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }

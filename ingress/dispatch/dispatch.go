@@ -415,11 +415,13 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		d.pendingAt = time.Now()
 		d.metrics.observeDue(items, d.now())
 		if gauge {
-			n, err := d.l.CountDue(ctx)
-			if err != nil {
-				return false, err
+			// A gauge that cannot be read is no reason to stop delivering.
+			if n, err := d.l.CountDue(ctx); err != nil {
+				d.metrics.sweepErrors.Inc()
+				d.log.Warn("dispatch: counting the due backlog failed", zap.Error(err))
+			} else {
+				d.metrics.dueScopes.Set(float64(n))
 			}
-			d.metrics.dueScopes.Set(float64(n))
 		}
 		full = len(items) == d.batch
 		if items, err = d.lookPastBusy(ctx, items, skip); err != nil {

@@ -39,6 +39,8 @@ type downStore struct {
 	ledger.Store
 	down  atomic.Bool
 	reads atomic.Int64 // Read and ScopesDue calls, failed ones included
+	// countDown fails CountDue alone.
+	countDown atomic.Bool
 }
 
 func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
@@ -72,7 +74,7 @@ func (s *downStore) ScopesDueBetween(ctx context.Context, from, notAfter time.Ti
 }
 
 func (s *downStore) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
-	if s.down.Load() {
+	if s.down.Load() || s.countDown.Load() {
 		return 0, errStoreDown
 	}
 	return s.Store.CountDue(ctx, notAfter)

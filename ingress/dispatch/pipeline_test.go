@@ -226,3 +226,24 @@ func TestQueueGaugesCountTheWholeBacklog(t *testing.T) {
 		t.Errorf("replyonce_queue_due{source=github} = %v, want one page (%d)", got, DefaultBatch)
 	}
 }
+
+// A due backlog that cannot be counted costs the gauge, not the delivery:
+// the sweep still takes what is due, and counts a sweep error.
+func TestUncountableBacklogStillDelivers(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	slots := fillHolds(t, h.d, "github")
+	if st, _ := h.post(t, "uncounted"); st != http.StatusAccepted {
+		t.Fatalf("post: %d", st)
+	}
+	for _, sl := range slots {
+		sl.Release()
+	}
+	h.store.countDown.Store(true)
+	h.sweep(t)
+	if q := h.item(t, "uncounted"); q.Status != ledger.DeliveryDelivered {
+		t.Fatalf("the event is %s, want delivered", q.Status)
+	}
+	if got := testutil.ToFloat64(h.d.metrics.sweepErrors); got != 1 {
+		t.Errorf("sweep errors %v, want 1 (the count)", got)
+	}
+}

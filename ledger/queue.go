@@ -573,9 +573,9 @@ func (l *Ledger) DueDeliveriesSkipping(ctx context.Context, limit int, skip map[
 }
 
 // DueDeliveriesFrom is DueDeliveriesSkipping for the scopes whose place in
-// the due index is at from or later (zero: from the start): the next page
-// after one whose latest item fell due at from, with that page's scopes in
-// skip.
+// the due index (their earliest due time) is at from or later (zero: from
+// the start): the page after one whose last scope sits at from, with that
+// page's scopes in skip.
 func (l *Ledger) DueDeliveriesFrom(ctx context.Context, limit int, from time.Time, skip map[string]bool) ([]QueueItem, error) {
 	if limit <= 0 {
 		limit = 100

@@ -152,3 +152,21 @@ func TestAgentRetryAfterIsClamped(t *testing.T) {
 		})
 	}
 }
+
+// Every JSON answer carries its length, so it leaves in one write and the
+// provider needs no chunked decoding: a delivery, its duplicate, and a
+// refusal.
+func TestAnswersCarryTheirLength(t *testing.T) {
+	h := newHarness(t, githubSource("github"))
+	forged := h.newRequest(t, http.MethodPost, "/hooks/github", githubHeader("d-forged"), []byte(`{}`))
+	forged.Header.Set("X-Hub-Signature-256", "sha256=00")
+	for name, r := range map[string]reply{
+		"delivered": h.postGitHub(t, "github", "d-len"),
+		"duplicate": h.postGitHub(t, "github", "d-len"),
+		"refused":   h.do(t, forged),
+	} {
+		if got, want := r.Header.Get("Content-Length"), strconv.Itoa(len(r.Body)); got != want || len(r.Body) == 0 {
+			t.Errorf("%s answer: Content-Length %q, want %s (%s)", name, got, want, r)
+		}
+	}
+}

@@ -274,45 +274,43 @@ func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, 
 	return out, nil
 }
 
-// CountDue implements ledger.Store: a walk of the due index up to
-// notAfter, skipping scopes whose document has expired.
+// CountDue implements ledger.Store: the walk ScopesDue makes, counted.
 func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
 	n := 0
-	limitKey := notAfter.UnixNano()
-	now := s.now().UnixNano()
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		metas := tx.Bucket(bucketMeta)
-		c := tx.Bucket(bucketDue).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > limitKey {
-				break
-			}
-			if m := readMeta(metas.Get(k[8:])); m.expires != 0 && now >= m.expires {
-				continue
-			}
-			n++
-		}
-		return nil
-	})
+	err := s.walkIndex(ctx, bucketDue, time.Time{}, notAfter, func([]byte) bool { n++; return true })
 	if err != nil {
 		return 0, fmt.Errorf("bolt store: count scopes due: %w", err)
 	}
 	return n, nil
 }
 
-// scopesIn walks a time index (keys: big-endian time, then scope) from
-// from (its start when zero), skipping scopes whose document has expired.
+// scopesIn lists up to limit scopes of a time index from from (see
+// walkIndex).
 func (s *Store) scopesIn(ctx context.Context, bucket []byte, from, notAfter time.Time, limit int) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if limit <= 0 {
+		return nil, ctx.Err()
 	}
 	var out []string
+	err := s.walkIndex(ctx, bucket, from, notAfter, func(scope []byte) bool {
+		if len(out) == limit {
+			return false
+		}
+		out = append(out, string(scope))
+		return true
+	})
+	return out, err
+}
+
+// walkIndex walks a time index (keys: big-endian time, then scope) from
+// from (its start when zero) up to notAfter, skipping scopes whose document
+// has expired, until visit returns false.
+func (s *Store) walkIndex(ctx context.Context, bucket []byte, from, notAfter time.Time, visit func(scope []byte) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	limitKey := notAfter.UnixNano()
 	now := s.now().UnixNano()
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	return s.db.View(func(tx *bbolt.Tx) error {
 		metas := tx.Bucket(bucketMeta)
 		c := tx.Bucket(bucket).Cursor()
 		k, _ := c.First()
@@ -321,18 +319,19 @@ func (s *Store) scopesIn(ctx context.Context, bucket []byte, from, notAfter time
 			binary.BigEndian.PutUint64(start[:], uint64(from.UnixNano()))
 			k, _ = c.Seek(start[:])
 		}
-		for ; k != nil && len(out) < limit; k, _ = c.Next() {
+		for ; k != nil; k, _ = c.Next() {
 			if len(k) < 8 || int64(binary.BigEndian.Uint64(k[:8])) > limitKey {
-				break
+				return nil
 			}
 			if m := readMeta(metas.Get(k[8:])); m.expires != 0 && now >= m.expires {
 				continue
 			}
-			out = append(out, string(k[8:]))
+			if !visit(k[8:]) {
+				return nil
+			}
 		}
 		return nil
 	})
-	return out, err
 }
 
 // ReadBlob implements ledger.Store.

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -140,22 +141,10 @@ func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([
 	return s.scopesBy(ctx, s.dueSet, time.Time{}, notAfter, limit, func(r record) time.Time { return r.dueAt })
 }
 
-// CountDue implements ledger.Store.
+// CountDue implements ledger.Store: ScopesDue with no limit, counted.
 func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for scope := range s.dueSet {
-		r := s.docs[scope]
-		if !r.dueAt.After(notAfter) && (r.expires.IsZero() || now.Before(r.expires)) {
-			n++
-		}
-	}
-	return n, nil
+	scopes, err := s.scopesBy(ctx, s.dueSet, time.Time{}, notAfter, math.MaxInt, func(r record) time.Time { return r.dueAt })
+	return len(scopes), err
 }
 
 // ScopesDueBetween implements ledger.Store.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	svix "github.com/svix/svix-webhooks/go"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -188,7 +187,7 @@ func ValidateSigningSecret(secret string) error {
 	if secret == "" {
 		return fmt.Errorf("forward: signing secret is empty")
 	}
-	if _, err := svix.NewWebhook(secret); err != nil {
+	if _, err := newSigner(secret); err != nil {
 		return fmt.Errorf("forward: signing secret is not whsec_ followed by base64: %w", err)
 	}
 	return nil

@@ -88,8 +88,12 @@ func (ss *sessions) start(w http.ResponseWriter, r *http.Request) *session {
 	}
 	ss.m[key(s.id)] = s
 	ss.mu.Unlock()
+	// Max-Age, not Expires: the browser counts the life from its own clock,
+	// so a gateway whose clock is off (or injected, in tests) cannot hand out
+	// a cookie that is already expired on arrival. The server still ends the
+	// session at s.expires by its own clock.
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
-		SameSite: http.SameSiteStrictMode, Expires: s.expires})
+		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second)})
 	return s
 }
 

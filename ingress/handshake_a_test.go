@@ -80,11 +80,11 @@ func TestHandshakesBatchA(t *testing.T) {
 	})
 
 	t.Run("linkedin challengeCode", func(t *testing.T) {
-		r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/linkedin?challengeCode=890e4a4c-1d9b", nil, nil))
+		r := h.do(t, h.newRequest(t, http.MethodGet, "/hooks/linkedin?challengeCode=890e4a4c-1d9b-4f0e-8c2a-5d1e7b3a9f60", nil, nil))
 		m := hmac.New(sha256.New, []byte(secret))
-		m.Write([]byte("890e4a4c-1d9b"))
+		m.Write([]byte("890e4a4c-1d9b-4f0e-8c2a-5d1e7b3a9f60"))
 		wantStatus(t, r, http.StatusOK)
-		if want := `{"challengeCode":"890e4a4c-1d9b","challengeResponse":"` + hex.EncodeToString(m.Sum(nil)) + `"}`; string(r.Body) != want {
+		if want := `{"challengeCode":"890e4a4c-1d9b-4f0e-8c2a-5d1e7b3a9f60","challengeResponse":"` + hex.EncodeToString(m.Sum(nil)) + `"}`; string(r.Body) != want {
 			t.Errorf("answer %q, want %q", r.Body, want)
 		}
 	})

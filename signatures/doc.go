@@ -23,6 +23,13 @@
 //     checked only when Config.Tolerance is set. Sentry's timestamp header is not signed and so is
 //     not checked. Providers whose own SDK rejects only old timestamps (WorkOS, Box, Contentful)
 //     are checked in both directions here too.
+//   - No handshake is a signing oracle. A handshake that answers with a MAC under the source's key
+//     (X's CRC, LinkedIn's challengeCode, Zoom's plainToken, Braintree's bt_challenge) takes only
+//     challenges in the provider's own token form (base64, a UUID, hex), which no content an event
+//     signature covers can have, and the verifiers refuse event content of a challenge's form
+//     besides (X bodies, Braintree payloads): otherwise anyone could have an event body of their
+//     choosing signed by asking the handshake for it. TestNoHandshakeSignsEvents holds every
+//     provider with a handshake to this.
 //   - Bounded work and no panics on any input: a signature header longer than 8 KiB is malformed,
 //     at most 32 signature candidates are read from one header, and secrets are tried in order.
 //

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -65,6 +66,28 @@ func verified(d *def, cfg Config, r *Request, now time.Time) error {
 	return s.Verify(r, now)
 }
 
+// A handshake that answers with a MAC under the source's key signs whatever challenge it is
+// given, so the challenges such handshakes take are confined to the provider's own token
+// alphabet, which no signed event content can match: otherwise anyone could ask the handshake to
+// sign an event body of their choosing and post that body with the answer as its signature.
+var (
+	// tokenForm is base64 or base64url, padded or not: X's crc_token (base64 of a nonce) and
+	// Zoom's plainToken. Signed event content never has it: X signs a JSON body, and its
+	// verifier refuses a body of this form besides (xBodyIsChallenge); Zoom signs "v0:{ts}:{body}".
+	tokenForm = regexp.MustCompile(`^[A-Za-z0-9+/_-]{1,512}={0,2}$`)
+	// uuidForm is LinkedIn's challengeCode. LinkedIn signs "hmacsha256=" + body, never a UUID.
+	uuidForm = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+)
+
+// macChallenge is challenge for handshakes that answer with a MAC: v must also match form,
+// named in the error as field.
+func macChallenge(field, v string, form *regexp.Regexp, what string) (string, error) {
+	if !form.MatchString(v) {
+		return "", fmt.Errorf("%w: %s is not %s", ErrMalformed, field, what)
+	}
+	return v, nil
+}
+
 func challenge(v string) (string, error) {
 	if v == "" || len(v) > maxChallenge {
 		return "", fmt.Errorf("%w: challenge is empty or longer than %d bytes", ErrMalformed, maxChallenge)
@@ -118,7 +141,7 @@ func zoomHandshake(p *def, cfg Config, r *Request, now time.Time) (*HandshakeRes
 	if err != nil {
 		return nil, true, err
 	}
-	plain, err := challenge(jsonString(r.Body, "payload.plainToken"))
+	plain, err := macChallenge("payload.plainToken", jsonString(r.Body, "payload.plainToken"), tokenForm, "a base64 token")
 	if err != nil {
 		return nil, true, err
 	}
@@ -224,7 +247,9 @@ func asanaHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeRespon
 }
 
 // xHandshake: the CRC check, GET ?crc_token=, answered with its HMAC-SHA256 (base64) under the
-// consumer secret (the first secret).
+// consumer secret (the first secret). That is exactly the signature of an event whose body is the
+// token, so only tokens of X's form (base64) are answered, and the verifier refuses bodies of
+// that form.
 func xHandshake(_ *def, cfg Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
 	q := query(r)
 	if r.Method != http.MethodGet || !q.Has("crc_token") {
@@ -233,7 +258,7 @@ func xHandshake(_ *def, cfg Config, r *Request, _ time.Time) (*HandshakeResponse
 	if len(cfg.Secrets) == 0 || cfg.Secrets[0] == "" {
 		return nil, true, fmt.Errorf("%w: secrets: at least one is required", ErrConfig)
 	}
-	c, err := challenge(q.Get("crc_token"))
+	c, err := macChallenge("crc_token", q.Get("crc_token"), tokenForm, "a base64 token")
 	if err != nil {
 		return nil, true, err
 	}
@@ -241,3 +266,8 @@ func xHandshake(_ *def, cfg Config, r *Request, _ time.Time) (*HandshakeResponse
 	m.Write([]byte(c))
 	return jsonReply(map[string]string{"response_token": "sha256=" + base64.StdEncoding.EncodeToString(m.Sum(nil))}), true, nil
 }
+
+// xBodyIsChallenge reports whether an X body has the form of a crc_token: the CRC answer for
+// such a token is a valid signature of that body, so no such body is ever taken as an event
+// (X's events are JSON objects).
+func xBodyIsChallenge(body []byte) bool { return tokenForm.Match(body) }

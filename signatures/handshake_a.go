@@ -91,6 +91,8 @@ func notionHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeRespo
 
 // linkedinHandshake: GET ?challengeCode=c answered with {"challengeCode": c,
 // "challengeResponse": hex HMAC-SHA256 of c under the client secret}. Secondary source only (?).
+// The MAC is the one events are signed with, so only a UUID (LinkedIn's challengeCode) is
+// answered: events sign "hmacsha256=" + body, which is never one.
 func linkedinHandshake(p *def, cfg Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
 	q := query(r)
 	if r.Method != http.MethodGet || !q.Has("challengeCode") {
@@ -99,7 +101,7 @@ func linkedinHandshake(p *def, cfg Config, r *Request, _ time.Time) (*HandshakeR
 	if err := checkCommon(p, cfg); err != nil {
 		return nil, true, err
 	}
-	c, err := challenge(q.Get("challengeCode"))
+	c, err := macChallenge("challengeCode", q.Get("challengeCode"), uuidForm, "a UUID")
 	if err != nil {
 		return nil, true, err
 	}

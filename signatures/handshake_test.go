@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -186,5 +187,62 @@ func TestQueryHandshakes(t *testing.T) {
 		if info.Handshake != want {
 			t.Errorf("%s: Handshake=%v", p, info.Handshake)
 		}
+	}
+}
+
+// The handshakes that answer with a MAC under the source's key take only challenges of the
+// provider's own form, and name the field they refused.
+func TestMACHandshakesTakeOnlyTheirTokens(t *testing.T) {
+	get := func(q string) *Request {
+		return &Request{Method: http.MethodGet, URL: "https://hooks.example.com/hooks/src?" + q, Header: http.Header{}}
+	}
+	cfg := Config{Secrets: []string{"consumer-secret"}}
+	for _, c := range []struct {
+		provider, q, field string
+		ok                 bool
+	}{
+		{"x", "crc_token=M2RkODJkZmMtYjlkYi00NmQ4LTk0MGUtM2JjYzkwM2Q4MjQ0", "", true},
+		{"x", "crc_token=" + url.QueryEscape(`{"tweet_create_events":[{"id_str":"1"}]}`), "crc_token", false},
+		{"x", "crc_token=" + url.QueryEscape("a b"), "crc_token", false},
+		{"linkedin", "challengeCode=890e4665-4dfe-4ab1-b689-ed553bceeed7", "", true},
+		{"linkedin", "challengeCode=" + url.QueryEscape(`hmacsha256={"a":1}`), "challengeCode", false},
+		{"linkedin", "challengeCode=890e4665", "challengeCode", false},
+	} {
+		resp, handled, err := Handshake(c.provider, cfg, get(c.q), t0)
+		if !handled {
+			t.Errorf("%s %s: not handled", c.provider, c.q)
+			continue
+		}
+		if c.ok {
+			if err != nil || resp.Status != http.StatusOK {
+				t.Errorf("%s %s: %+v %v", c.provider, c.q, resp, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.field) || resp != nil {
+			t.Errorf("%s %s: got %+v, %v; want ErrMalformed naming %s", c.provider, c.q, resp, err, c.field)
+		}
+	}
+
+	// Zoom's plainToken: the request is signed, and still only a token is MACed.
+	keys := testKeys(t, "zoom")
+	zcfg := testConfig("zoom", keys[0].verify)
+	r := signedHandshake(t, "zoom", keys[0], `{"payload":{"plainToken":"v0:1:{}"},"event":"endpoint.url_validation"}`, nil)
+	if _, handled, err := Handshake("zoom", zcfg, r, t0); !handled || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "plainToken") {
+		t.Errorf("zoom plainToken with a colon: handled=%v err=%v", handled, err)
+	}
+
+	// An X body of the crc_token form is never an event, however it is signed: its signature is
+	// what the CRC answer for that token would be.
+	s, err := NewSigner("x", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &Request{Method: http.MethodPost, Header: http.Header{}, Body: []byte("M2RkODJkZmMtYjlkYi00NmQ4LTk0MGUtM2JjYzkwM2Q4MjQ0")}
+	if err := s.Sign(ev, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(t, "x", cfg, ev, t0); !errors.Is(err, ErrMalformed) {
+		t.Errorf("x body in crc_token form: got %v, want ErrMalformed", err)
 	}
 }

@@ -111,6 +111,10 @@ type hmacDef struct {
 	tolerance time.Duration
 	// urlForm rewrites the public URL before signing (HubSpot decodes some escapes).
 	urlForm func(string) string
+	// challengeBody, when set, reports a body that the provider's own handshake would sign on
+	// request (X's CRC answers are MACs of the token under the same key): such a body is refused
+	// whatever its signature, or the handshake would be a signing oracle for it.
+	challengeBody func([]byte) bool
 }
 
 type hmacScheme struct {
@@ -274,6 +278,9 @@ func (s *hmacScheme) match(r *Request, now time.Time) (int, error) {
 		if v != f[1] {
 			return -1, fmt.Errorf("%w: %s is %q, want %q", ErrMalformed, f[0], v, f[1])
 		}
+	}
+	if d.challengeBody != nil && d.challengeBody(r.Body) {
+		return -1, fmt.Errorf("%w: body has the form of a handshake challenge, which is never an event", ErrMalformed)
 	}
 	var cands [maxCandidates]string
 	n, ts := 0, ""

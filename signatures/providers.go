@@ -382,7 +382,7 @@ var registry = map[string]*def{
 			"{json:favorite_events.0.id}"},
 			SignatureHeaders: []string{"X-Twitter-Webhooks-Signature"}, BodySigned: true, HandshakeByGET: true},
 		hmac: &hmacDef{hash: sha256.New, b64: true, headers: []string{"X-Twitter-Webhooks-Signature"}, prefix: "sha256=",
-			content: bodyOnlySeg()},
+			content: bodyOnlySeg(), challengeBody: xBodyIsChallenge},
 		handshake: xHandshake,
 	},
 	"hmac": {

@@ -72,6 +72,22 @@ type Store interface {
 	// nil when there is none. A blob lives and expires with its scope's
 	// document: once the document reads as absent, so do its blobs.
 	ReadBlob(ctx context.Context, scope, name string) ([]byte, error)
+
+	// ReadControl returns the control record name, or nil when there is
+	// none. Control records are the ledger's own small settings shared by
+	// every process (which sources are paused): they live outside the
+	// scope key space, so no scope, whatever a webhook or an agent names,
+	// reads or overwrites one, and they never expire.
+	ReadControl(ctx context.Context, name string) ([]byte, error)
+
+	// TransactControl is Transact for a control record: fn gets the
+	// current record (nil when there is none) and returns the new one,
+	// saved as one atomic step with respect to every other
+	// TransactControl on the same name, in any process sharing the store.
+	// A nil record from fn writes nothing; an error from fn writes nothing
+	// and is returned unchanged. fn follows Transact's rules (pure, may
+	// run more than once).
+	TransactControl(ctx context.Context, name string, fn func(current []byte) ([]byte, error)) error
 }
 
 // Write is what a Transact function asks the store to save.

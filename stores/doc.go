@@ -49,6 +49,16 @@
 //     by the compare-and-set script (its last argument), read by one
 //     pipelined reverse range per bucket and merged newest first.
 //
+// # Control records
+//
+// The ledger's own settings shared by every process (which sources are
+// paused) are control records, kept outside the scope key space so that no
+// scope a webhook or an agent names can reach one (ReadControl and
+// TransactControl): a map of their own in memory, a "control" bucket in
+// bolt, a <table>_control table in Postgres (created by Migrate), and a
+// {prefix}control:{name} key in Redis, written with WATCH/MULTI, where
+// every scope's key carries a hash tag and ":s:". They never expire.
+//
 // The queue's own rules (what is due, who holds a delivery, what it came
 // to) are the ledger's, decided on the document like every other rule, so
 // the stores share them through stores/storetest.

@@ -195,3 +195,19 @@ func (w *waitingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte
 	}
 	return s.ReadBlob(ctx, scope, name)
 }
+
+func (w *waitingStore) ReadControl(ctx context.Context, name string) ([]byte, error) {
+	s, err := w.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.ReadControl(ctx, name)
+}
+
+func (w *waitingStore) TransactControl(ctx context.Context, name string, fn func([]byte) ([]byte, error)) error {
+	s, err := w.get()
+	if err != nil {
+		return err
+	}
+	return s.TransactControl(ctx, name, fn)
+}

@@ -23,6 +23,9 @@ var (
 	// remove the key it replaces without widening meta.
 	bucketReceived   = []byte("received")
 	bucketReceivedAt = []byte("received-at")
+	// Control records: a bucket of their own, outside the scopes' key
+	// space (docs).
+	bucketControl = []byte("control")
 )
 
 // Options tune the store. Zero values take the defaults.
@@ -63,7 +66,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview, bucketDue, bucketBlobs, bucketReceived, bucketReceivedAt} {
+		for _, b := range [][]byte{bucketDocs, bucketMeta, bucketReview, bucketDue, bucketBlobs, bucketReceived, bucketReceivedAt, bucketControl} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -245,6 +248,45 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 		return nil, fmt.Errorf("bolt store: read %q: %w", scope, err)
 	}
 	return doc, nil
+}
+
+// ReadControl implements ledger.Store.
+func (s *Store) ReadControl(ctx context.Context, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var rec []byte
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		rec = bytes.Clone(tx.Bucket(bucketControl).Get([]byte(name)))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: read control record %q: %w", name, err)
+	}
+	return rec, nil
+}
+
+// TransactControl implements ledger.Store. Control records change rarely
+// (an operator pausing a source): each write is a commit of its own,
+// outside the group commit.
+func (s *Store) TransactControl(ctx context.Context, name string, fn func([]byte) ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var fnErr error
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketControl)
+		rec, err := fn(bytes.Clone(b.Get([]byte(name))))
+		if err != nil || rec == nil {
+			fnErr = err
+			return nil
+		}
+		return b.Put([]byte(name), rec)
+	})
+	if err != nil {
+		return fmt.Errorf("bolt store: control record %q: %w", name, err)
+	}
+	return fnErr
 }
 
 // ScopesToReview implements ledger.Store.

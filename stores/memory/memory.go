@@ -19,6 +19,9 @@ type Store struct {
 	// dueSet and reviewSet name the scopes whose record has a due or a
 	// review time, so that a sweep scans those, not every document.
 	dueSet, reviewSet map[string]struct{}
+	// controls are the control records, a map of their own: no scope
+	// reaches them.
+	controls map[string][]byte
 }
 
 type record struct {
@@ -38,7 +41,8 @@ func New(clock func() time.Time) *Store {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Store{now: clock, docs: map[string]record{}, dueSet: map[string]struct{}{}, reviewSet: map[string]struct{}{}}
+	return &Store{now: clock, docs: map[string]record{}, dueSet: map[string]struct{}{}, reviewSet: map[string]struct{}{},
+		controls: map[string][]byte{}}
 }
 
 // current returns the scope's live document; the caller holds mu.
@@ -219,6 +223,31 @@ func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit
 		}
 	}
 	return top, nil
+}
+
+// ReadControl implements ledger.Store.
+func (s *Store) ReadControl(ctx context.Context, name string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return clone(s.controls[name]), nil
+}
+
+// TransactControl implements ledger.Store.
+func (s *Store) TransactControl(ctx context.Context, name string, fn func([]byte) ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := fn(clone(s.controls[name]))
+	if err != nil || rec == nil {
+		return err
+	}
+	s.controls[name] = clone(rec)
+	return nil
 }
 
 // clone keeps callers from sharing the store's bytes, as a real store's

@@ -22,6 +22,7 @@ type names struct {
 	due      string // index on due_at
 	received string // index on received_at
 	blobs    string // quoted, same schema as the table
+	control  string // quoted, same schema as the table
 }
 
 // parseTable splits "schema.table" at the first dot. A name without a dot
@@ -50,6 +51,7 @@ func parseTable(table string) names {
 		due:      pgx.Identifier{name + "_due_idx"}.Sanitize(),
 		received: pgx.Identifier{name + "_received_idx"}.Sanitize(),
 		blobs:    qualify(name + "_blobs"),
+		control:  qualify(name + "_control"),
 	}
 }
 
@@ -67,7 +69,7 @@ func SchemaObjects(table string) []SchemaObject {
 	if i := strings.IndexByte(n.table, '.'); i >= 0 && strings.HasPrefix(n.table, `"`) {
 		schema = n.table[:i+1]
 	}
-	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}, {"index", schema + n.due}, {"index", schema + n.received}}
+	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}, {"index", schema + n.due}, {"index", schema + n.received}, {"table", n.control}}
 }
 
 // SchemaSQL returns the DDL that Migrate runs for the given table name
@@ -90,6 +92,10 @@ func SchemaObjects(table string) []SchemaObject {
 // the column once; the ALTER runs only then, and before the index
 // statements, because its exclusive lock taken after their share lock
 // would deadlock with writers of the live table.
+//
+// Control records (the ledger's own settings, such as which sources are
+// paused) are rows of a third table, keyed by name: outside the scope
+// table, so no scope can name one. A NULL doc is no record.
 //
 // Versions come from one sequence rather than a per-row counter: a row that
 // expires, is deleted and is created again must never reuse a version that
@@ -127,7 +133,11 @@ CREATE TABLE IF NOT EXISTS %[6]s (
     data  bytea NOT NULL,
     PRIMARY KEY (scope, name)
 );
-`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table), n.received)
+CREATE TABLE IF NOT EXISTS %[9]s (
+    name text  PRIMARY KEY,
+    doc  bytea
+);
+`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table), n.received, n.control)
 }
 
 // Migrate creates the store's table, sequence and indexes if they are

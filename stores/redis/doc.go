@@ -12,6 +12,8 @@
 // (Hashes written by earlier releases may also hold an r field with that
 // time; nothing reads it.) The braces make {bb} the Redis Cluster hash
 // tag, so a scope and its bucket's index always live in the same slot.
+// Control records are plain string keys, {prefix}control:{name}, written
+// with WATCH and MULTI: without a hash tag, so never a scope's key.
 //
 // # Atomicity
 //

@@ -107,6 +107,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"OperatorResolveAs", testResolveAs},
 		{"Conversation", testConversation},
 		{"AmbiguousWriteConflicts", testAmbiguousWriteConflicts},
+		{"ControlRecords", testControlRecords},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

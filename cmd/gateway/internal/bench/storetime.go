@@ -97,6 +97,16 @@ func (s *timedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, 
 	return s.store.ReadBlob(ctx, scope, name)
 }
 
+// ReadControl forwards untimed: dispatchers and operators call it.
+func (s *timedStore) ReadControl(ctx context.Context, name string) ([]byte, error) {
+	return s.store.ReadControl(ctx, name)
+}
+
+// TransactControl forwards untimed: operators call it, never a webhook.
+func (s *timedStore) TransactControl(ctx context.Context, name string, fn func([]byte) ([]byte, error)) error {
+	return s.store.TransactControl(ctx, name, fn)
+}
+
 // handler wraps the gateway's handler so that, while a pass is recording,
 // each request's store calls are collected and handed to that pass when the
 // request is done. Outside a recording it costs one atomic load.

@@ -72,6 +72,14 @@ func (s *scriptedStore) ReadBlob(ctx context.Context, scope, name string) ([]byt
 	return nil, s.err
 }
 
+func (s *scriptedStore) ReadControl(ctx context.Context, name string) ([]byte, error) {
+	return nil, s.err
+}
+
+func (s *scriptedStore) TransactControl(ctx context.Context, name string, fn func([]byte) ([]byte, error)) error {
+	return s.err
+}
+
 func serveOnce(h http.Handler) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/hooks/"+sourceName, nil))
 }

@@ -69,7 +69,7 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		case it.ignored != "":
 			ed.runID = ""
 			err = g.ignored(c, ed, src, it.ignored)
-		case src.queue.Mode == ModeQueued:
+		case src.cfg.Forward.Queue.Mode == ModeQueued:
 			err = g.enqueue(c, ed, src, it.body, it.contextAt, now)
 		default:
 			err = g.claimAndForward(c, ed, src, it.body, it.contextAt)

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/signatures"
 )
 
@@ -25,7 +26,7 @@ func FuzzBatchSplit(f *testing.F) {
 		src, err := NewSource(SourceConfig{Name: "f", Provider: "gocardless", Split: split, EventID: []string{"{json:id}"},
 			Signature: signatures.Config{Secrets: []string{"k"}}, Forward: ForwardConfig{URL: "http://127.0.0.1:1/"}})
 		if err != nil {
-			var fe *FieldError
+			var fe *field.Error
 			if !errors.As(err, &fe) {
 				t.Fatalf("config error without a field: %v", err)
 			}

@@ -136,9 +136,9 @@ func (s *Source) CancelRequest(n CancelNotice) (forward.Request, error) {
 		return forward.Request{}, err
 	}
 	return forward.Request{
-		URL: s.forwardURL, Timeout: s.forwardTimeout, Body: body, ContentType: "application/json",
-		StaticHeaders: s.forwardHeaders, Source: s.Name, EventID: n.EventID, Scope: n.Scope, RunID: n.RunID,
-		Delivery: n.Delivery, FencingToken: n.FencingToken, SigningSecret: s.signingSecret, Notice: "cancel",
+		URL: s.cfg.Forward.URL, Timeout: s.cfg.Forward.Timeout, Body: body, ContentType: "application/json",
+		StaticHeaders: s.cfg.Forward.Headers, Source: s.Name, EventID: n.EventID, Scope: n.Scope, RunID: n.RunID,
+		Delivery: n.Delivery, FencingToken: n.FencingToken, SigningSecret: s.cfg.Forward.SigningSecret, Notice: "cancel",
 		IdempotencyKey: "cancel_" + n.RunID + "_" + strconv.FormatUint(n.FencingToken, 10),
 	}, nil
 }
@@ -151,7 +151,7 @@ func (g *Gateway) notifyCancels(res ledger.Enqueued, newEvent string) {
 	}
 	for _, in := range res.Interrupted {
 		to := g.sources[in.Item.Source] // the interrupted event's source decides
-		if to == nil || to.queue.Cancel != CancelNotify {
+		if to == nil || to.cfg.Forward.Queue.Cancel != CancelNotify {
 			continue
 		}
 		c.SendCancel(to, CancelNotice{Type: "replyonce.cancel", Reason: "superseded", Source: in.Item.Source,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 // wantRefused checks a 400 whose body names the rule and the problem, and
@@ -117,7 +118,7 @@ func TestContextAtOutOfRange(t *testing.T) {
 func TestSourceNamesThatMakeRunIDsAmbiguous(t *testing.T) {
 	for _, name := range []string{"a:b", "a.b", "a b", "a/b", "", "a\x00", "é", strings.Repeat("x", ingress.MaxSourceName+1)} {
 		_, err := ingress.NewSource(githubSource(name, func(c *ingress.SourceConfig) { c.Forward.URL = "http://127.0.0.1:1/x" }))
-		var fe *ingress.FieldError
+		var fe *field.Error
 		if !errors.As(err, &fe) || fe.Field != "sources" || !strings.Contains(err.Error(), "source name") {
 			t.Errorf("source name %q: error %v, want a field error on sources naming the source name", name, err)
 		}

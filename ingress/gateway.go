@@ -263,14 +263,14 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if req.Method != http.MethodPost && !getHandshake {
 		return methodNotAllowed(c, src, d)
 	}
-	body, err := readBody(c, src.maxBody)
+	body, err := readBody(c, int64(src.cfg.MaxBody))
 	if err != nil {
 		d.decision = "body"
 		return err
 	}
 	now := g.now()
 	sreq := &signatures.Request{Method: req.Method, URL: publicURL(src, req), Header: req.Header, Body: body}
-	if resp, handled, err := signatures.Handshake(src.Provider, src.sigCfg, sreq, now); handled || err != nil {
+	if resp, handled, err := signatures.Handshake(src.Provider, src.cfg.Signature, sreq, now); handled || err != nil {
 		d.decision = "handshake"
 		if err != nil {
 			return g.unauthorized(src, d, err)
@@ -333,7 +333,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		d.runID = ""
 		return g.ignored(c, d, src, ruleEcho)
 	}
-	if src.queue.Mode == ModeQueued {
+	if src.cfg.Forward.Queue.Mode == ModeQueued {
 		return g.enqueue(c, d, src, body, contextAt, now)
 	}
 	return g.claimAndForward(c, d, src, body, contextAt)
@@ -355,7 +355,7 @@ func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
 		// so the provider must retry rather than be told it is forged.
 		d.reason = "signature_key_unavailable"
 		return &Error{Status: http.StatusServiceUnavailable, Message: "signature cannot be checked now", Reason: "key_unavailable",
-			RetryAfter: src.retryAfter, Cause: err}
+			RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
 	reason := "invalid"
 	switch {
@@ -433,7 +433,7 @@ func tooLarge(limit int64) error {
 // query-string handshakes need it: the configured public URL (the gateway
 // may sit behind TLS termination) with the request's query appended.
 func publicURL(src *Source, req *http.Request) string {
-	base := src.sigCfg.URL
+	base := src.cfg.Signature.URL
 	if base == "" {
 		base = "http://" + req.Host + req.URL.Path
 	}
@@ -561,7 +561,7 @@ const clockSlack = time.Second
 // heard of it). With the default store timeout it is the forward timeout
 // plus 5 s.
 func (g *Gateway) pendingTTL(src *Source) time.Duration {
-	return src.forwardTimeout + g.settleMargin + g.storeTimeout
+	return src.cfg.Forward.Timeout + g.settleMargin + g.storeTimeout
 }
 
 // storeCtx bounds one ledger call: detached from the provider's
@@ -583,7 +583,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	cctx, cancel := g.storeCtx(ctx)
 	cctx, span := g.startStep(cctx, SpanClaim, d)
 	run, claim, err := g.ledger.BeginClaim(cctx,
-		ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
+		ledger.RunOptions{RunID: d.runID, Mode: src.cfg.Runs, ContextAt: contextAt},
 		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: g.pendingTTL(src),
 			Redeliverable: true, MaxAttempts: deliverAttempts})
 	endStep(span, err, "store error", string(claim.Status))
@@ -591,7 +591,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = "store_error"
-		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
 	switch claim.Status {
 	case ledger.StatusClaimed:
@@ -612,7 +612,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	case ledger.StatusInFlight:
 		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
 		d.decision = "in_flight"
-		wait := min(claim.Deadline.Sub(g.now()), src.retryAfter)
+		wait := min(claim.Deadline.Sub(g.now()), src.cfg.RetryAfter)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered by another request", Reason: "in_flight", RetryAfter: wait}
 	case ledger.StatusRefused:
 		if claim.Reason == ledger.ReasonRunEnded || claim.Reason == ledger.ReasonRunCancelled {
@@ -624,20 +624,20 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 			return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(claim.Reason)})
 		}
 		d.decision = string(claim.Status)
-		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
+		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.cfg.RetryAfter}
 	default:
 		// Not reachable with a redeliverable, unlimited claim; never a 2xx.
 		d.decision = string(claim.Status)
-		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.retryAfter}
+		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.cfg.RetryAfter}
 	}
 	d.deliveryN = run.Delivery
 	// The forward must end, and its settle land, before the claim expires:
 	// otherwise another delivery of the event may claim and forward it
 	// meanwhile. A claim that came back from a slow store with less left
 	// than that is given up unforwarded.
-	if left := claim.Deadline.Sub(g.now()); left <= src.forwardTimeout+g.settleMargin {
+	if left := claim.Deadline.Sub(g.now()); left <= src.cfg.Forward.Timeout+g.settleMargin {
 		d.decision = "claim_expiring"
-		err := fmt.Errorf("the claim came back with %s left, not more than the forward timeout %s plus %s to settle", left, src.forwardTimeout, g.settleMargin)
+		err := fmt.Errorf("the claim came back with %s left, not more than the forward timeout %s plus %s to settle", left, src.cfg.Forward.Timeout, g.settleMargin)
 		return g.giveUp(ctx, d, src, claim, err, "the ledger answered too slowly to deliver the event safely")
 	}
 	if g.stop.Err() != nil {
@@ -649,11 +649,11 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	fctx, cancelForward := context.WithCancel(context.WithoutCancel(ctx))
 	stopForward := context.AfterFunc(g.stop, cancelForward)
 	out := g.fwd.Forward(fctx, forward.Request{
-		URL: src.forwardURL, Timeout: src.forwardTimeout, Body: body, ContentType: c.Request().Header.Get("Content-Type"),
-		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.forwardHeaders,
+		URL: src.cfg.Forward.URL, Timeout: src.cfg.Forward.Timeout, Body: body, ContentType: c.Request().Header.Get("Content-Type"),
+		Header: pickHeaders(c.Request().Header, src.passHeaders), StaticHeaders: src.cfg.Forward.Headers,
 		Source: src.Name, EventID: d.eventID, Scope: d.scope, RunID: d.runID, Delivery: run.Delivery,
-		FencingToken: run.Token, ContextAt: run.ContextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.signingSecret,
-		KeepBody: src.respondLimit,
+		FencingToken: run.Token, ContextAt: run.ContextAt, IdempotencyKey: claim.IdempotencyKey, SigningSecret: src.cfg.Forward.SigningSecret,
+		KeepBody: src.respondLimit(),
 	})
 	stopForward()
 	cancelForward()
@@ -679,7 +679,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		// The agent may have the event, but the ledger does not know: the
 		// provider's retry will redeliver once the claim's TTL passes.
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
-		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: settleErr}
+		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.cfg.RetryAfter, Cause: settleErr}
 	}
 	switch out.Kind {
 	case forward.Delivered:
@@ -695,9 +695,9 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	}
 	// The agent's own Retry-After is honoured up to the source's bound: a
 	// provider told to wait a day (or until 2099) may give up on the event.
-	wait := src.retryAfter
+	wait := src.cfg.RetryAfter
 	if out.RetryAfterGiven {
-		wait = min(out.RetryAfter, src.retryAfter)
+		wait = min(out.RetryAfter, src.cfg.RetryAfter)
 	}
 	return &Error{Status: http.StatusServiceUnavailable, Message: "the agent could not take the event now", Reason: "agent_unavailable", RetryAfter: wait, Cause: out.Err}
 }
@@ -714,7 +714,7 @@ func (g *Gateway) giveUp(ctx context.Context, d *delivery, src *Source, claim le
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		why = fmt.Errorf("%w; settling it as not applied failed: %w", why, err)
 	}
-	return &Error{Status: http.StatusServiceUnavailable, Message: msg, Reason: d.decision, RetryAfter: src.retryAfter, Cause: why}
+	return &Error{Status: http.StatusServiceUnavailable, Message: msg, Reason: d.decision, RetryAfter: src.cfg.RetryAfter, Cause: why}
 }
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {

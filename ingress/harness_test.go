@@ -211,6 +211,11 @@ func newHarnessWith(t *testing.T, mod func(*ingress.Options), cfgs ...ingress.So
 		if c.Forward.URL == "" {
 			c.Forward.URL = h.sink.URL + "/events"
 		}
+		if c.Forward.Queue.Mode == "" {
+			// The harness's gateway has no dispatcher: its sources are
+			// inline unless a test asks for queued.
+			c.Forward.Queue.Mode = ingress.ModeInline
+		}
 		s, err := ingress.NewSource(c)
 		if err != nil {
 			t.Fatalf("NewSource(%s): %v", c.Name, err)

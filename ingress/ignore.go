@@ -12,16 +12,31 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/replyonce/gateway/ingress/extract"
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ingress/filter"
 )
 
-// IgnoreRule is one entry of a source's ignore list: filters over the
-// request's sections (keys headers, query, path, body), all of which must
-// match. Name labels the rule in metrics and logs; without one the rule is
-// called ignore[i].
+// IgnoreRule is one entry of a source's ignore list: JSON filters (Hookdeck
+// and Convoy syntax, see ingress/filter) over the request's sections, all
+// of which must match. Name labels the rule in metrics and logs; without
+// one the rule is called ignore[i].
 type IgnoreRule struct {
-	Name string
-	Spec map[string]any
+	Name    string `yaml:"name"`
+	Headers any    `yaml:"headers"`
+	Query   any    `yaml:"query"`
+	Path    any    `yaml:"path"`
+	Body    any    `yaml:"body"`
+}
+
+// spec is the rule's sections as filter.CompileRule takes them.
+func (r IgnoreRule) spec() map[string]any {
+	m := map[string]any{}
+	for k, v := range map[string]any{"headers": r.Headers, "query": r.Query, "path": r.Path, "body": r.Body} {
+		if v != nil {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // matcher is one reason to ignore an event: a configured rule or a preset.
@@ -44,25 +59,25 @@ const ruleEcho = "echo_of"
 
 // compileIgnore builds a source's matchers: its rules in order, then the
 // provider's presets unless they are switched off.
-func compileIgnore(cfg SourceConfig, field string) ([]matcher, error) {
+func compileIgnore(cfg SourceConfig, source string) ([]matcher, error) {
 	var out []matcher
 	var errs []error
 	seen := map[string]int{}
 	for i, r := range cfg.Ignore {
-		path := fmt.Sprintf("%s.ignore[%d]", field, i)
+		path := fmt.Sprintf("%s.ignore[%d]", source, i)
 		label := r.Name
 		if label == "" {
 			label = fmt.Sprintf("ignore[%d]", i)
 		} else if strings.HasPrefix(label, "preset:") || label == ruleEcho {
-			errs = append(errs, fieldErr(path+".name", "%q is reserved for the built-in reasons", label))
+			errs = append(errs, field.Errorf(path+".name", "%q is reserved for the built-in reasons", label))
 			continue
 		}
 		if j, dup := seen[label]; dup {
-			errs = append(errs, fieldErr(path+".name", "%q is also the name of ignore[%d]: metrics count by name", label, j))
+			errs = append(errs, field.Errorf(path+".name", "%q is also the name of ignore[%d]: metrics count by name", label, j))
 			continue
 		}
 		seen[label] = i
-		rule, err := filter.CompileRule(r.Spec, path)
+		rule, err := filter.CompileRule(r.spec(), path)
 		if err != nil {
 			errs = append(errs, filterFieldErr(err, path))
 			continue
@@ -70,11 +85,11 @@ func compileIgnore(cfg SourceConfig, field string) ([]matcher, error) {
 		out = append(out, matcher{label: label, rule: rule})
 	}
 	if len(cfg.IgnoreFrom) > 0 && cfg.Provider != "slack" && cfg.Provider != "nylas" {
-		errs = append(errs, fieldErr(field+".ignore_from", "only the slack and nylas presets use it (provider is %q): write an ignore rule instead", cfg.Provider))
+		errs = append(errs, field.Errorf(source+".ignore_from", "only the slack and nylas presets use it (provider is %q): write an ignore rule instead", cfg.Provider))
 	}
 	for i, a := range cfg.IgnoreFrom {
 		if strings.TrimSpace(a) == "" {
-			errs = append(errs, fieldErr(fmt.Sprintf("%s.ignore_from[%d]", field, i), "is empty"))
+			errs = append(errs, field.Errorf(fmt.Sprintf("%s.ignore_from[%d]", source, i), "is empty"))
 		}
 	}
 	if len(errs) > 0 {
@@ -88,11 +103,11 @@ func compileIgnore(cfg SourceConfig, field string) ([]matcher, error) {
 }
 
 func filterFieldErr(err error, path string) error {
-	var fe *filter.Error
+	var fe *field.Error
 	if errors.As(err, &fe) {
-		return &FieldError{Field: fe.Path, Err: fe.Err}
+		return fe
 	}
-	return &FieldError{Field: path, Err: err}
+	return field.Wrap(path, err)
 }
 
 // presetsFor lists the presets on by default for a provider.
@@ -234,7 +249,7 @@ func (g *Gateway) echoOf(ctx context.Context, src *Source, in *extract.Input, sc
 	_, found, err := g.ledger.CommittedValue(sctx, scope, v, IntentDeliver)
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
-		return false, &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: err}
+		return false, &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
 	return found, nil
 }

@@ -58,8 +58,8 @@ func metricHarness(t *testing.T, log *zap.Logger, cfgs ...ingress.SourceConfig) 
 
 func ignoreBots(c *ingress.SourceConfig) {
 	c.Ignore = []ingress.IgnoreRule{
-		{Name: "stars", Spec: map[string]any{"headers": map[string]any{"X-GitHub-Event": "watch"}}},
-		{Spec: map[string]any{"body": map[string]any{"issue": map[string]any{"title": map[string]any{"$startsWith": "Refund bot-"}}}}},
+		{Name: "stars", Headers: map[string]any{"X-GitHub-Event": "watch"}},
+		{Body: map[string]any{"issue": map[string]any{"title": map[string]any{"$startsWith": "Refund bot-"}}}},
 	}
 }
 
@@ -139,7 +139,7 @@ func TestIgnorePerBatchElement(t *testing.T) {
 	h, reg := metricHarness(t, nil, githubSource("ghb", func(c *ingress.SourceConfig) {
 		c.Split = "{json:@this}"
 		c.EventID = []string{"{json:id}"}
-		c.Ignore = []ingress.IgnoreRule{{Name: "bots", Spec: map[string]any{"body": map[string]any{"sender": map[string]any{"type": "Bot"}}}}}
+		c.Ignore = []ingress.IgnoreRule{{Name: "bots", Body: map[string]any{"sender": map[string]any{"type": "Bot"}}}}
 	}))
 	hdr := githubHeader("batch-1")
 	body := sign(t, "github", signatures.Config{Secrets: []string{githubSecret}}, h.clock.Now(), http.MethodPost, "", hdr,

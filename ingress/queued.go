@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -27,11 +28,9 @@ const (
 	ModeQueued DeliveryMode = "queued"
 )
 
-// DefaultMode is the mode of a SourceConfig that names none, for callers of
-// this package. The gateway's YAML configuration defaults to ModeQueued
-// instead (cmd/gateway/internal/config): there the new default is queued,
-// while programs built on this package keep the behaviour they had.
-const DefaultMode = ModeInline
+// DefaultMode is the mode of a source that names none, from the file or
+// from a program alike.
+const DefaultMode = ModeQueued
 
 // Queue defaults.
 const (
@@ -54,131 +53,151 @@ var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * 
 	5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
 
 // QueueConfig is a source's delivery mode and, in queued mode, its
-// dispatch and retry policy.
+// dispatch and retry policy. Its keys are written under forward.
 type QueueConfig struct {
-	Mode        DeliveryMode
-	Concurrency int // requests to the agent in flight per process; default 16
+	Mode        DeliveryMode `yaml:"mode"`        // default DefaultMode
+	Concurrency int          `yaml:"concurrency"` // requests to the agent in flight per process; default 16
 	// AcceptWait is how long an accept may wait for the dispatcher to
 	// take its event over when every place is taken and the agent is fast
-	// (see ingress/dispatch), at most MaxAcceptWait. Zero: never wait (the
-	// event is stored and swept). The config file's default is
-	// DefaultAcceptWait.
-	AcceptWait time.Duration
-	// Schedule lists the delay before each attempt: Schedule[0] before the
-	// first (normally 0), Schedule[k] after the k-th failure. An event that
-	// fails its last scheduled attempt goes to dead letter.
-	Schedule []time.Duration
-	// MaxAge ends retrying earlier: an attempt that would start later than
-	// MaxAge after receipt is not made (dead letter). Zero: the schedule
-	// alone decides.
-	MaxAge time.Duration
+	// (see ingress/dispatch), at most MaxAcceptWait. Nil: DefaultAcceptWait;
+	// zero: never wait (the event is stored and swept).
+	AcceptWait *time.Duration `yaml:"accept_wait"`
+	Retry      Retry          `yaml:"retry"`
 	// Reject lists agent statuses that reject an event for good, besides
 	// 400, 413, 415 and 422.
-	Reject []int
+	Reject []int `yaml:"reject"`
 	// Conversation-aware delivery (queued mode only): Order scope keeps
 	// one delivery per scope in flight, in contextAt order; Debounce holds
 	// a burst and delivers its newest event for all; Cancel notify posts
 	// a cancellation notice when a newer event supersedes the run in
 	// flight (runs: supersede).
-	Order    ledger.Order
-	Debounce ledger.Debounce
-	Cancel   CancelMode
+	Order    ledger.Order    `yaml:"order"`
+	Debounce ledger.Debounce `yaml:"debounce"`
+	Cancel   CancelMode      `yaml:"cancel"`
 }
 
-func (q QueueConfig) validate(field string) (QueueConfig, error) {
-	switch q.Mode {
-	case "":
+// Retry is how long a queued event is retried (forward.retry).
+type Retry struct {
+	// Schedule lists the delay before each attempt: Schedule[0] before the
+	// first (normally 0), Schedule[k] after the k-th failure. An event that
+	// fails its last scheduled attempt goes to dead letter. Default
+	// DefaultSchedule.
+	Schedule []time.Duration `yaml:"schedule"`
+	// MaxAge ends retrying earlier: an attempt that would start later than
+	// MaxAge after receipt is not made (dead letter). Zero: the schedule
+	// alone decides.
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
+// AcceptWaitOf is a pointer to d, for QueueConfig.AcceptWait.
+func AcceptWaitOf(d time.Duration) *time.Duration { return &d }
+
+// withDefaults fills in the queue policy's defaults.
+func (q QueueConfig) withDefaults() QueueConfig {
+	if q.Mode == "" {
 		q.Mode = DefaultMode
-	case ModeInline, ModeQueued:
-	default:
-		return q, fieldErr(field+".mode", "%q is not one of queued, inline", q.Mode)
 	}
 	if q.Concurrency == 0 {
 		q.Concurrency = DefaultConcurrency
 	}
+	if q.AcceptWait == nil {
+		q.AcceptWait = AcceptWaitOf(DefaultAcceptWait)
+	}
+	if len(q.Retry.Schedule) == 0 {
+		q.Retry.Schedule = DefaultSchedule
+	}
+	return q
+}
+
+// validate checks a policy with its defaults filled in; path is the
+// source's forward section.
+func (q QueueConfig) validate(path string) error {
+	switch q.Mode {
+	case ModeInline, ModeQueued:
+	default:
+		return field.Errorf(path+".mode", "%q is not one of queued, inline", q.Mode)
+	}
 	if q.Concurrency < 0 {
-		return q, fieldErr(field+".concurrency", "must be positive")
+		return field.Errorf(path+".concurrency", "must be positive")
 	}
-	if q.AcceptWait < 0 || q.AcceptWait > MaxAcceptWait {
-		return q, fieldErr(field+".accept_wait", "%s is not between 0 and %s", q.AcceptWait, MaxAcceptWait)
+	if w := *q.AcceptWait; w < 0 || w > MaxAcceptWait {
+		return field.Errorf(path+".accept_wait", "%s is not between 0 and %s", w, MaxAcceptWait)
 	}
-	if len(q.Schedule) == 0 {
-		q.Schedule = DefaultSchedule
-	}
-	for i, d := range q.Schedule {
+	for i, d := range q.Retry.Schedule {
 		if d < 0 {
-			return q, fieldErr(fmt.Sprintf("%s.retry.schedule[%d]", field, i), "must not be negative")
+			return field.Errorf(fmt.Sprintf("%s.retry.schedule[%d]", path, i), "must not be negative")
 		}
 	}
-	if q.MaxAge < 0 {
-		return q, fieldErr(field+".retry.max_age", "must not be negative")
+	if q.Retry.MaxAge < 0 {
+		return field.Errorf(path+".retry.max_age", "must not be negative")
 	}
 	if q.Order != ledger.OrderNone && q.Order != ledger.OrderScope {
-		return q, fieldErr(field+".order", "%q is not %q (or empty)", q.Order, ledger.OrderScope)
+		return field.Errorf(path+".order", "%q is not %q (or empty)", q.Order, ledger.OrderScope)
 	}
 	if q.Order != ledger.OrderNone && q.Mode != ModeQueued {
-		return q, fieldErr(field+".order", "needs forward.mode queued")
+		return field.Errorf(path+".order", "needs forward.mode queued")
 	}
 	switch d := q.Debounce; {
 	case d == ledger.Debounce{}:
 	case q.Mode != ModeQueued:
-		return q, fieldErr(field+".debounce", "needs forward.mode queued")
+		return field.Errorf(path+".debounce", "needs forward.mode queued")
 	case d.Quiet <= 0:
-		return q, fieldErr(field+".debounce.quiet", "must be positive")
+		return field.Errorf(path+".debounce.quiet", "must be positive")
 	case d.MaxWait == 0:
-		return q, fieldErr(field+".debounce.max_wait", "required: without it a scope that never goes quiet is never delivered")
+		return field.Errorf(path+".debounce.max_wait", "required: without it a scope that never goes quiet is never delivered")
 	case d.MaxWait < d.Quiet:
-		return q, fieldErr(field+".debounce.max_wait", "%s is shorter than quiet %s", d.MaxWait, d.Quiet)
+		return field.Errorf(path+".debounce.max_wait", "%s is shorter than quiet %s", d.MaxWait, d.Quiet)
 	}
 	switch q.Cancel {
 	case CancelNone:
 	case CancelNotify:
 		if q.Mode != ModeQueued {
-			return q, fieldErr(field+".cancel", "needs forward.mode queued")
+			return field.Errorf(path+".cancel", "needs forward.mode queued")
 		}
 	default:
-		return q, fieldErr(field+".cancel", "%q is not %q (or empty)", q.Cancel, CancelNotify)
+		return field.Errorf(path+".cancel", "%q is not %q (or empty)", q.Cancel, CancelNotify)
 	}
 	for i, st := range q.Reject {
 		if st < 400 || st > 499 {
-			return q, fieldErr(fmt.Sprintf("%s.reject[%d]", field, i), "%d is not a 4xx status", st)
+			return field.Errorf(fmt.Sprintf("%s.reject[%d]", path, i), "%d is not a 4xx status", st)
 		}
 		if slices.Contains([]int{401, 403, 404, 405, 410, 408, 409, 425, 429}, st) {
-			return q, fieldErr(fmt.Sprintf("%s.reject[%d]", field, i), "%d says the setup or the moment is wrong, never the event", st)
+			return field.Errorf(fmt.Sprintf("%s.reject[%d]", path, i), "%d says the setup or the moment is wrong, never the event", st)
 		}
 	}
-	return q, nil
+	return nil
 }
 
 // Queue returns the source's delivery mode and queue policy.
-func (s *Source) Queue() QueueConfig { return s.queue }
+func (s *Source) Queue() QueueConfig { return s.cfg.Forward.Queue }
 
 // Lease is how long a delivery's claim is held: the forward timeout plus a
 // margin, so a live forward is never taken for dead.
-func (s *Source) Lease() time.Duration { return s.forwardTimeout + deliverMargin }
+func (s *Source) Lease() time.Duration { return s.cfg.Forward.Timeout + deliverMargin }
 
 // HoldsAhead says whether a dispatcher may hold this source's deliveries
 // ahead of a free request place (and make accepts wait for one). Not with
 // runs: supersede: a held delivery is in flight as far as the ledger can
 // tell, so a newer event could no longer settle it superseded while it
 // waits, and the agent would get a turn that newest-wins should drop.
-func (s *Source) HoldsAhead() bool { return s.runs != ledger.ModeSupersede }
+func (s *Source) HoldsAhead() bool { return s.cfg.Runs != ledger.ModeSupersede }
 
 // StartBy is the latest time a delivery whose claim runs out at leaseUntil
 // may start its forward: a forward that takes its whole timeout then still
 // leaves half the margin to record its outcome within the claim.
 func (s *Source) StartBy(leaseUntil time.Time) time.Time {
-	return leaseUntil.Add(-s.forwardTimeout - deliverMargin/2)
+	return leaseUntil.Add(-s.cfg.Forward.Timeout - deliverMargin/2)
 }
 
 // KeepFor is how long an undelivered event is kept before retention
 // starts: its max age, or the whole schedule with its jitter and leases.
 func (s *Source) KeepFor() time.Duration {
-	if s.queue.MaxAge > 0 {
-		return s.queue.MaxAge
+	q := s.cfg.Forward.Queue
+	if q.Retry.MaxAge > 0 {
+		return q.Retry.MaxAge
 	}
 	var total time.Duration
-	for _, d := range s.queue.Schedule {
+	for _, d := range q.Retry.Schedule {
 		total += d*6/5 + s.Lease()
 	}
 	return total
@@ -187,12 +206,13 @@ func (s *Source) KeepFor() time.Duration {
 // ForwardRequest builds the request that delivers a queued event under a
 // taken claim: the same request inline mode sends.
 func (s *Source) ForwardRequest(ev ledger.QueuedEvent, t ledger.Taken) forward.Request {
+	f := s.cfg.Forward
 	return forward.Request{
-		URL: s.forwardURL, Timeout: s.forwardTimeout, Body: ev.Body, ContentType: ev.ContentType,
-		Header: http.Header(ev.Header), StaticHeaders: s.forwardHeaders,
+		URL: f.URL, Timeout: f.Timeout, Body: ev.Body, ContentType: ev.ContentType,
+		Header: http.Header(ev.Header), StaticHeaders: f.Headers,
 		Source: s.Name, EventID: ev.EventID, Scope: t.Item.Scope, RunID: t.Run.ID, Delivery: t.Run.Delivery,
 		FencingToken: t.Run.Token, ContextAt: t.Run.ContextAt, IdempotencyKey: t.Claim.IdempotencyKey,
-		SigningSecret: s.signingSecret, Final: s.queue.Reject,
+		SigningSecret: f.SigningSecret, Final: f.Queue.Reject,
 		Covers: t.Item.Covers, CoverCount: t.Item.CoverCount,
 	}
 }
@@ -243,18 +263,18 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	ectx, span := g.startStep(ctx, SpanEnqueue, d)
 	res, err := g.ledger.Enqueue(ectx, ledger.EnqueueRequest{
 		Event:    ev,
-		Run:      ledger.RunOptions{RunID: d.runID, Mode: src.runs, ContextAt: contextAt},
+		Run:      ledger.RunOptions{RunID: d.runID, Mode: src.cfg.Runs, ContextAt: contextAt},
 		Claim:    ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.Lease(), MaxAttempts: deliverAttempts},
 		Hold:     slot != nil,
 		MaxAge:   src.KeepFor(),
-		Order:    src.queue.Order,
-		Debounce: src.queue.Debounce,
+		Order:    src.cfg.Forward.Queue.Order,
+		Debounce: src.cfg.Forward.Queue.Debounce,
 	})
 	endStep(span, err, "store error", string(res.Status))
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = "store_error"
-		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.retryAfter, Cause: err}
+		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
 	switch res.Status {
 	case ledger.EnqueueQueued:
@@ -287,6 +307,6 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	default:
 		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
 		d.decision = "in_flight"
-		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered inline by another request", Reason: "in_flight", RetryAfter: src.retryAfter}
+		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered inline by another request", Reason: "in_flight", RetryAfter: src.cfg.RetryAfter}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 // Who answers the provider (ForwardConfig.Respond).
@@ -45,39 +46,44 @@ type agentAnswer struct {
 	NotKept string `json:"notKept,omitempty"`
 }
 
-// respondLimit validates forward.respond and forward.respond_limit: 0 when
-// the gateway answers, else the limit.
-func respondLimit(f ForwardConfig, mode DeliveryMode, split, field string) (int64, error) {
+// checkRespond validates forward.respond and forward.respond_limit, their
+// defaults filled in.
+func checkRespond(f ForwardConfig, split, path string) error {
 	switch f.Respond {
-	case "", RespondGateway:
+	case RespondGateway:
 		if f.RespondLimit != 0 {
-			return 0, fieldErr(field+".respond_limit", "applies only with forward.respond: agent")
+			return field.Errorf(path+".respond_limit", "applies only with forward.respond: agent")
 		}
-		return 0, nil
+		return nil
 	case RespondAgent:
 	default:
-		return 0, fieldErr(field+".respond", "%q is not one of gateway, agent", f.Respond)
+		return field.Errorf(path+".respond", "%q is not one of gateway, agent", f.Respond)
 	}
-	if mode != ModeInline {
-		return 0, fieldErr(field+".respond", "agent needs forward.mode: inline: a %s source answers the provider before the agent runs", mode)
+	if mode := f.Queue.Mode; mode != ModeInline {
+		return field.Errorf(path+".respond", "agent needs forward.mode: inline: a %s source answers the provider before the agent runs", mode)
 	}
 	if split != "" {
-		return 0, fieldErr(field+".respond", "agent cannot answer a split batch: one request carries many events, each with its own answer")
+		return field.Errorf(path+".respond", "agent cannot answer a split batch: one request carries many events, each with its own answer")
 	}
-	limit := f.RespondLimit
-	switch {
-	case limit == 0:
-		limit = DefaultRespondLimit
-	case limit < 0 || limit > MaxRespondLimit:
-		return 0, fieldErr(field+".respond_limit", "%d bytes: want 1 to %d (1MiB); the answer is stored with the event for its duplicates", limit, MaxRespondLimit)
+	if limit := f.RespondLimit; limit < 0 || limit > MaxRespondLimit {
+		return field.Errorf(path+".respond_limit", "%d bytes: want 1 to %d (1MiB); the answer is stored with the event for its duplicates", limit, MaxRespondLimit)
 	}
-	return limit, nil
+	return nil
+}
+
+// respondLimit is how much of the agent's answer is kept: 0 when the
+// gateway answers the provider.
+func (s *Source) respondLimit() int64 {
+	if s.cfg.Forward.Respond != RespondAgent {
+		return 0
+	}
+	return int64(s.cfg.Forward.RespondLimit)
 }
 
 // keptAnswer is what the deliver entry records of a delivered event's
 // answer when the agent answers the provider.
 func keptAnswer(src *Source, out forward.Outcome) *agentAnswer {
-	if src.respondLimit == 0 || out.Kind != forward.Delivered {
+	if src.respondLimit() == 0 || out.Kind != forward.Delivered {
 		return nil
 	}
 	a := &agentAnswer{Status: out.Status, ContentType: out.ContentType, Body: out.Body}
@@ -96,12 +102,12 @@ func keptAnswer(src *Source, out forward.Outcome) *agentAnswer {
 // before the source let the agent answer, or the answer was not kept (d
 // then says why, for a warning in the log).
 func answerFromAgent(c echo.Context, d *delivery, src *Source, a *agentAnswer) bool {
-	if src.respondLimit == 0 || a == nil {
+	if src.respondLimit() == 0 || a == nil {
 		return false
 	}
 	if a.NotKept != "" {
 		d.warn = true
-		d.note = fmt.Sprintf("the agent's answer was not passed on (%s; forward.respond_limit is %d bytes): the provider hears the gateway's JSON", a.NotKept, src.respondLimit)
+		d.note = fmt.Sprintf("the agent's answer was not passed on (%s; forward.respond_limit is %d bytes): the provider hears the gateway's JSON", a.NotKept, src.respondLimit())
 		return false
 	}
 	if a.ContentType != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 )
@@ -27,7 +28,7 @@ var discordSeed = bytes.Repeat([]byte{5}, ed25519.SeedSize)
 // respondSources are inline sources whose agent answers the provider.
 func respondSources(limit int64) []ingress.SourceConfig {
 	agent := func(c ingress.SourceConfig) ingress.SourceConfig {
-		c.Forward.Respond, c.Forward.RespondLimit = ingress.RespondAgent, limit
+		c.Forward.Respond, c.Forward.RespondLimit = ingress.RespondAgent, ingress.ByteSize(limit)
 		c.Forward.Queue.Mode = ingress.ModeInline
 		return c
 	}
@@ -276,7 +277,7 @@ func TestRespondConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ingress.NewSource(tc.cfg)
-			var fe *ingress.FieldError
+			var fe *field.Error
 			if !errors.As(err, &fe) || fe.Field != tc.field || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("NewSource: %v; want a field error on %s saying %q", err, tc.field, tc.says)
 			}

@@ -9,85 +9,85 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress/extract"
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 )
 
 // Source is one configured webhook endpoint, /hooks/{Name}, ready to serve.
 // Build it with NewSource so that everything it needs is checked at start.
+// It runs with its SourceConfig as given, defaults filled in (Config):
+// there is no second copy of a setting to keep in step.
 type Source struct {
 	Name     string
 	Provider string
+	cfg      SourceConfig // with its defaults (withDefaults)
 	scheme   signatures.Scheme
-	sigCfg   signatures.Config
 	info     signatures.Provider
 
+	// What the configuration compiles to.
 	eventID     extract.Rule
 	eventIDText string
 	split       string        // gjson path of the batch array; "" when each request is one event
 	scope       *extract.Rule // nil: one scope per event
 	contextAt   *extract.Rule // nil: receipt time
-	runs        ledger.Mode
-	maxBody     int64
-	retryAfter  time.Duration
-
-	forwardURL     string
-	forwardTimeout time.Duration
-	forwardHeaders map[string]string
-	signingSecret  string
-	passHeaders    []string // canonical names of informative provider headers to forward
-	queue          QueueConfig
-	// respondLimit > 0: forward.respond is agent, and the agent's 2xx
-	// answer, up to this many bytes, is the provider's (respond.go).
-	respondLimit int64
-
-	ignore []matcher     // ignore rules, then presets; first match wins
-	echoOf *extract.Rule // nil: no echo suppression
+	passHeaders []string      // canonical names of informative provider headers to forward
+	ignore      []matcher     // ignore rules, then presets; first match wins
+	echoOf      *extract.Rule // nil: no echo suppression
 }
 
-// SourceConfig is what NewSource needs; cmd/gateway fills it from YAML.
+// SourceConfig is one source as the configuration file writes it, under
+// sources.NAME (the YAML tags are the file's keys), and as programs built
+// on this package give it to NewSource. Zero fields take their defaults
+// (withDefaults), the same whichever way the source was configured.
 type SourceConfig struct {
-	Name      string
-	Provider  string
-	Signature signatures.Config
-	EventID   []string // templates; empty: the provider's default
-	Scope     []string // templates; empty: one scope per event
-	ContextAt []string // templates; empty: receipt time
-	Runs      ledger.Mode
-	MaxBody   int64
-	// RetryAfter caps the Retry-After the gateway suggests.
-	RetryAfter time.Duration
-	Forward    ForwardConfig
+	Name     string `yaml:"-"` // the key under sources
+	Provider string `yaml:"provider"`
+	// Signature holds secrets, tolerance, url, verify_token and hmac,
+	// written at the source's level.
+	Signature signatures.Config `yaml:",inline"`
+	EventID   extract.Templates `yaml:"event_id"`   // empty: the provider's default
+	Scope     extract.Templates `yaml:"scope"`      // empty: one scope per event
+	ContextAt extract.Templates `yaml:"context_at"` // empty or "receipt": receipt time
+	Runs      ledger.Mode       `yaml:"runs"`       // default independent
+	MaxBody   ByteSize          `yaml:"max_body"`   // default DefaultMaxBody
+	// RetryAfter caps the Retry-After the gateway suggests (default
+	// DefaultRetryAfter).
+	RetryAfter time.Duration `yaml:"retry_after"`
+	Forward    ForwardConfig `yaml:"forward"`
 	// Split turns one verified request into one event per element of a JSON array:
 	// "{json:PATH}" ("{json:@this}" for a body that is the array), or "default" for the
 	// provider's. EventID, Scope and ContextAt then apply to each element.
-	Split string
+	Split string `yaml:"split"`
 	// Ignore lists rules whose matching events are answered 200 "ignored"
 	// and not recorded or forwarded; IgnorePresets (nil: on) switches the
 	// provider's presets; IgnoreFrom lists the agent's own identities for
 	// the presets that need them (Slack user or bot ids, Nylas addresses).
-	Ignore        []IgnoreRule
-	IgnorePresets *bool
-	IgnoreFrom    []string
+	Ignore        []IgnoreRule `yaml:"ignore"`
+	IgnorePresets *bool        `yaml:"ignore_presets"`
+	IgnoreFrom    []string     `yaml:"ignore_from"`
 	// EchoOf gives the provider id of the thing an event is about; an event
 	// whose id an effect committed on its scope holds is the agent's echo.
-	EchoOf []string
+	EchoOf extract.Templates `yaml:"echo_of"`
 }
 
-// ForwardConfig says where and how accepted events go.
+// ForwardConfig says where and how accepted events go (forward: in the
+// file).
 type ForwardConfig struct {
-	URL           string
-	Timeout       time.Duration
-	Headers       map[string]string
-	SigningSecret string
-	Queue         QueueConfig
+	URL           string            `yaml:"url"`
+	Timeout       time.Duration     `yaml:"timeout"` // default DefaultTimeout
+	Headers       map[string]string `yaml:"headers"`
+	SigningSecret string            `yaml:"signing_secret"`
+	// Queue is the delivery mode and, in queued mode, the dispatch and
+	// retry policy; its keys sit beside the others (forward.mode, ...).
+	Queue QueueConfig `yaml:",inline"`
 	// Respond is who answers the provider: RespondGateway (the default;
 	// the gateway's JSON) or RespondAgent (the agent's status,
 	// Content-Type and body, for inline sources only).
-	Respond string
+	Respond string `yaml:"respond"`
 	// RespondLimit bounds the agent's answer that is passed on and stored
 	// for duplicates (default DefaultRespondLimit, at most MaxRespondLimit).
-	RespondLimit int64
+	RespondLimit ByteSize `yaml:"respond_limit"`
 }
 
 // Defaults for a source.
@@ -102,51 +102,67 @@ const (
 	deliverMargin = 5 * time.Second
 )
 
-// FieldError names the configuration field a problem is in.
-type FieldError struct {
-	Field string
-	Err   error
+// contextAtReceipt is the context_at that says "receipt time", the
+// default, in so many words.
+const contextAtReceipt = "receipt"
+
+// withDefaults is the source's one defaults function: every zero field
+// that has a default gets it here, whether the source came from the file
+// or from a program.
+func (c SourceConfig) withDefaults() SourceConfig {
+	if c.Runs == "" {
+		c.Runs = ledger.ModeIndependent
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if len(c.ContextAt) == 1 && c.ContextAt[0] == contextAtReceipt {
+		c.ContextAt = nil
+	}
+	if c.Forward.Timeout == 0 {
+		c.Forward.Timeout = DefaultTimeout
+	}
+	if c.Forward.Respond == "" {
+		c.Forward.Respond = RespondGateway
+	}
+	if c.Forward.Respond == RespondAgent && c.Forward.RespondLimit == 0 {
+		c.Forward.RespondLimit = DefaultRespondLimit
+	}
+	c.Forward.Queue = c.Forward.Queue.withDefaults()
+	return c
 }
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
-func fieldErr(field string, format string, args ...any) error {
-	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// NewSource validates cfg and builds the source. Errors are *FieldError,
+// NewSource validates cfg and builds the source. Errors are *field.Error,
 // naming the field under "sources.<name>".
 func NewSource(cfg SourceConfig) (*Source, error) {
-	field := "sources." + cfg.Name
+	path := "sources." + cfg.Name
 	if err := checkSourceName(cfg.Name); err != nil {
-		return nil, &FieldError{Field: "sources", Err: err}
+		return nil, field.Wrap("sources", err)
 	}
 	info, err := signatures.Lookup(cfg.Provider)
 	if err != nil {
-		return nil, &FieldError{Field: field + ".provider", Err: err}
+		return nil, field.Wrap(path+".provider", err)
 	}
 	scheme, err := signatures.New(cfg.Provider, cfg.Signature)
 	if err != nil {
-		return nil, &FieldError{Field: field, Err: err}
+		return nil, field.Wrap(path, err)
 	}
-	s := &Source{
-		Name: cfg.Name, Provider: cfg.Provider, scheme: scheme, sigCfg: cfg.Signature, info: info,
-		runs: cfg.Runs, maxBody: cfg.MaxBody, retryAfter: cfg.RetryAfter,
-		forwardURL: cfg.Forward.URL, forwardTimeout: cfg.Forward.Timeout,
-		forwardHeaders: cfg.Forward.Headers, signingSecret: cfg.Forward.SigningSecret,
-	}
+	cfg = cfg.withDefaults()
+	s := &Source{Name: cfg.Name, Provider: cfg.Provider, cfg: cfg, scheme: scheme, info: info}
 	if info.NeedsVerifyToken && cfg.Signature.VerifyToken == "" {
-		return nil, fieldErr(field+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider)
+		return nil, field.Errorf(path+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider)
 	}
 	ids := cfg.EventID
 	if cfg.Split != "" {
 		if s.split, err = splitPath(cfg.Split, info); err != nil {
-			return nil, &FieldError{Field: field + ".split", Err: err}
+			return nil, field.Wrap(path+".split", err)
 		}
 		if len(ids) == 0 {
 			if ids = info.SplitEventID; len(ids) == 0 {
-				return nil, fieldErr(field+".event_id", "provider %q has no default event id for split elements: set event_id", cfg.Provider)
+				return nil, field.Errorf(path+".event_id", "provider %q has no default event id for split elements: set event_id", cfg.Provider)
 			}
 		}
 	}
@@ -154,79 +170,68 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		ids = info.EventID
 	}
 	if len(ids) == 0 {
-		return nil, fieldErr(field+".event_id", "provider %q has no default event id: set event_id", cfg.Provider)
+		return nil, field.Errorf(path+".event_id", "provider %q has no default event id: set event_id", cfg.Provider)
 	}
 	if s.eventID, err = extract.ParseRule(ids); err != nil {
-		return nil, &FieldError{Field: field + ".event_id", Err: err}
+		return nil, field.Wrap(path+".event_id", err)
 	}
 	s.eventIDText = strings.Join(ids, " | ")
 	if len(cfg.Scope) > 0 {
 		r, err := extract.ParseRule(cfg.Scope)
 		if err != nil {
-			return nil, &FieldError{Field: field + ".scope", Err: err}
+			return nil, field.Wrap(path+".scope", err)
 		}
 		s.scope = &r
 	}
 	if len(cfg.ContextAt) > 0 {
 		r, err := extract.ParseRule(cfg.ContextAt)
 		if err != nil {
-			return nil, &FieldError{Field: field + ".context_at", Err: err}
+			return nil, field.Wrap(path+".context_at", err)
 		}
 		s.contextAt = &r
 	}
-	switch s.runs {
-	case "":
-		s.runs = ledger.ModeIndependent
+	switch cfg.Runs {
 	case ledger.ModeIndependent, ledger.ModeSupersede, ledger.ModeExclusive:
 	default:
-		return nil, fieldErr(field+".runs", "%q is not one of independent, supersede, exclusive", s.runs)
+		return nil, field.Errorf(path+".runs", "%q is not one of independent, supersede, exclusive", cfg.Runs)
 	}
-	if s.maxBody == 0 {
-		s.maxBody = DefaultMaxBody
+	if cfg.MaxBody < 0 {
+		return nil, field.Errorf(path+".max_body", "must be positive")
 	}
-	if s.maxBody < 0 {
-		return nil, fieldErr(field+".max_body", "must be positive")
+	if cfg.RetryAfter < 0 {
+		return nil, field.Errorf(path+".retry_after", "must be positive")
 	}
-	if s.retryAfter == 0 {
-		s.retryAfter = DefaultRetryAfter
+	if cfg.Forward.Timeout < 0 {
+		return nil, field.Errorf(path+".forward.timeout", "must be positive")
 	}
-	if s.retryAfter < 0 {
-		return nil, fieldErr(field+".retry_after", "must be positive")
+	if u := cfg.Forward.URL; !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return nil, field.Errorf(path+".forward.url", "%q must be an http:// or https:// URL", u)
 	}
-	if s.forwardTimeout == 0 {
-		s.forwardTimeout = DefaultTimeout
-	}
-	if s.forwardTimeout < 0 {
-		return nil, fieldErr(field+".forward.timeout", "must be positive")
-	}
-	if !strings.HasPrefix(s.forwardURL, "http://") && !strings.HasPrefix(s.forwardURL, "https://") {
-		return nil, fieldErr(field+".forward.url", "%q must be an http:// or https:// URL", s.forwardURL)
-	}
-	if s.signingSecret != "" {
-		if err := forward.ValidateSigningSecret(s.signingSecret); err != nil {
-			return nil, &FieldError{Field: field + ".forward.signing_secret", Err: err}
+	if cfg.Forward.SigningSecret != "" {
+		if err := forward.ValidateSigningSecret(cfg.Forward.SigningSecret); err != nil {
+			return nil, field.Wrap(path+".forward.signing_secret", err)
 		}
 	}
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
 	}
-	if s.queue, err = cfg.Forward.Queue.validate(field + ".forward"); err != nil {
+	if err := cfg.Forward.Queue.validate(path + ".forward"); err != nil {
 		return nil, err
 	}
-	if s.respondLimit, err = respondLimit(cfg.Forward, s.queue.Mode, s.split, field+".forward"); err != nil {
+	if err := checkRespond(cfg.Forward, s.split, path+".forward"); err != nil {
 		return nil, err
 	}
 	// Ignore rules and echo_of are checked together, so that gateway check
 	// lists every bad rule at once.
 	var ignoreErr, echoErr error
-	s.ignore, ignoreErr = compileIgnore(cfg, field)
+	s.ignore, ignoreErr = compileIgnore(cfg, path)
 	if len(cfg.EchoOf) > 0 {
 		r, err := extract.ParseRule(cfg.EchoOf)
 		switch {
 		case s.scope == nil:
-			echoErr = fieldErr(field+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
+			echoErr = field.Errorf(path+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
 		case err != nil:
-			echoErr = &FieldError{Field: field + ".echo_of", Err: err}
+			echoErr = field.Wrap(path+".echo_of", err)
 		default:
 			s.echoOf = &r
 		}
@@ -236,6 +241,10 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	}
 	return s, nil
 }
+
+// Config is the configuration the source runs with: as given to
+// NewSource, with its defaults filled in.
+func (s *Source) Config() SourceConfig { return s.cfg }
 
 // MaxSourceName bounds a source's name, which every run id starts with.
 const MaxSourceName = 64
@@ -273,7 +282,7 @@ func splitPath(v string, info signatures.Provider) (string, error) {
 }
 
 // ForwardTimeout is the source's forward timeout.
-func (s *Source) ForwardTimeout() time.Duration { return s.forwardTimeout }
+func (s *Source) ForwardTimeout() time.Duration { return s.cfg.Forward.Timeout }
 
 // Info is the provider's static facts.
 func (s *Source) Info() signatures.Provider { return s.info }
@@ -293,8 +302,8 @@ func (s *Source) Describe() string {
 		split = " split={json:" + s.split + "}"
 	}
 	respond := ""
-	if s.respondLimit > 0 {
-		respond = fmt.Sprintf(", the agent answers (up to %d bytes)", s.respondLimit)
+	if n := s.respondLimit(); n > 0 {
+		respond = fmt.Sprintf(", the agent answers (up to %d bytes)", n)
 	}
 	ignore := ""
 	for _, m := range s.ignore {
@@ -307,5 +316,5 @@ func (s *Source) Describe() string {
 		ignore += " echo_of=" + s.echoOf.String()
 	}
 	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s%s)%s",
-		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.runs, s.forwardURL, s.forwardTimeout, s.queue.Mode, respond, ignore)
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.cfg.Runs, s.cfg.Forward.URL, s.cfg.Forward.Timeout, s.cfg.Forward.Queue.Mode, respond, ignore)
 }

@@ -19,10 +19,10 @@ const ReasonRateLimited Reason = "rate_limited"
 // something is wrong, and a person should look before a fourth goes out.
 type Cap struct {
 	// Max is how many effects of the intent the window may hold (at least 1).
-	Max int `json:"max"`
+	Max int `json:"max" yaml:"max"`
 	// Window is how far back, on the ledger's clock, effects are counted.
 	// It must not exceed the retention, which forgets settled effects.
-	Window time.Duration `json:"window"`
+	Window time.Duration `json:"window" yaml:"window"`
 }
 
 // Valid reports whether the cap limits anything: Max at least 1 and a

@@ -29,8 +29,8 @@ const (
 // for Quiet, or MaxWait has passed since the first held event, and then
 // delivers only the newest, on behalf of all of them. Zero Quiet: off.
 type Debounce struct {
-	Quiet   time.Duration `json:"quiet,omitempty"`
-	MaxWait time.Duration `json:"maxWait,omitempty"`
+	Quiet   time.Duration `json:"quiet,omitempty" yaml:"quiet"`
+	MaxWait time.Duration `json:"maxWait,omitempty" yaml:"max_wait"`
 }
 
 // MaxCovers bounds the event ids a covering delivery keeps (and lists in

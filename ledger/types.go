@@ -219,23 +219,25 @@ var ErrCorrupt = errors.New("ledger: stored document is corrupt")
 // scope for years, or not encode at all.
 const MaxContextAhead = 24 * time.Hour
 
-// Options configure a Ledger. Zero values take the defaults.
+// Options configure a Ledger. Zero values take the defaults. The YAML tags
+// are the keys of the gateway's ledger section; the functions are a
+// program's to set.
 type Options struct {
-	PendingTTL  time.Duration // default 15 min
-	MaxAttempts int           // default 3
-	LeaseTTL    time.Duration // default 60 s
-	Retention   time.Duration // default 7 days
-	Classify    func(error) ErrorClass
-	Reconcile   Reconciler
-	Observe     func(Event)
-	Clock       func() time.Time
+	PendingTTL  time.Duration          `yaml:"pending_ttl"`  // default 15 min
+	MaxAttempts int                    `yaml:"max_attempts"` // default 3
+	LeaseTTL    time.Duration          `yaml:"lease_ttl"`    // default 60 s
+	Retention   time.Duration          `yaml:"retention"`    // default 7 days
+	Classify    func(error) ErrorClass `yaml:"-"`
+	Reconcile   Reconciler             `yaml:"-"`
+	Observe     func(Event)            `yaml:"-"`
+	Clock       func() time.Time       `yaml:"-"`
 	// Caps are the loop breaker: per intent, how many effects a scope may
 	// start within a window (see Cap). A claim past its cap is refused
 	// rate_limited and opens an escalation. No intent is capped by
 	// default.
-	Caps map[string]Cap
+	Caps map[string]Cap `yaml:"caps"`
 	// WaitInterval is how often a claim made with Wait polls (default 50 ms).
-	WaitInterval time.Duration
+	WaitInterval time.Duration `yaml:"-"`
 	// ReplayCache is how many committed entries the Ledger remembers, so
 	// that a claim for one of them (a redelivered event, a retried write)
 	// is answered "replayed" without a store round trip. Zero means
@@ -243,7 +245,7 @@ type Options struct {
 	// entries that is, it holds at most 64 MiB of their values and
 	// payloads (large values turn it over sooner). It assumes every
 	// process sharing the store uses the same Retention.
-	ReplayCache int
+	ReplayCache int `yaml:"replay_cache"`
 }
 
 // Defaults.

@@ -28,44 +28,46 @@ type Request struct {
 	Body   []byte // raw bytes, never re-encoded
 }
 
-// Config is one source's verification settings.
+// Config is one source's verification settings. Its YAML tags are the keys written at a
+// gateway source's level (secrets, tolerance, url, verify_token, hmac).
 type Config struct {
 	// Secrets are tried in order; several while rotating. For Discord and SendGrid they are the
 	// public keys (verifiers) or a private key (signers), see the package doc.
-	Secrets []string
+	Secrets []string `yaml:"secrets"`
 	// Tolerance bounds the age of timestamped requests, in both directions. 0 means the
 	// provider's default.
-	Tolerance time.Duration
+	Tolerance time.Duration `yaml:"tolerance"`
 	// URL is the public URL for URL-signing schemes (Twilio, Square, HubSpot), required for them.
-	URL string
+	URL string `yaml:"url"`
 	// VerifyToken answers Meta's hub.verify_token in the GET handshake.
-	VerifyToken string
+	VerifyToken string `yaml:"verify_token"`
 	// HMAC configures the generic "hmac" provider and is required for it.
-	HMAC *HMACConfig
+	HMAC *HMACConfig `yaml:"hmac"`
 	// Fetcher fetches and caches the certificates and keys of the schemes that look them up at
 	// run time (sns, paypal, plaid). Share one across sources so the cache is shared; nil gives
 	// each verifier its own with default settings (system roots, a 10 s timeout).
-	Fetcher *Fetcher
+	Fetcher *Fetcher `yaml:"-"`
 }
 
-// HMACConfig describes a generic HMAC scheme for providers not listed by name.
+// HMACConfig describes a generic HMAC scheme for providers not listed by name. The YAML tags
+// are the keys of a source's hmac section.
 type HMACConfig struct {
-	Header    string // signature header, required
-	Algorithm string // sha1 | sha256 | sha512
-	Encoding  string // hex | base64
-	Prefix    string // stripped from each signature, e.g. "sha256="
+	Header    string `yaml:"header"`    // signature header, required
+	Algorithm string `yaml:"algorithm"` // sha1 | sha256 | sha512
+	Encoding  string `yaml:"encoding"`  // hex | base64
+	Prefix    string `yaml:"prefix"`    // stripped from each signature, e.g. "sha256="
 	// Separator splits several signatures in one header value (e.g. "," or " "); empty means the
 	// whole value is one signature.
-	Separator string
+	Separator string `yaml:"separator"`
 	// Template is the signed content over {id}, {timestamp}, {body}, {url} and {method} with
 	// literal text between them; empty means "{body}". It must contain {body}, so the payload is
 	// always authenticated.
-	Template        string
-	IDHeader        string // required when the template uses {id}
-	TimestampHeader string // required when the template uses {timestamp}; unix s, ms, or RFC 3339
+	Template        string `yaml:"template"`
+	IDHeader        string `yaml:"id_header"`        // required when the template uses {id}
+	TimestampHeader string `yaml:"timestamp_header"` // required when the template uses {timestamp}; unix s, ms, or RFC 3339
 	// Tolerance for the timestamp; 0 falls back to Config.Tolerance, then to 300 s. Only used
 	// when TimestampHeader is set.
-	Tolerance time.Duration
+	Tolerance time.Duration `yaml:"tolerance"`
 }
 
 // Scheme verifies a request.

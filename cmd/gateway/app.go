@@ -14,6 +14,7 @@ import (
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=...".
@@ -206,7 +207,7 @@ type configError struct {
 }
 
 func (e configError) Error() string {
-	problems := config.Problems(e.err)
+	problems := field.List(e.err)
 	switch len(problems) {
 	case 0:
 		return e.path + ": " + e.err.Error()

@@ -88,7 +88,7 @@ func (a *App) send(ctx context.Context, args []string) error {
 		}
 		templates = info.EventID
 	}
-	req := &signatures.Request{Method: http.MethodPost, URL: src.URL, Header: http.Header{}}
+	req := &signatures.Request{Method: http.MethodPost, URL: src.Signature.URL, Header: http.Header{}}
 	if req.URL == "" {
 		req.URL = target
 	}
@@ -122,12 +122,7 @@ func (a *App) send(ctx context.Context, args []string) error {
 	for _, h := range headers {
 		req.Header.Set(h[0], h[1])
 	}
-	sc := signatures.Config{Secrets: src.Secrets, Tolerance: src.Tolerance, URL: src.URL, VerifyToken: src.VerifyToken}
-	if h := src.HMAC; h != nil {
-		sc.HMAC = &signatures.HMACConfig{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix,
-			Separator: h.Separator, Template: h.Template, IDHeader: h.IDHeader, TimestampHeader: h.TimestampHeader, Tolerance: h.Tolerance}
-	}
-	signer, err := signatures.NewSigner(src.Provider, sc)
+	signer, err := signatures.NewSigner(src.Provider, src.Signature)
 	if err != nil {
 		return fmt.Errorf("sources.%s: cannot sign test events: %w", *name, err)
 	}

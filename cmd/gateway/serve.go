@@ -75,7 +75,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	lopts := cfg.LedgerOptions()
+	lopts := cfg.Ledger
 	lopts.Clock = a.Clock
 	lopts.Observe = loopBreakerObserver(reg, log.Named("ledger"))
 	l := ledger.New(store, lopts)

@@ -90,7 +90,9 @@ func newStackWith(t *testing.T, forwardTimeout time.Duration) *stack {
 		Scope:     []string{"{json:conversation_id}"},
 		ContextAt: []string{"{json:sent_at}"},
 		Runs:      ledger.ModeSupersede,
-		Forward:   ingress.ForwardConfig{URL: agentSrv.URL + "/events", Timeout: forwardTimeout, SigningSecret: forwardSecret},
+		// Inline: this gateway runs no dispatcher.
+		Forward: ingress.ForwardConfig{URL: agentSrv.URL + "/events", Timeout: forwardTimeout, SigningSecret: forwardSecret,
+			Queue: ingress.QueueConfig{Mode: ingress.ModeInline}},
 	})
 	if err != nil {
 		t.Fatal(err)

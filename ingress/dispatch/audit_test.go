@@ -122,7 +122,7 @@ func TestStoreOutageMidDelivery(t *testing.T) {
 // attempts by outcome, dead letters and dispatch lag.
 func TestMetrics(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
-		c.Forward.Queue.Schedule = []time.Duration{0, time.Second}
+		c.Forward.Queue.Retry.Schedule = []time.Duration{0, time.Second}
 	}))
 	reg := prometheus.NewRegistry()
 	h.d.metrics = NewMetrics(reg)

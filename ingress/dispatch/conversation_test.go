@@ -93,7 +93,7 @@ func TestOrderedScopeMovesOnPastDeadLetter(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
 		c.Scope = []string{"conv"}
 		c.Forward.Queue.Order = ledger.OrderScope
-		c.Forward.Queue.Schedule = []time.Duration{0} // one attempt, then dead letter
+		c.Forward.Queue.Retry.Schedule = []time.Duration{0} // one attempt, then dead letter
 	}))
 	release := make(chan struct{})
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {

@@ -265,7 +265,7 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bo
 		return sl, true
 	}
 	d.mu.Lock()
-	wait := s.src.Queue().AcceptWait
+	wait := *s.src.Queue().AcceptWait
 	if d.closed || s.paused || !s.src.HoldsAhead() || time.Duration(s.latency.Load()) >= takeAheadLatency {
 		wait = 0
 	}
@@ -690,16 +690,16 @@ func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, int
 	}
 	q := s.src.Queue()
 	failures := t.Item.Failures + 1
-	if failures >= len(q.Schedule) {
+	if failures >= len(q.Retry.Schedule) {
 		fin.Status = ledger.DeliveryDead
 		return fin
 	}
-	delay := jittered(q.Schedule[failures], d.jitter())
+	delay := jittered(q.Retry.Schedule[failures], d.jitter())
 	if out.RetryAfterGiven {
 		delay = min(max(out.RetryAfter, ingress.MinRetryAfter), ingress.MaxRetryAfter)
 	}
 	next := now.Add(delay)
-	if q.MaxAge > 0 && next.After(t.Item.ReceivedAt.Add(q.MaxAge)) {
+	if q.Retry.MaxAge > 0 && next.After(t.Item.ReceivedAt.Add(q.Retry.MaxAge)) {
 		fin.Status = ledger.DeliveryDead
 		return fin
 	}

@@ -197,7 +197,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 // replay delivers it as a new delivery of the same run.
 func TestDeadLetterAndReplay(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
-		c.Forward.Queue.Schedule = []time.Duration{0, time.Second, 2 * time.Second}
+		c.Forward.Queue.Retry.Schedule = []time.Duration{0, time.Second, 2 * time.Second}
 	}))
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 		if n <= 3 {
@@ -243,7 +243,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 
 // max_age ends retrying before the schedule does.
 func TestMaxAge(t *testing.T) {
-	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.MaxAge = time.Minute }))
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.Retry.MaxAge = time.Minute }))
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
 	h.post(t, "old")
 	settle(h.d)

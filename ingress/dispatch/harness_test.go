@@ -150,7 +150,9 @@ type harness struct {
 func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
 	c := ingress.SourceConfig{Name: "github", Provider: "github", Signature: signatures.Config{Secrets: []string{githubSecret}},
 		Forward: ingress.ForwardConfig{Timeout: 2 * time.Second, SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-			Queue: ingress.QueueConfig{Mode: ingress.ModeQueued}}}
+			// Accepts never wait for a place unless a test gives them
+			// forward.accept_wait.
+			Queue: ingress.QueueConfig{Mode: ingress.ModeQueued, AcceptWait: ingress.AcceptWaitOf(0)}}}
 	for _, m := range mods {
 		m(&c)
 	}

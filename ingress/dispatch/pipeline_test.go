@@ -119,7 +119,9 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 // answers fast (the event is handed over, not stored and swept), and does
 // not wait at all while the agent is slow.
 func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
-	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.AcceptWait = ingress.MaxAcceptWait }))
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Forward.Queue.AcceptWait = ingress.AcceptWaitOf(ingress.MaxAcceptWait)
+	}))
 	slots := fillHolds(t, h.d, "github")
 
 	got := make(chan ingress.Slot, 1)
@@ -159,7 +161,7 @@ func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 
 // forward.accept_wait 0s: an accept never waits for a place.
 func TestNoAcceptWait(t *testing.T) {
-	h := newHarness(t, queuedSource()) // AcceptWait zero
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.AcceptWait = ingress.AcceptWaitOf(0) }))
 	fillHolds(t, h.d, "github")
 	start := time.Now()
 	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
@@ -189,7 +191,7 @@ func TestSlowAgentGetsNoTakeAhead(t *testing.T) {
 func TestSupersedeSourceGetsNoTakeAhead(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
 		c.Runs = ledger.ModeSupersede
-		c.Forward.Queue.AcceptWait = ingress.MaxAcceptWait
+		c.Forward.Queue.AcceptWait = ingress.AcceptWaitOf(ingress.MaxAcceptWait)
 	}))
 	slots := fillHolds(t, h.d, "github")
 	if n, c := len(slots), h.source.Queue().Concurrency; n != c {

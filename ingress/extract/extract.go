@@ -393,3 +393,14 @@ func (in *Input) Form() url.Values {
 	in.form, _ = url.ParseQuery(string(in.Body))
 	return in.form
 }
+
+// Templates is a rule as configuration writes it: one template, or a list
+// of them (the first that fully resolves wins). ParseRule reads it.
+type Templates []string
+
+// UnmarshalText takes a single template written as a scalar; a list
+// decodes as the slice it is.
+func (t *Templates) UnmarshalText(text []byte) error {
+	*t = Templates{string(text)}
+	return nil
+}

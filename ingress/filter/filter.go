@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 // Filter is one compiled filter over one value.
@@ -36,17 +38,10 @@ func Compile(spec any, path string) (Filter, error) {
 // Match reports whether v (decoded JSON) matches.
 func (f Filter) Match(v any) bool { return f.n != nil && f.n.match(v, true) }
 
-// Error is a bad filter: where (the field path) and why.
-type Error struct {
-	Path string
-	Err  error
-}
-
-func (e *Error) Error() string { return e.Path + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
+// bad is a bad filter: a *field.Error naming where in it (the path given
+// to Compile, then the keys below) and why.
 func bad(path, format string, args ...any) error {
-	return &Error{Path: path, Err: fmt.Errorf(format, args...)}
+	return field.Errorf(path, format, args...)
 }
 
 // Operators lists the operators a filter may use.
@@ -93,7 +88,7 @@ func compileObject(s map[string]any, path string) (node, error) {
 			if err != nil {
 				return nil, err
 			}
-			obj = append(obj, field{name: k, n: n})
+			obj = append(obj, member{name: k, n: n})
 		}
 		return obj, nil
 	}
@@ -255,12 +250,12 @@ func (s scalarNode) match(v any, ok bool) bool {
 	return v == s.v
 }
 
-type field struct {
+type member struct {
 	name string
 	n    node
 }
 
-type objectNode []field
+type objectNode []member
 
 func (o objectNode) match(v any, ok bool) bool {
 	if !ok {

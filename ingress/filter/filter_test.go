@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ingress/filter"
 )
 
@@ -150,12 +151,12 @@ func TestBadFiltersNameTheField(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.filter, func(t *testing.T) {
 			_, err := filter.Compile(decode(t, tc.filter), "x.body")
-			var fe *filter.Error
+			var fe *field.Error
 			if !errors.As(err, &fe) {
-				t.Fatalf("want a *filter.Error, got %v", err)
+				t.Fatalf("want a *field.Error, got %v", err)
 			}
-			if fe.Path != tc.path || !strings.Contains(err.Error(), tc.says) {
-				t.Fatalf("got %q at %q, want path %q and %q", err, fe.Path, tc.path, tc.says)
+			if fe.Field != tc.path || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %q at %q, want path %q and %q", err, fe.Field, tc.path, tc.says)
 			}
 		})
 	}

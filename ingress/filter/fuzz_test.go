@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ingress/filter"
 )
 
 // FuzzFilter: any JSON filter either compiles or is refused with a
-// *filter.Error, and a compiled one matches any JSON value without panicking.
+// *field.Error, and a compiled one matches any JSON value without panicking.
 func FuzzFilter(f *testing.F) {
 	f.Add(`{"type":{"$in":["a","b"]},"user":{"id":{"$exist":true}}}`, `{"type":"a","user":{"id":1}}`)
 	f.Add(`{"$or":[{"a":{"$regex":"^x"}},{"b":{"$not":{"$gt":3}}}]}`, `{"a":["xy"],"b":2}`)
@@ -21,8 +22,8 @@ func FuzzFilter(f *testing.F) {
 		}
 		flt, err := filter.Compile(s, "body")
 		if err != nil {
-			if _, ok := err.(*filter.Error); !ok {
-				t.Fatalf("compile error %T %v is not a *filter.Error", err, err)
+			if _, ok := err.(*field.Error); !ok {
+				t.Fatalf("compile error %T %v is not a *field.Error", err, err)
 			}
 			return
 		}

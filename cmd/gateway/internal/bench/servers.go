@@ -178,7 +178,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	// The gateway, wired as `serve` wires it, but for the store timing
 	// around its store and its handler.
 	fc := ingress.ForwardConfig{URL: e.sinkSrv.url + "/events",
-		Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(cfg.Mode), Concurrency: cfg.DispatchConcurrency, AcceptWait: cfg.AcceptWait}}
+		Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(cfg.Mode), Concurrency: cfg.DispatchConcurrency, AcceptWait: ingress.AcceptWaitOf(cfg.AcceptWait)}}
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
 	}

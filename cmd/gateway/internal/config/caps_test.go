@@ -15,7 +15,7 @@ func TestCapsReachTheLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caps := def.LedgerOptions().Caps; caps != nil {
+	if caps := def.Ledger.Caps; caps != nil {
 		t.Fatalf("default caps %v, want none", caps)
 	}
 	cfg, err := Parse([]byte("ledger: {caps: {reply: {max: 3, window: 5m}}}\n"+base), vars)
@@ -25,7 +25,7 @@ func TestCapsReachTheLedger(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	got := cfg.LedgerOptions().Caps
+	got := cfg.Ledger.Caps
 	if len(got) != 1 || got["reply"] != (ledger.Cap{Max: 3, Window: 5 * time.Minute}) {
 		t.Fatalf("caps %v, want reply: 3 in 5m", got)
 	}

@@ -16,21 +16,25 @@ import (
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/extract"
+	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 )
 
 // Config is the whole file.
 type Config struct {
-	Listen  string            `yaml:"listen"`
-	TLS     TLS               `yaml:"tls"`
-	Admin   Admin             `yaml:"admin"`
-	Store   Store             `yaml:"store"`
-	Ledger  Ledger            `yaml:"ledger"`
-	Log     Log               `yaml:"log"`
-	Server  Server            `yaml:"server"`
-	Tracing Tracing           `yaml:"tracing"`
-	Sources map[string]Source `yaml:"sources"`
+	Listen  string         `yaml:"listen"`
+	TLS     TLS            `yaml:"tls"`
+	Admin   Admin          `yaml:"admin"`
+	Store   Store          `yaml:"store"`
+	Ledger  ledger.Options `yaml:"ledger"`
+	Log     Log            `yaml:"log"`
+	Server  Server         `yaml:"server"`
+	Tracing Tracing        `yaml:"tracing"`
+	// Sources are the packages' own source configuration: the YAML keys
+	// are ingress.SourceConfig's tags, read into it with nothing between.
+	Sources map[string]ingress.SourceConfig `yaml:"sources"`
 }
 
 // TLS, when set, makes the public listener serve HTTPS itself; SIGHUP
@@ -58,27 +62,6 @@ type Store struct {
 	Prefix string `yaml:"prefix"`
 }
 
-// Ledger tunes the ledger.
-type Ledger struct {
-	PendingTTL  time.Duration `yaml:"pending_ttl"`
-	MaxAttempts int           `yaml:"max_attempts"`
-	LeaseTTL    time.Duration `yaml:"lease_ttl"`
-	Retention   time.Duration `yaml:"retention"`
-	// ReplayCache is how many committed entries each instance remembers to
-	// answer redeliveries without the store (0: the ledger's default;
-	// negative: off).
-	ReplayCache int `yaml:"replay_cache"`
-	// Caps is the loop breaker: per intent, at most Max effects per scope
-	// within Window (none by default).
-	Caps map[string]Cap `yaml:"caps"`
-}
-
-// Cap is one intent's loop-breaker cap.
-type Cap struct {
-	Max    int           `yaml:"max"`
-	Window time.Duration `yaml:"window"`
-}
-
 // Log sets logging.
 type Log struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error
@@ -93,204 +76,6 @@ type Server struct {
 	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
 	// StoreTimeout bounds each ledger call made for a webhook.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
-}
-
-// Source is one webhook endpoint.
-type Source struct {
-	Provider    string        `yaml:"provider"`
-	Secrets     []string      `yaml:"secrets"`
-	Tolerance   time.Duration `yaml:"tolerance"`
-	URL         string        `yaml:"url"`
-	VerifyToken string        `yaml:"verify_token"`
-	HMAC        *HMAC         `yaml:"hmac"`
-	EventID     Templates     `yaml:"event_id"`
-	Scope       Templates     `yaml:"scope"`
-	ContextAt   Templates     `yaml:"context_at"`
-	Runs        string        `yaml:"runs"`
-	MaxBody     ByteSize      `yaml:"max_body"`
-	RetryAfter  time.Duration `yaml:"retry_after"`
-	Forward     Forward       `yaml:"forward"`
-	Split       string        `yaml:"split"`
-	// Ignore rules and presets (see ingress.IgnoreRule); echo_of turns on
-	// echo suppression.
-	Ignore        []IgnoreRule `yaml:"ignore"`
-	IgnorePresets *bool        `yaml:"ignore_presets"`
-	IgnoreFrom    []string     `yaml:"ignore_from"`
-	EchoOf        Templates    `yaml:"echo_of"`
-}
-
-// IgnoreRule is one entry of a source's ignore list: JSON filters (Hookdeck
-// and Convoy syntax) over the request's sections, all of which must match.
-type IgnoreRule struct {
-	Name    string `yaml:"name"`
-	Headers any    `yaml:"headers"`
-	Query   any    `yaml:"query"`
-	Path    any    `yaml:"path"`
-	Body    any    `yaml:"body"`
-}
-
-// spec is the rule's sections as ingress.IgnoreRule takes them.
-func (r IgnoreRule) spec() map[string]any {
-	m := map[string]any{}
-	for k, v := range map[string]any{"headers": r.Headers, "query": r.Query, "path": r.Path, "body": r.Body} {
-		if v != nil {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-// HMAC configures the generic HMAC provider.
-type HMAC struct {
-	Header          string        `yaml:"header"`
-	Algorithm       string        `yaml:"algorithm"`
-	Encoding        string        `yaml:"encoding"`
-	Prefix          string        `yaml:"prefix"`
-	Separator       string        `yaml:"separator"`
-	Template        string        `yaml:"template"`
-	IDHeader        string        `yaml:"id_header"`
-	TimestampHeader string        `yaml:"timestamp_header"`
-	Tolerance       time.Duration `yaml:"tolerance"`
-}
-
-// Forward says where accepted events go.
-type Forward struct {
-	URL           string            `yaml:"url"`
-	Timeout       time.Duration     `yaml:"timeout"`
-	Headers       map[string]string `yaml:"headers"`
-	SigningSecret string            `yaml:"signing_secret"`
-	// Queued delivery (see ingress.QueueConfig).
-	Mode        string `yaml:"mode"` // queued | inline
-	Concurrency int    `yaml:"concurrency"`
-	// AcceptWait: nil is ingress.DefaultAcceptWait; 0s never waits.
-	AcceptWait *time.Duration `yaml:"accept_wait"`
-	Retry      Retry          `yaml:"retry"`
-	Reject     []int          `yaml:"reject"` // agent statuses that reject an event for good, besides 400, 413, 415, 422
-	// Respond: gateway (default) or agent, whose 2xx answer (status,
-	// Content-Type, body up to RespondLimit) the provider then hears.
-	Respond      string   `yaml:"respond"`
-	RespondLimit ByteSize `yaml:"respond_limit"`
-	// Conversation-aware delivery (queued mode; see ingress.QueueConfig).
-	Order    string   `yaml:"order"` // scope | "" (unordered)
-	Debounce Debounce `yaml:"debounce"`
-	Cancel   string   `yaml:"cancel"` // notify | ""
-}
-
-// Debounce holds a burst on one scope and delivers its newest event for all.
-type Debounce struct {
-	Quiet   time.Duration `yaml:"quiet"`
-	MaxWait time.Duration `yaml:"max_wait"`
-}
-
-// Retry is a queued source's retry policy.
-type Retry struct {
-	Schedule []time.Duration `yaml:"schedule"`
-	MaxAge   time.Duration   `yaml:"max_age"`
-}
-
-// Templates is one extraction template or a list of them (first that
-// resolves wins).
-type Templates []string
-
-// UnmarshalYAML accepts a string or a list of strings.
-func (t *Templates) UnmarshalYAML(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		*t = Templates{n.Value}
-		return nil
-	case yaml.SequenceNode:
-		var list []string
-		if err := n.Decode(&list); err != nil {
-			return err
-		}
-		*t = list
-		return nil
-	}
-	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a template or a list of templates", n.Line)}}
-}
-
-// ByteSize is a size such as 512KiB, 1MiB or 1048576 (bytes).
-type ByteSize int64
-
-// UnmarshalYAML parses sizes with the B, KiB, MiB and GiB suffixes.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParseByteSize(n.Value)
-	if err != nil {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
-	}
-	*b = v
-	return nil
-}
-
-// ParseByteSize parses a size such as "1MiB". KB, MB and GB are refused:
-// people write them meaning either 1000 or 1024, and a limit that is off
-// by 5% is a limit nobody can reason about.
-func ParseByteSize(s string) (ByteSize, error) {
-	in := strings.TrimSpace(s)
-	num, unit := in, ""
-	if i := strings.IndexFunc(in, func(r rune) bool { return (r < '0' || r > '9') && r != '-' && r != '+' }); i >= 0 {
-		num, unit = strings.TrimSpace(in[:i]), strings.TrimSpace(in[i:])
-	}
-	mult := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-	m, ok := mult[unit]
-	if !ok {
-		binary := map[string]string{"K": "KiB", "KB": "KiB", "k": "KiB", "kB": "KiB", "kb": "KiB", "M": "MiB", "MB": "MiB", "mb": "MiB", "G": "GiB", "GB": "GiB", "gb": "GiB"}
-		if b, ok := binary[unit]; ok {
-			return 0, fmt.Errorf("%q is ambiguous (1000 or 1024?): write %s%s, or the number of bytes", in, num, b)
-		}
-		return 0, fmt.Errorf("%q is not a size: write a number of bytes or a size like 512KiB or 1MiB", in)
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > (1<<40)/m {
-		return 0, fmt.Errorf("%q is not a size: write a positive number of bytes or a size like 512KiB or 1MiB (at most 1024GiB)", in)
-	}
-	return ByteSize(n * m), nil
-}
-
-// FieldError is one problem in a configuration file: the field it is in
-// (dotted, such as "sources.stripe.forward.timeout") and the line, when
-// known. Parse returns every problem it finds, joined with errors.Join.
-type FieldError struct {
-	Field string
-	Line  int // 0: not known
-	Err   error
-}
-
-func (e *FieldError) Error() string {
-	msg := e.Field + ": " + e.Err.Error()
-	if e.Line > 0 {
-		msg += fmt.Sprintf(" (line %d)", e.Line)
-	}
-	return msg
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-func fieldErr(field string, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
-}
-
-// Problems lists the field errors inside err, in order (nil when err holds
-// none).
-func Problems(err error) []*FieldError {
-	var out []*FieldError
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, c := range j.Unwrap() {
-				walk(c)
-			}
-			return
-		}
-		var fe *FieldError
-		if errors.As(e, &fe) {
-			out = append(out, fe)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	return out
 }
 
 // Default returns the configuration every file starts from.
@@ -309,21 +94,21 @@ func Default() Config {
 // first, so that one `gateway check` run lists them all.
 type parser struct {
 	lookup func(string) (string, bool)
-	errs   []*FieldError
+	errs   []*field.Error
 	lines  map[string]int // field path → line, to place later errors
 	paths  map[int][]scalarAt
 }
 
 func (p *parser) add(n *yaml.Node, path string, err error) {
-	p.errs = append(p.errs, &FieldError{Field: path, Line: n.Line, Err: err})
+	p.errs = append(p.errs, &field.Error{Field: path, Line: n.Line, Err: err})
 	// Decoding must not report the same value again: a bad value becomes
 	// no value.
 	n.Kind, n.Tag, n.Value, n.Style, n.Content = yaml.ScalarNode, "!!null", "", 0, nil
 }
 
 // Parse reads a configuration file's bytes. lookup resolves ${VAR}
-// (os.LookupEnv in production). Its error joins one *FieldError per
-// problem (see Problems), unless the file is not YAML at all.
+// (os.LookupEnv in production). Its error joins one *field.Error per
+// problem (see field.List), unless the file is not YAML at all.
 func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(markVariables(data), &root); err != nil {
@@ -341,7 +126,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 		p.decodeErrors(err)
 	}
 	if err := cfg.Validate(); err != nil {
-		for _, fe := range Problems(err) {
+		for _, fe := range field.List(err) {
 			if p.covered(fe.Field) {
 				continue // a consequence of a problem already reported
 			}
@@ -355,7 +140,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 		return cfg, nil
 	}
 	// In file order; problems with no line (a missing field) last.
-	slices.SortStableFunc(p.errs, func(a, b *FieldError) int {
+	slices.SortStableFunc(p.errs, func(a, b *field.Error) int {
 		if (a.Line == 0) != (b.Line == 0) {
 			return b.Line - a.Line
 		}
@@ -398,8 +183,9 @@ func (p *parser) lineOf(field string) int {
 }
 
 var (
-	durationType = reflect.TypeOf(time.Duration(0))
-	byteSizeType = reflect.TypeOf(ByteSize(0))
+	durationType  = reflect.TypeOf(time.Duration(0))
+	byteSizeType  = reflect.TypeOf(ingress.ByteSize(0))
+	templatesType = reflect.TypeOf(extract.Templates(nil))
 )
 
 // walk checks the document against the Config type: unknown keys (with
@@ -429,28 +215,21 @@ func (p *parser) walk(n *yaml.Node, t reflect.Type, path string) {
 			p.add(n, path, fmt.Errorf("%q is not a duration: write one such as 10s, 500ms or 1m30s", n.Value))
 		}
 	case t == byteSizeType:
-		if _, err := ParseByteSize(n.Value); err != nil || n.Kind != yaml.ScalarNode {
+		if _, err := ingress.ParseByteSize(n.Value); err != nil || n.Kind != yaml.ScalarNode {
 			if err == nil {
 				err = errors.New("want a size such as 1MiB")
 			}
 			p.add(n, path, err)
 		}
+	case t == templatesType && n.Kind != yaml.ScalarNode && n.Kind != yaml.SequenceNode:
+		p.add(n, path, errors.New("want a template or a list of templates"))
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
-		fields := map[string]reflect.Type{}
-		var names []string
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name != "" && name != "-" {
-				fields[name] = f.Type
-				names = append(names, name)
-			}
-		}
+		fields, names := yamlFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key := n.Content[i]
 			ft, ok := fields[key.Value]
 			if !ok {
-				p.errs = append(p.errs, &FieldError{Field: join(path, key.Value), Line: key.Line,
+				p.errs = append(p.errs, &field.Error{Field: join(path, key.Value), Line: key.Line,
 					Err: fmt.Errorf("unknown field%s", suggest.Hint(key.Value, names))})
 				continue
 			}
@@ -481,19 +260,19 @@ type scalarAt struct{ path, value string }
 func (p *parser) decodeErrors(err error) {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		p.errs = append(p.errs, &FieldError{Field: "(file)", Err: err})
+		p.errs = append(p.errs, &field.Error{Field: "(file)", Err: err})
 		return
 	}
 	for _, m := range te.Errors {
 		var line int
-		field := "(file)"
+		name := "(file)"
 		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil {
 			m = strings.TrimSpace(strings.TrimPrefix(m, fmt.Sprintf("line %d:", line)))
 			if f := fieldOn(p.paths[line], m); f != "" {
-				field = f
+				name = f
 			}
 		}
-		p.errs = append(p.errs, &FieldError{Field: field, Line: line, Err: errors.New(m)})
+		p.errs = append(p.errs, &field.Error{Field: name, Line: line, Err: errors.New(m)})
 	}
 }
 
@@ -580,14 +359,35 @@ func childType(t reflect.Type, key string) reflect.Type {
 	case t.Kind() == reflect.Map:
 		return t.Elem()
 	case t.Kind() == reflect.Struct:
+		fields, _ := yamlFields(t)
+		return fields[key]
+	}
+	return nil
+}
+
+// yamlFields lists the keys a struct takes in YAML and their types, in
+// field order: each field by its tag, and the fields of an ",inline"
+// struct as the struct's own (a source's secrets, written beside its
+// provider, are ingress.SourceConfig.Signature's).
+func yamlFields(t reflect.Type) (map[string]reflect.Type, []string) {
+	fields := map[string]reflect.Type{}
+	var names []string
+	var collect func(reflect.Type)
+	collect = func(t reflect.Type) {
 		for i := range t.NumField() {
 			f := t.Field(i)
-			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
-				return f.Type
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct:
+				collect(f.Type)
+			case name != "" && name != "-":
+				fields[name] = f.Type
+				names = append(names, name)
 			}
 		}
 	}
-	return nil
+	collect(t)
+	return fields, names
 }
 
 // isStringish says whether a scalar for type t is text: a string field, a
@@ -678,10 +478,10 @@ func expandString(s string, lookup func(string) (string, bool)) (string, error) 
 }
 
 // Validate checks everything that does not need a source built. Its
-// error joins one *FieldError per problem.
+// error joins one *field.Error per problem.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
+	bad := func(name, format string, args ...any) { errs = append(errs, field.Errorf(name, format, args...)) }
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port", c.Listen)
 	}
@@ -755,7 +555,7 @@ func isLoopback(host string) bool {
 }
 
 // BuildSources turns the source sections into ready ingress sources,
-// sorted by name. Its error joins one *FieldError per source in error.
+// sorted by name. Its error joins one *field.Error per problem.
 func (c Config) BuildSources() ([]*ingress.Source, error) {
 	names := make([]string, 0, len(c.Sources))
 	for name := range c.Sources {
@@ -767,34 +567,13 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 	fetcher := signatures.NewFetcher(signatures.FetcherOptions{Client: &http.Client{Transport: http.DefaultTransport}})
 	var errs []error
 	for _, name := range names {
-		s := c.Sources[name]
-		if s.Provider == "" {
-			errs = append(errs, fieldErr("sources."+name+".provider", "required (one of %s)", strings.Join(signatures.Providers(), ", ")))
+		sc := c.Sources[name]
+		if sc.Provider == "" {
+			errs = append(errs, field.Errorf("sources."+name+".provider", "required (one of %s)", strings.Join(signatures.Providers(), ", ")))
 			continue
 		}
-		sc := ingress.SourceConfig{
-			Name: name, Provider: s.Provider,
-			Signature: signatures.Config{Secrets: s.Secrets, Tolerance: s.Tolerance, URL: s.URL, VerifyToken: s.VerifyToken, Fetcher: fetcher},
-			EventID:   s.EventID, Scope: s.Scope, Runs: ledger.Mode(s.Runs), MaxBody: int64(s.MaxBody), RetryAfter: s.RetryAfter,
-			Forward: ingress.ForwardConfig{URL: s.Forward.URL, Timeout: s.Forward.Timeout, Headers: s.Forward.Headers, SigningSecret: s.Forward.SigningSecret,
-				Queue: ingress.QueueConfig{Mode: modeOrDefault(s.Forward.Mode), Concurrency: s.Forward.Concurrency, AcceptWait: acceptWait(s.Forward.AcceptWait),
-					Schedule: s.Forward.Retry.Schedule, MaxAge: s.Forward.Retry.MaxAge, Reject: s.Forward.Reject,
-					Order: ledger.Order(s.Forward.Order), Debounce: ledger.Debounce{Quiet: s.Forward.Debounce.Quiet, MaxWait: s.Forward.Debounce.MaxWait},
-					Cancel: ingress.CancelMode(s.Forward.Cancel)},
-				Respond: s.Forward.Respond, RespondLimit: int64(s.Forward.RespondLimit)},
-			Split:         s.Split,
-			IgnorePresets: s.IgnorePresets, IgnoreFrom: s.IgnoreFrom, EchoOf: s.EchoOf,
-		}
-		for _, r := range s.Ignore {
-			sc.Ignore = append(sc.Ignore, ingress.IgnoreRule{Name: r.Name, Spec: r.spec()})
-		}
-		if len(s.ContextAt) > 0 && !(len(s.ContextAt) == 1 && s.ContextAt[0] == "receipt") {
-			sc.ContextAt = s.ContextAt
-		}
-		if h := s.HMAC; h != nil {
-			sc.Signature.HMAC = &signatures.HMACConfig{Header: h.Header, Algorithm: h.Algorithm, Encoding: h.Encoding, Prefix: h.Prefix,
-				Separator: h.Separator, Template: h.Template, IDHeader: h.IDHeader, TimestampHeader: h.TimestampHeader, Tolerance: h.Tolerance}
-		}
+		sc.Name = name
+		sc.Signature.Fetcher = fetcher
 		src, err := ingress.NewSource(sc)
 		if err != nil {
 			errs = append(errs, sourceErrors(name, err)...)
@@ -808,8 +587,9 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 	return out, nil
 }
 
-// sourceErrors converts what NewSource returned, one *FieldError or
-// several joined (a source's bad ignore rules all at once).
+// sourceErrors lists what NewSource returned: one *field.Error, or
+// several joined (a source's bad ignore rules all at once); anything else
+// is named after the source.
 func sourceErrors(name string, err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
@@ -818,31 +598,9 @@ func sourceErrors(name string, err error) []error {
 		}
 		return out
 	}
-	var ife *ingress.FieldError
-	if errors.As(err, &ife) {
-		return []error{&FieldError{Field: ife.Field, Err: ife.Err}}
+	var fe *field.Error
+	if errors.As(err, &fe) {
+		return []error{fe}
 	}
-	return []error{&FieldError{Field: "sources." + name, Err: err}}
-}
-
-// LedgerOptions converts the ledger section.
-func (c Config) LedgerOptions() ledger.Options {
-	return ledger.Options{PendingTTL: c.Ledger.PendingTTL, MaxAttempts: c.Ledger.MaxAttempts, LeaseTTL: c.Ledger.LeaseTTL,
-		Retention: c.Ledger.Retention, ReplayCache: c.Ledger.ReplayCache, Caps: c.ledgerCaps()}
-}
-
-// modeOrDefault is a source's forward.mode: queued unless it says inline.
-func modeOrDefault(m string) ingress.DeliveryMode {
-	if m == "" {
-		return ingress.ModeQueued
-	}
-	return ingress.DeliveryMode(m)
-}
-
-// acceptWait is forward.accept_wait, or its default when it is not set.
-func acceptWait(d *time.Duration) time.Duration {
-	if d == nil {
-		return ingress.DefaultAcceptWait
-	}
-	return *d
+	return []error{field.Wrap("sources."+name, err)}
 }

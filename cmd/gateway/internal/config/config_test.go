@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 func lookup(vars map[string]string) func(string) (string, bool) {
@@ -25,8 +27,8 @@ func TestVariablesAreValuesNeverYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := cfg.Sources["s"]
-	if len(s.Secrets) != 1 || s.Secrets[0] != secret {
-		t.Fatalf("secrets = %q, want [%q]", s.Secrets, secret)
+	if len(s.Signature.Secrets) != 1 || s.Signature.Secrets[0] != secret {
+		t.Fatalf("secrets = %q, want [%q]", s.Signature.Secrets, secret)
 	}
 	if s.Forward.Timeout != 3*time.Second {
 		t.Fatalf("a variable feeding a duration: %v", s.Forward.Timeout)
@@ -39,7 +41,7 @@ func TestDollarEscapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Sources["s"].Secrets[0]; got != "pa$word-x" {
+	if got := cfg.Sources["s"].Signature.Secrets[0]; got != "pa$word-x" {
 		t.Fatalf("secret = %q, want pa$word-x", got)
 	}
 }
@@ -71,23 +73,6 @@ func TestDefaults(t *testing.T) {
 	if cfg.Store.Kind != "bolt" || cfg.Store.Path != "data/ledger.db" || cfg.Listen != "127.0.0.1:8080" {
 		t.Fatalf("defaults: %+v", cfg)
 	}
-	for in, want := range map[string]ByteSize{"1MiB": 1 << 20, "512KiB": 512 << 10, "2000": 2000, "1 GiB": 1 << 30, "10B": 10} {
-		if got, err := ParseByteSize(in); err != nil || got != want {
-			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for in, want := range map[string]string{
-		"-1KiB": "positive number of bytes",
-		"1MB":   `"1MB" is ambiguous (1000 or 1024?): write 1MiB`,
-		"64kb":  "write 64KiB",
-		"2 GB":  "write 2GiB",
-		"lots":  "not a size",
-		"1TiB":  "not a size",
-	} {
-		if _, err := ParseByteSize(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseByteSize(%q): %v, want an error containing %q", in, err, want)
-		}
-	}
 }
 
 // One run lists every problem of the file, each naming its field and line,
@@ -104,7 +89,7 @@ sources:
     retry_after: 10
 `
 	_, err := Parse([]byte(file), lookup(map[string]string{"EMPTY": ""}))
-	problems := Problems(err)
+	problems := field.List(err)
 	want := []string{
 		"store.kind: \"bolts\" is not one of memory, bolt, postgres, redis, did you mean `bolt`? (line 2)",
 		"sources.s.secrets[0]: ${SECRET} is not set (line 6)",
@@ -130,7 +115,7 @@ sources:
 func TestNoKnockOnProblems(t *testing.T) {
 	y := strings.Replace(base, "${TIMEOUT}", "3s", 1)
 	_, err := Parse([]byte(y), lookup(nil))
-	if p := Problems(err); len(p) != 1 || p[0].Field != "sources.s.secrets[0]" {
+	if p := field.List(err); len(p) != 1 || p[0].Field != "sources.s.secrets[0]" {
 		t.Fatalf("problems: %v", err)
 	}
 }
@@ -168,7 +153,7 @@ func TestQueueSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || q.AcceptWait != 50*time.Millisecond || len(q.Schedule) != 10 || q.Schedule[9] != 24*time.Hour {
+	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || *q.AcceptWait != 50*time.Millisecond || len(q.Retry.Schedule) != 10 || q.Retry.Schedule[9] != 24*time.Hour {
 		t.Fatalf("default queue settings: %+v", q)
 	}
 	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, accept_wait: 0s, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
@@ -180,7 +165,7 @@ func TestQueueSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := srcs[0].Queue()
-	if q.Mode != "queued" || q.Concurrency != 4 || q.AcceptWait != 0 || len(q.Schedule) != 2 || q.Schedule[1] != time.Minute || q.MaxAge != time.Hour || q.Reject[0] != 402 {
+	if q.Mode != "queued" || q.Concurrency != 4 || *q.AcceptWait != 0 || len(q.Retry.Schedule) != 2 || q.Retry.Schedule[1] != time.Minute || q.Retry.MaxAge != time.Hour || q.Reject[0] != 402 {
 		t.Fatalf("queue settings: %+v", q)
 	}
 }
@@ -211,8 +196,8 @@ sources:
 	if cfg.Server.IdleTimeout != 3*time.Minute {
 		t.Errorf("server.idle_timeout = %v, want 3m", cfg.Server.IdleTimeout)
 	}
-	if s := cfg.Sources["s"]; s.MaxBody != 2048 || s.Secrets[0] != "123" {
-		t.Errorf("source = max_body %d secrets %q, want 2048 and [123]", s.MaxBody, s.Secrets)
+	if s := cfg.Sources["s"]; s.MaxBody != 2048 || s.Signature.Secrets[0] != "123" {
+		t.Errorf("source = max_body %d secrets %q, want 2048 and [123]", s.MaxBody, s.Signature.Secrets)
 	}
 	if cfg.Store.Path != "0012" {
 		t.Errorf("store.path = %q, want the text 0012", cfg.Store.Path)

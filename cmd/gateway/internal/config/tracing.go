@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 // Tracing turns on OpenTelemetry tracing and says where spans go. Every
@@ -41,7 +42,7 @@ const (
 // validate checks the tracing section; its problems name their field.
 func (t Tracing) validate() []error {
 	var errs []error
-	bad := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
+	bad := func(name, format string, args ...any) { errs = append(errs, field.Errorf(name, format, args...)) }
 	switch t.Exporter {
 	case "", TracingOTLP:
 	case TracingNone:

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/replyonce/gateway/ingress/field"
 )
 
 func TestTracingSection(t *testing.T) {
@@ -37,7 +39,7 @@ func TestTracingSection(t *testing.T) {
 	}
 	// Every tracing problem in one run, each naming its field and line.
 	_, err = Parse([]byte(base+"tracing:\n  exporter: jaeger\n  protocol: udp\n  sample_ratio: 2\n"), vars)
-	if n := len(Problems(err)); n != 3 || !strings.Contains(err.Error(), "(line 7)") {
+	if n := len(field.List(err)); n != 3 || !strings.Contains(err.Error(), "(line 7)") {
 		t.Errorf("%d problems in %v, want 3 with lines", n, err)
 	}
 }

@@ -232,7 +232,10 @@ func (w *world) gateway(store ledger.Store, stats *Stats) error {
 		Scope:     []string{"{json:conversation}"},
 		ContextAt: []string{"{json:message.created_at}"},
 		Runs:      ledger.ModeSupersede,
-		Forward:   ingress.ForwardConfig{URL: agentURL, Timeout: forwardTimeout, SigningSecret: forwardSecret},
+		// Inline: the demo's gateway run shows the provider's retry as the
+		// queue (the burst run shows queued delivery).
+		Forward: ingress.ForwardConfig{URL: agentURL, Timeout: forwardTimeout, SigningSecret: forwardSecret,
+			Queue: ingress.QueueConfig{Mode: ingress.ModeInline}},
 	})
 	if err != nil {
 		return err

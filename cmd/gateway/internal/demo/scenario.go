@@ -85,7 +85,7 @@ var followUps = [...]string{
 
 func newScenario(seed uint64, i int) scenario {
 	r := rand.New(rand.NewPCG(seed, streamScenario^uint64(i)))
-	sc := scenario{conv: fmt.Sprintf("c%03d", i+1), text: openers[r.IntN(len(openers))]}
+	sc := scenario{conv: fmt.Sprintf("c%03d", i+1), text: openers[r.IntN(len(openers))], duplicate: noDuplicate}
 	if r.Float64() < pDuplicate {
 		sc.duplicate = duplicateWhileAnswering
 		if r.IntN(2) == 0 {

@@ -59,7 +59,7 @@ type scenario struct {
 	burstText string
 }
 
-// seedStreams keeps the scenario and the send-fault dice of one
+// streamScenario and streamFaults keep the scenario and the send-fault dice of one
 // conversation on separate PCG streams, so that how many random numbers one
 // consumes never shifts the other.
 const (

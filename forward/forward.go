@@ -84,7 +84,7 @@ type Request struct {
 	Final []int
 	// KeepBody, when positive, keeps up to that many bytes of a 2xx answer's body in the Outcome
 	// (Body, ContentType), for passing the agent's answer back to the provider. A longer body is
-	// not kept: BodyTooLarge says so.
+	// not kept: the Outcome's BodyErr wraps ErrAnswerTooLarge.
 	KeepBody int64
 	// CoverCount and Covers say, for a debounced delivery, how many events it stands for and
 	// which (oldest first, this one last, at most the newest ledger.MaxCovers): HeaderCovers.

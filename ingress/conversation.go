@@ -24,7 +24,7 @@ const (
 	// is refused superseded).
 	CancelNone CancelMode = ""
 	// CancelNotify: the gateway also POSTs a signed cancellation notice to
-	// the agent (forward.CancelNotice).
+	// the agent (a CancelNotice, sent as Source.CancelRequest builds it).
 	CancelNotify CancelMode = "notify"
 )
 

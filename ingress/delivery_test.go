@@ -32,9 +32,10 @@ func tokenOf(t *testing.T, h http.Header) uint64 {
 	return n
 }
 
-// The forwarded request carries every header of DESIGN.md's forwarding
-// table, the provider's informative headers and raw body, never its
-// signature, and a Standard Webhooks signature that svix verifies.
+// The forwarded request carries every header the agent is promised (the
+// table of what the agent receives), the provider's informative headers
+// and raw body, never its signature, and a Standard Webhooks signature
+// that svix verifies.
 func TestForwardedRequest(t *testing.T) {
 	h := newHarness(t, githubSource("github", func(c *ingress.SourceConfig) {
 		c.Forward.SigningSecret = forwardSecret

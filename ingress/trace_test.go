@@ -64,7 +64,7 @@ func names(spans tracetest.SpanStubs) []string {
 func attrsOf(s tracetest.SpanStub) map[attribute.Key]string {
 	m := map[attribute.Key]string{}
 	for _, a := range s.Attributes {
-		m[a.Key] = a.Value.Emit()
+		m[a.Key] = a.Value.String()
 	}
 	return m
 }
@@ -84,8 +84,8 @@ func noSecrets(t *testing.T, spans tracetest.SpanStubs, secrets ...string) {
 		}
 		for _, kv := range kvs {
 			for _, sec := range secrets {
-				if strings.Contains(kv.Value.Emit(), sec) {
-					t.Errorf("span %s attribute %s = %q quotes %q", s.Name, kv.Key, kv.Value.Emit(), sec)
+				if strings.Contains(kv.Value.String(), sec) {
+					t.Errorf("span %s attribute %s = %q quotes %q", s.Name, kv.Key, kv.Value.String(), sec)
 				}
 			}
 		}

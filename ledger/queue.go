@@ -161,8 +161,12 @@ func encodeEvent(ev QueuedEvent) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: event record: %v", ErrInvalid, err)
 	}
+	// One allocation of the exact size: appending to meta would grow it
+	// twice for a large body.
 	out := make([]byte, 0, len(meta)+1+len(ev.Body))
-	out = append(append(meta, '\n'), ev.Body...)
+	out = append(out, meta...)
+	out = append(out, '\n')
+	out = append(out, ev.Body...)
 	return out, nil
 }
 

@@ -44,7 +44,8 @@
 // given back: recorded due again at once, not as a failure (outcome
 // given_back in replyonce_delivery_attempts_total), and taken again later
 // under a newer claim. When every place is taken and the agent is fast,
-// an accept waits up to 50 ms (handoffWait) for one: the event is then
+// an accept waits up to the source's forward.accept_wait (50 ms by
+// default, ingress.DefaultAcceptWait) for one: the event is then
 // handed over rather than stored and swept, and under sustained load the
 // backlog does not outgrow what the agent is fed.
 //

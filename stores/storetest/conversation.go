@@ -138,7 +138,9 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 	if got := dueIDs(t, e); got != "o1" {
 		t.Fatalf("due at o1's retry: %q", got)
 	}
-	head = take(t, e, "o", "o1")
+	if head = take(t, e, "o", "o1"); !head.OK {
+		t.Fatal("o1 was not taken at its retry")
+	}
 	// The head's holder crashes: once its claim runs out it is the head
 	// again, and still the only one due on its scope.
 	e.clock.Advance(testLease)

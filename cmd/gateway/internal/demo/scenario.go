@@ -59,7 +59,7 @@ type scenario struct {
 	burstText string
 }
 
-// seedStreams keeps the scenario and the send-fault dice of one
+// streamScenario and streamFaults keep the scenario and the send-fault dice of one
 // conversation on separate PCG streams, so that how many random numbers one
 // consumes never shifts the other.
 const (
@@ -85,7 +85,7 @@ var followUps = [...]string{
 
 func newScenario(seed uint64, i int) scenario {
 	r := rand.New(rand.NewPCG(seed, streamScenario^uint64(i)))
-	sc := scenario{conv: fmt.Sprintf("c%03d", i+1), text: openers[r.IntN(len(openers))]}
+	sc := scenario{conv: fmt.Sprintf("c%03d", i+1), text: openers[r.IntN(len(openers))], duplicate: noDuplicate}
 	if r.Float64() < pDuplicate {
 		sc.duplicate = duplicateWhileAnswering
 		if r.IntN(2) == 0 {

@@ -6,9 +6,10 @@
 //
 // # What it promises
 //
-// Forward makes exactly one POST to the agent (net/http may replay it once on a pooled connection
-// that the agent had already closed, which the Idempotency-Key header allows) and never follows a
-// redirect. It carries:
+// Forward makes exactly one POST to the agent and never follows a redirect. net/http never sends it
+// a second time, whatever its headers: an agent that reads the request and closes the connection
+// without answering has received it once, and the Outcome is a Retry for the caller to schedule as
+// a new delivery (see oneShot). It carries:
 //
 //   - the original raw body and its Content-Type, byte for byte;
 //   - the informative provider headers the caller passed, minus any header this package sets itself,

@@ -296,12 +296,11 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 		}
 	}
 
-	// A *bytes.Reader gives the request a GetBody, which together with Idempotency-Key lets net/http
-	// replay the POST on a pooled connection the agent closed in the meantime.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
+	oneShot(req, r.Body)
 
 	h := req.Header
 	for name, values := range r.Header {
@@ -341,6 +340,21 @@ func (f *Forwarder) newRequest(ctx context.Context, r Request) (*http.Request, e
 		h[HeaderWebhookSignature] = []string{wh.sign(key, ts, r.Body)}
 	}
 	return req, nil
+}
+
+// oneShot gives req a body net/http cannot rewind. With a rewindable body (GetBody, or none at all)
+// the transport treats a POST carrying Idempotency-Key as safe to replay, and sends it again on the
+// next pooled connection whenever the agent closes one without answering: an agent that reads the
+// request and crashes would receive the same delivery, token and all, once per idle connection. One
+// forward must be one request on the wire; a lost answer is a failed attempt, which the caller
+// retries as a new delivery. (A request that found no connection to go out on is still tried on
+// another: the agent has not seen it.) An empty body goes out chunked (a
+// zero-length chunk) rather than with Content-Length: 0, which net/http sends only for a body it may
+// rewind.
+func oneShot(req *http.Request, body []byte) {
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.GetBody = nil
 }
 
 func setNonEmpty(h http.Header, name, value string) {

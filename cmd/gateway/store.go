@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/ledger"
@@ -19,7 +20,7 @@ import (
 
 // openStore opens the configured store. close releases it; for Postgres it
 // also runs the migration so a fresh database works on first start.
-func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store, close func(), err error) {
+func (a *App) openStore(ctx context.Context, c config.Store, log *zap.Logger) (store ledger.Store, close func(), err error) {
 	switch c.Kind {
 	case "memory":
 		return memory.New(a.Clock), func() {}, nil
@@ -59,9 +60,30 @@ func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store
 		if err != nil {
 			return nil, nil, fmt.Errorf("store.url: %w", err)
 		}
+		sayPersistence(ctx, s, log)
 		return s, func() { _ = s.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("store.kind: %q is not supported", c.Kind)
+}
+
+// sayPersistence logs what a crash of the Redis server can lose of what
+// the gateway acknowledges: a warning when a crash of the Redis process
+// alone loses acknowledged events (appendonly off), a line at info when
+// only a crash of its machine can, or when the settings cannot be read.
+func sayPersistence(ctx context.Context, s *redis.Store, log *zap.Logger) {
+	const how = "docs/durability.md says what each setting keeps"
+	p, err := s.Persistence(ctx)
+	switch {
+	case err != nil:
+		log.Info("store: could not read the Redis server's persistence settings (CONFIG GET is refused on many managed services); "+
+			"check that appendonly is on", zap.String("see", how), zap.Error(err))
+	case p.ProcessCrashLoses():
+		log.Warn("store: Redis can lose acknowledged events: "+p.CrashLoses()+"; set appendonly yes (and appendfsync always to survive a crash of its machine)",
+			zap.String("redis", p.Server), zap.Bool("appendonly", p.AppendOnly), zap.String("save", p.Save), zap.String("see", how))
+	case p.CrashLoses() != "":
+		log.Info("store: Redis persistence: "+p.CrashLoses(), zap.String("redis", p.Server), zap.String("appendfsync", p.AppendFsync),
+			zap.String("see", how))
+	}
 }
 
 func (a *App) migrate(ctx context.Context, args []string) error {

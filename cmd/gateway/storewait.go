@@ -43,7 +43,7 @@ func (a *App) openStoreRetrying(ctx context.Context, c config.Store, log *zap.Lo
 	open := func(ctx context.Context) (ledger.Store, func(), error) {
 		actx, cancel := context.WithTimeout(ctx, storeAttemptTimeout)
 		defer cancel()
-		return a.openStore(actx, c)
+		return a.openStore(actx, c, log)
 	}
 	store, closeStore, err := open(ctx)
 	if err == nil {

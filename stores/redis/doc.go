@@ -98,6 +98,8 @@
 // ledger may let an effect happen a second time. Where that matters, run
 // Redis with appendonly yes and appendfsync always, use min-replicas-to-write
 // to narrow the failover window, or use the Postgres or bolt store.
+// Store.Persistence reads the server's settings (CONFIG GET, which changes
+// nothing) and says what a crash of it can lose; `gateway serve` logs it.
 //
 // # Tests
 //

@@ -88,6 +88,9 @@ type server struct {
 	l        *ledger.Ledger
 	log      *zap.Logger
 	refusals *refusalLog
+	// routes lists "METHOD /path" as registered, for the test that holds
+	// openapi.yaml to them.
+	routes []string
 }
 
 // endpoint handles one request and returns the value to send as JSON with
@@ -103,6 +106,11 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 		logger = zap.NewNop()
 	}
 	s := &server{l: l, log: logger, refusals: newRefusalLog(1000, 50)}
+	return RequireToken(token, s.mux(), logger)
+}
+
+// mux routes every endpoint of the API; s.routes lists them afterwards.
+func (s *server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	s.route(mux, http.MethodPost, "/v1/runs", s.begin)
 	s.route(mux, http.MethodPost, "/v1/runs/heartbeat", s.heartbeat)
@@ -117,14 +125,15 @@ func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler
 	s.route(mux, http.MethodPost, "/v1/entries/resolve", s.resolve)
 	s.routeDeliveries(mux)
 	s.routeEscalations(mux)
+	s.routeOpenAPI(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { s.fail(w, r, errNoRoute) })
-	return RequireToken(token, mux, logger)
+	return mux
 }
 
 // route registers h for method and path, and a JSON 405 for every other
 // method on the same path.
 func (s *server) route(mux *http.ServeMux, method, path string, h endpoint) {
-	mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
+	s.routeHandler(mux, method, path, func(w http.ResponseWriter, r *http.Request) {
 		v, err := h(r)
 		if err != nil {
 			s.fail(w, r, err)
@@ -132,6 +141,13 @@ func (s *server) route(mux *http.ServeMux, method, path string, h endpoint) {
 		}
 		writeJSON(w, http.StatusOK, v)
 	})
+}
+
+// routeHandler registers a plain handler for method and path, with the
+// same JSON 405 for other methods.
+func (s *server) routeHandler(mux *http.ServeMux, method, path string, h http.HandlerFunc) {
+	s.routes = append(s.routes, method+" "+path)
+	mux.HandleFunc(method+" "+path, h)
 	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", method)
 		s.fail(w, r, errMethod)

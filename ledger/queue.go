@@ -845,7 +845,8 @@ const controlPaused = "paused-sources"
 // read while the control record has never been written, so a gateway
 // upgraded in place still knows its paused sources; the first pause or
 // resume after the upgrade copies them into the control record, which is
-// the only one read from then on. The ledger never writes the old scope.
+// the only one read from then on. The ledger never writes the old scope,
+// and ReservedScope keeps everyone else out of it.
 const legacyPausedScope = "replyonce:control:paused-sources"
 
 // ErrCorruptControl marks a control record that cannot be read. It is

@@ -512,8 +512,8 @@ const MaxIDBytes = 1024
 // checkID refuses an extracted event id or scope that no store can hold
 // faithfully, with a 400 naming the rule: invalid UTF-8 (ids differing
 // only in such bytes would collapse into one), control characters
-// (NUL included; they also cannot travel in a forwarded header), or
-// more than MaxIDBytes.
+// (NUL included; they also cannot travel in a forwarded header), more
+// than MaxIDBytes, or a scope the ledger reserves (ledger.ReservedScope).
 func checkID(what, rule, v string) error {
 	bad := func(why string) error {
 		return &Error{Status: http.StatusBadRequest, Reason: "invalid_" + strings.ReplaceAll(what, " ", "_"),
@@ -527,6 +527,11 @@ func checkID(what, rule, v string) error {
 	}
 	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
 		return bad(fmt.Sprintf("contains the control character %U at byte %d", []rune(v[i:])[0], i))
+	}
+	if what == "scope" && ledger.ReservedScope(v) {
+		// The gateway's own records live there: a webhook naming one is
+		// refused before anything is written.
+		return bad(fmt.Sprintf("starts with %q, which is reserved for the gateway", ledger.ReservedPrefix))
 	}
 	return nil
 }

@@ -263,6 +263,9 @@ func checkSourceName(name string) error {
 			return fmt.Errorf("source name %q may hold only letters, digits, '_' and '-' (not %q): it is the route and the start of every run id {source}:{eventId}", name, r)
 		}
 	}
+	if ledger.ReservedScope(name + ":") {
+		return fmt.Errorf("source name %q is reserved: {source}:{eventId} is every event's default scope, and scopes starting with %q are the gateway's own", name, ledger.ReservedPrefix)
+	}
 	return nil
 }
 

@@ -205,8 +205,13 @@
 // ScopesReceived) newest first with a cursor, listing each scope's matching
 // items newest first at its newest item's place; ListDeliveries uses it
 // when no status or "delivered" is asked for. Pausing a source is one small JSON
-// record in the reserved scope "replyonce:control:paused-sources", which
-// every dispatcher reads on each sweep.
+// control record (Store.ReadControl), outside the scope key space so no
+// webhook or agent can name it, which every dispatcher reads on each
+// sweep. A record that cannot be read pauses nothing and stops nothing
+// (ErrCorruptControl); the next pause or resume rewrites it. Releases
+// before control records kept it in the scope
+// "replyonce:control:paused-sources": that scope is read until the record
+// is first written, so an upgraded gateway keeps its paused sources.
 //
 // Conversation reads one scope's runs (each with its latest token and why
 // it may no longer write), entries and queued items in one read, for the

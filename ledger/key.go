@@ -310,8 +310,8 @@ type resolvedKey struct {
 }
 
 func resolveKey(k Key) (resolvedKey, error) {
-	if k.Scope == "" {
-		return resolvedKey{}, fmt.Errorf("%w: scope is empty", ErrInvalid)
+	if err := checkScope(k.Scope); err != nil {
+		return resolvedKey{}, err
 	}
 	if k.Intent == "" {
 		return resolvedKey{}, fmt.Errorf("%w: intent is empty", ErrInvalid)

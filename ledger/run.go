@@ -73,8 +73,8 @@ func (l *Ledger) runFrom(scope string, r *runState, reason Reason) *Run {
 // Begin starts a run on scope, or resumes it when RunID names an existing
 // one.
 func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run, error) {
-	if scope == "" {
-		return nil, fmt.Errorf("%w: scope is empty", ErrInvalid)
+	if err := checkScope(scope); err != nil {
+		return nil, err
 	}
 	in, err := l.beginInput(opts)
 	if err != nil {

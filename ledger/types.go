@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -197,6 +199,40 @@ type Event struct {
 	// EscalationID names the escalation an "escalation" event opened (or
 	// an "escalation_dismissed" event closed).
 	EscalationID string
+}
+
+// ReservedPrefix starts the scopes kept for the ledger's and the gateway's
+// own records; compared without regard to case.
+const ReservedPrefix = "replyonce:"
+
+// ReservedScope reports whether scope is one of the reserved ones, which
+// no run, claim or queued event may name: whatever a webhook's scope
+// template or an agent resolves to, it must never land on a record the
+// gateway keeps for itself.
+func ReservedScope(scope string) bool {
+	return len(scope) >= len(ReservedPrefix) && strings.EqualFold(scope[:len(ReservedPrefix)], ReservedPrefix)
+}
+
+// checkScope refuses an empty or reserved scope for a new run, claim or
+// event. Reads and the handling of what is already stored do not check,
+// so data an earlier release let into a reserved scope can still be seen
+// and finished.
+func checkScope(scope string) error {
+	if scope == "" {
+		return fmt.Errorf("%w: scope is empty", ErrInvalid)
+	}
+	if ReservedScope(scope) {
+		return fmt.Errorf("%w: scope %q: scopes starting with %q are reserved for the gateway", ErrInvalid, clipScope(scope), ReservedPrefix)
+	}
+	return nil
+}
+
+// clipScope shortens a scope for an error message.
+func clipScope(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:64], "") + "..."
 }
 
 // Errors for invalid input. They change nothing in the ledger.

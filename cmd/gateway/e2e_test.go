@@ -43,8 +43,10 @@ func storeConfigs(t *testing.T) map[string]string {
 				return
 			}
 			defer pool.Close()
-			if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table+" CASCADE"); err != nil {
-				t.Errorf("cleanup: drop %s: %v", table, err)
+			for _, tb := range []string{table, table + "_blobs", table + "_control"} {
+				if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+tb+" CASCADE"); err != nil {
+					t.Errorf("cleanup: drop %s: %v", tb, err)
+				}
 			}
 		})
 	}

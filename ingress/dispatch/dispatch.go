@@ -21,6 +21,9 @@ import (
 const (
 	DefaultPoll  = time.Second
 	DefaultBatch = 64
+	// corruptLogEvery bounds how often a corrupt paused sources record is
+	// logged: once a minute, not once a sweep.
+	corruptLogEvery = time.Minute
 	// maxBackoff bounds the wait between sweeps while the store fails.
 	maxBackoff = 10 * time.Second
 	// settleTimeout bounds recording an attempt's outcome; past it the
@@ -81,6 +84,9 @@ type Dispatcher struct {
 	lastUnpark time.Time
 	unparking  map[string]bool
 	lastGauge  time.Time // the last full page read for the queue gauges
+	// corruptLogged is when the sweep last logged an unreadable paused
+	// sources record (Run's goroutine only).
+	corruptLogged time.Time
 	// pending is what the last page read from the due index left for lack
 	// of a free slot, read at pendingAt (real time): later sweeps take from
 	// it before reading the index again, for at most one Poll. Each take
@@ -383,7 +389,14 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // whole page, so there may be more right away.
 func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	paused, err := d.l.PausedSources(ctx)
-	if err != nil {
+	if errors.Is(err, ledger.ErrCorruptControl) {
+		// An unreadable record pauses nothing and stops nothing: every
+		// source is dispatched until a pause or resume writes it afresh.
+		if now := time.Now(); now.Sub(d.corruptLogged) >= corruptLogEvery {
+			d.corruptLogged = now
+			d.log.Error("dispatch: the paused sources record is corrupt; dispatching every source until a pause or resume rewrites it", zap.Error(err))
+		}
+	} else if err != nil {
 		return false, err
 	}
 	var resumed []string

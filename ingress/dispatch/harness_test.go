@@ -168,13 +168,19 @@ func newHarness(t *testing.T, cfg ingress.SourceConfig) *harness {
 // dispatchers tracing under tp.
 func newTracedHarness(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider) *harness {
 	t.Helper()
+	return newHarnessOn(t, cfg, tp, memory.New(nil))
+}
+
+// newHarnessOn is newTracedHarness on the given store.
+func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider, store ledger.Store) *harness {
+	t.Helper()
 	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp, reg: prometheus.NewRegistry()}
 	h.conv = ingress.NewConversationMetrics(h.reg)
 	var core zapcore.Core
 	core, h.logs = observer.New(zapcore.InfoLevel)
 	h.logger = zap.New(core)
 	h.agent = newAgent(t)
-	h.store = &downStore{Store: memory.New(nil)}
+	h.store = &downStore{Store: store}
 	h.ledger = ledger.New(h.store, ledger.Options{Clock: h.clock.Now})
 	if cfg.Forward.URL == "" {
 		cfg.Forward.URL = h.agent.URL + "/events"

@@ -467,6 +467,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"resolve as unknown", "POST", "/v1/entries/resolve", bearer, `{"scope":"conv-1","entry_id":"` + done.ID + `","outcome":"unknown"}`, 400, "invalid_request"},
 		{"resolve naming both", "POST", "/v1/entries/resolve", bearer, `{"scope":"conv-1","entry_id":"` + done.ID + `","intent":"reply","outcome":"committed"}`, 400, "invalid_request"},
 		{"ambiguous with a bad limit", "GET", "/v1/ambiguous?limit=-3", bearer, "", 400, "invalid_request"},
+		// The gateway's own records: no agent reads or writes there.
+		{"begin on a reserved scope", "POST", "/v1/runs", bearer, `{"scope":"replyonce:control:paused-sources","run_id":"job-1"}`, 400, "invalid_request"},
+		{"claim on a reserved scope", "POST", "/v1/claims", bearer, `{"scope":"REPLYONCE:control:x","intent":"tag","payload":1}`, 400, "invalid_request"},
+		{"check on a reserved scope", "POST", "/v1/check", bearer, `{"scope":"replyonce:x","intent":"tag","payload":1}`, 400, "invalid_request"},
+		{"history of a reserved scope", "GET", "/v1/scopes/replyonce:control:paused-sources/history", bearer, "", 400, "invalid_request"},
+		{"deliveries of a reserved scope", "GET", "/v1/deliveries?scope=replyonce:control:paused-sources", bearer, "", 400, "invalid_request"},
 		{"unknown route", "GET", "/v1/nope", bearer, "", 404, "not_found"},
 		{"wrong method", "GET", "/v1/claims", bearer, "", 405, "method_not_allowed"},
 	}

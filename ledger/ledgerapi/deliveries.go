@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -277,7 +279,11 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 
 func (s *server) paused(r *http.Request) (any, error) {
 	set, err := s.l.PausedSources(r.Context())
-	if err != nil {
+	if errors.Is(err, ledger.ErrCorruptControl) {
+		// Nothing counts as paused, as for the dispatchers; the next pause
+		// or resume writes a fresh record.
+		s.log.Error("ledger api: paused sources record is corrupt; answering none paused", zap.Error(err))
+	} else if err != nil {
 		return nil, err
 	}
 	out := PausedJSON{Paused: []string{}}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -134,6 +135,10 @@ func (s *server) mux() *http.ServeMux {
 // method on the same path.
 func (s *server) route(mux *http.ServeMux, method, path string, h endpoint) {
 	s.routeHandler(mux, method, path, func(w http.ResponseWriter, r *http.Request) {
+		if err := refuseReservedScope(r.PathValue("scope"), r.URL.Query().Get("scope")); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		v, err := h(r)
 		if err != nil {
 			s.fail(w, r, err)
@@ -214,7 +219,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads exactly one JSON object into dst. It requires a JSON
 // Content-Type (which also makes browsers preflight, so a web page cannot
 // drive a token-less loopback ledger), bounds the body, and refuses unknown
-// fields and trailing data.
+// fields, trailing data and a reserved scope.
 func decode(r *http.Request, dst any) error {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
@@ -236,6 +241,24 @@ func decode(r *http.Request, dst any) error {
 			return errTooLarge
 		}
 		return fmt.Errorf("%w: malformed JSON body: data after the object", ledger.ErrInvalid)
+	}
+	if v := reflect.Indirect(reflect.ValueOf(dst)); v.Kind() == reflect.Struct {
+		if f := v.FieldByName("Scope"); f.IsValid() && f.Kind() == reflect.String {
+			return refuseReservedScope(f.String())
+		}
+	}
+	return nil
+}
+
+// refuseReservedScope refuses a request that names a scope the gateway
+// keeps for itself (ledger.ReservedScope), in its path, its query or the
+// scope field of its body, whatever it asks: an agent has no business
+// there, to read or to write.
+func refuseReservedScope(scopes ...string) error {
+	for _, sc := range scopes {
+		if ledger.ReservedScope(sc) {
+			return fmt.Errorf("%w: scope: scopes starting with %q are reserved for the gateway", ledger.ErrInvalid, ledger.ReservedPrefix)
+		}
 	}
 	return nil
 }

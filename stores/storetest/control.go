@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -102,5 +103,75 @@ func testControlRecords(t *testing.T, newStore NewStore) {
 	wg.Wait()
 	if rec := must(s.ReadControl(e.ctx, "counter")); string(rec) != strconv.Itoa(n) {
 		t.Fatalf("%d increments left %q", n, rec)
+	}
+}
+
+// testPausedSourcesRecord: the paused sources live in a control record.
+// A gateway upgraded in place still knows the sources an earlier release
+// paused in the old reserved scope, and moves them into the record on the
+// first change; from then on that scope is never read. A corrupt record,
+// or a corrupt old scope, reads as nothing paused with ErrCorruptControl,
+// stops no dispatch, and the next pause or resume writes a fresh one.
+func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	const legacy = "replyonce:control:paused-sources"
+	writeScope := func(doc string) {
+		t.Helper()
+		noErr(t, e.store.Transact(e.ctx, legacy, func([]byte) (*ledger.Write, error) { return &ledger.Write{Doc: []byte(doc)}, nil }))
+	}
+	paused := func() string {
+		t.Helper()
+		set, err := e.l.PausedSources(e.ctx)
+		noErr(t, err)
+		return fmt.Sprint(set)
+	}
+	writeScope(`{"gh":true,"old":true}`)
+	if got := paused(); got != "map[gh:true old:true]" {
+		t.Fatalf("paused by an earlier release: %s", got)
+	}
+	noErr(t, e.l.SetSourcePaused(e.ctx, "src", true))
+	if got := paused(); got != "map[gh:true old:true src:true]" {
+		t.Fatalf("after the first pause since the upgrade: %s", got)
+	}
+	// The old scope is not read any more.
+	writeScope(`{"evil":true}`)
+	noErr(t, e.l.SetSourcePaused(e.ctx, "old", false))
+	if got := paused(); got != "map[gh:true src:true]" {
+		t.Fatalf("after a resume and a write to the old scope: %s", got)
+	}
+
+	// A corrupt record stops nothing.
+	enqueue(t, e, "corrupt-control", "e1", false)
+	noErr(t, e.store.TransactControl(e.ctx, "paused-sources", func([]byte) ([]byte, error) { return []byte(`{"gh":tru`), nil }))
+	set, err := e.l.PausedSources(e.ctx)
+	if !errors.Is(err, ledger.ErrCorruptControl) || set == nil || len(set) != 0 {
+		t.Fatalf("corrupt record: %v, %v; want an empty set and ErrCorruptControl", set, err)
+	}
+	if due := must(e.l.DueDeliveries(e.ctx, 10)); len(due) != 1 || due[0].EventID != "e1" {
+		t.Fatalf("due deliveries with a corrupt record: %+v", due)
+	}
+	// Resuming a source that the corrupt record cannot say is paused
+	// still rewrites it.
+	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", false))
+	if got := paused(); got != "map[]" {
+		t.Fatalf("after a resume over a corrupt record: %s", got)
+	}
+	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", true))
+	if got := paused(); got != "map[gh:true]" {
+		t.Fatalf("after a pause: %s", got)
+	}
+
+	// An old scope that holds something else (a webhook's document, as
+	// a release without reserved scopes let anyone write there) counts as
+	// nothing paused, and the first pause starts the record afresh.
+	e2 := setup(t, newStore, ledger.Options{})
+	e = e2
+	writeScope(`{"v":3,"seq":1,"runs":{"x":{}}}`)
+	if set, err := e.l.PausedSources(e.ctx); !errors.Is(err, ledger.ErrCorruptControl) || len(set) != 0 {
+		t.Fatalf("old scope holding a document: %v, %v", set, err)
+	}
+	noErr(t, e.l.SetSourcePaused(e.ctx, "a", true))
+	if got := paused(); got != "map[a:true]" {
+		t.Fatalf("after a pause over a corrupt old scope: %s", got)
 	}
 }

@@ -283,6 +283,23 @@ func testBadInput(t *testing.T, newStore NewStore) {
 			return err
 		}(), ledger.ErrInvalid},
 		{"cancel unknown run", e.l.Cancel(e.ctx, "bad", "nope"), ledger.ErrUnknownRun},
+		// Scopes the gateway keeps for itself take no run, claim or event.
+		{"begin on a reserved scope", func() error {
+			_, err := e.l.Begin(e.ctx, "replyonce:control:paused-sources", ledger.RunOptions{RunID: "x"})
+			return err
+		}(), ledger.ErrInvalid},
+		{"claim on a reserved scope", func() error {
+			_, err := e.l.Once(e.ctx, ledger.Key{Scope: "REPLYONCE:x", Intent: "reply"}, count(&n, nil))
+			return err
+		}(), ledger.ErrInvalid},
+		{"enqueue on a reserved scope", func() error {
+			_, err := e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+				Event: ledger.QueuedEvent{Source: "src", EventID: "e", Scope: "replyonce:y", ReceivedAt: e.clock.Now(), Body: []byte("{}")},
+				Run:   ledger.RunOptions{RunID: "src:e", Mode: ledger.ModeIndependent},
+				Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: "replyonce:y", Intent: "deliver", Payload: "e"}},
+			})
+			return err
+		}(), ledger.ErrInvalid},
 	}
 	for _, ch := range checks {
 		if !errors.Is(ch.err, ch.want) {
@@ -290,6 +307,11 @@ func testBadInput(t *testing.T, newStore NewStore) {
 		}
 	}
 	assertJSON(t, must(e.store.Read(e.ctx, "bad")), string(before))
+	for _, scope := range []string{"replyonce:control:paused-sources", "REPLYONCE:x", "replyonce:y"} {
+		if doc := must(e.store.Read(e.ctx, scope)); doc != nil {
+			t.Errorf("reserved scope %q was written: %s", scope, doc)
+		}
+	}
 	if n.Load() != 0 {
 		t.Fatal("bad input ran an effect")
 	}

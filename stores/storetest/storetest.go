@@ -108,6 +108,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Conversation", testConversation},
 		{"AmbiguousWriteConflicts", testAmbiguousWriteConflicts},
 		{"ControlRecords", testControlRecords},
+		{"PausedSourcesRecord", testPausedSourcesRecord},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

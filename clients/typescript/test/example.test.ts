@@ -43,6 +43,7 @@ test('the TypeScript example agent answers the quickstart\'s gateway send once, 
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines: Record<string, unknown>[] = [];
+  const exited = new Promise<void>((resolve) => agent.stdout!.once('end', resolve));
   const listening = new Promise<void>((resolve, reject) => {
     let buf = '';
     agent.stdout!.setEncoding('utf8').on('data', (c: string) => {
@@ -68,6 +69,9 @@ test('the TypeScript example agent answers the quickstart\'s gateway send once, 
     assert.match(dup.stdout, /"status":"duplicate"/);
     const second = await send('evt_2', 'It was due yesterday.');
     assert.match(second.stdout, /"status":"delivered"/);
+    // Stop the agent and read its output to the end before counting.
+    agent.kill('SIGTERM');
+    await exited;
     const replies = lines.filter((l) => l.msg === 'demo chat: reply received').map((l) => l.answers);
     assert.deepEqual(replies, [['evt_1'], ['evt_2']], 'one reply per customer message');
     assert.equal(lines.filter((l) => l.msg === 'event handled').length, 2, 'the duplicate never reached the agent');

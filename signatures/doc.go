@@ -9,7 +9,8 @@
 //   - Fail closed. New never returns a verifier that accepts everything: an unknown provider name,
 //     a missing secret, key, URL or verify token is an error at construction. Every Verify error
 //     wraps one sentinel saying which check failed (ErrMissingHeader, ErrMalformed, ErrStale,
-//     ErrNoMatch, ErrConfig) and names the header or field; nil is the only "authentic" answer.
+//     ErrNoMatch, ErrUnsupportedAlgorithm, ErrConfig) and names the header or field; nil is the
+//     only "authentic" answer.
 //   - Raw bytes. Schemes sign Request.Body exactly as received; nothing is decoded and re-encoded
 //     before hashing (form and JSON bodies are parsed only to read values the scheme needs, such as
 //     Twilio's POST parameters or Mailgun's signature object).

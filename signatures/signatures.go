@@ -10,12 +10,16 @@ import (
 
 // Sentinel errors, matched with errors.Is. Every error from this package wraps exactly one.
 var (
-	ErrMissingHeader   = errors.New("signatures: missing signature, timestamp or id")
-	ErrMalformed       = errors.New("signatures: malformed signature header")
-	ErrStale           = errors.New("signatures: timestamp outside tolerance")
-	ErrNoMatch         = errors.New("signatures: no matching signature")
-	ErrUnknownProvider = errors.New("signatures: unknown provider")
-	ErrConfig          = errors.New("signatures: invalid configuration")
+	ErrMissingHeader = errors.New("signatures: missing signature, timestamp or id")
+	ErrMalformed     = errors.New("signatures: malformed signature header")
+	ErrStale         = errors.New("signatures: timestamp outside tolerance")
+	ErrNoMatch       = errors.New("signatures: no matching signature")
+	// ErrUnsupportedAlgorithm: the request names a signature algorithm the verifier does not
+	// implement (Twilio's settings header), so no secret was tried. Kept apart from
+	// ErrMalformed: the header is well formed, and the operator's fix is a newer gateway.
+	ErrUnsupportedAlgorithm = errors.New("signatures: unsupported signature algorithm")
+	ErrUnknownProvider      = errors.New("signatures: unknown provider")
+	ErrConfig               = errors.New("signatures: invalid configuration")
 )
 
 // Request is what a verifier sees: the raw request as received.

@@ -19,11 +19,13 @@
 //   - Timestamps are checked against the now argument, never the wall clock, and are rejected when
 //     they are too old or too far in the future (both directions, unlike stripe-go).
 //   - Timestamped schemes (Provider.Timestamped) check freshness by default, with the provider's
-//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set. Discord,
-//     SendGrid and Sanity sign a timestamp but neither document nor check a window: theirs is
-//     checked only when Config.Tolerance is set. Sentry's timestamp header is not signed and so is
-//     not checked. Providers whose own SDK rejects only old timestamps (WorkOS, Box, Contentful)
-//     are checked in both directions here too.
+//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set, also
+//     where the provider's own library checks none (Replicate, Customer.io, Webflow). Discord,
+//     SendGrid and Sanity sign a timestamp but neither document nor check a window, and SNS and
+//     PayPal document none: theirs is checked only when Config.Tolerance is set. Sentry's
+//     timestamp header is not signed and so is not checked. Providers whose own SDK rejects only
+//     old timestamps (Stripe, Mux, Paddle, HubSpot, Slack's Bolt, Contentful) are checked in both
+//     directions here too. Provider.Timestamp states each provider's rule.
 //   - Bounded work and no panics on any input: a signature header longer than 8 KiB is malformed,
 //     at most 32 signature candidates are read from one header, and secrets are tried in order.
 //

@@ -119,8 +119,9 @@ type Provider struct {
 	Split        string
 	SplitEventID []string
 	// Scheme and HandshakeNote describe the verification and the handshake in one line each,
-	// for people (`gateway providers`); filled in by Lookup.
-	Scheme, HandshakeNote string
+	// for people (`gateway providers`); Timestamp states which timestamp is signed and how it
+	// is checked (the window, its directions, or why there is none). Filled in by Lookup.
+	Scheme, HandshakeNote, Timestamp string
 }
 
 // HandshakeResponse is the answer to a provider's endpoint verification request.
@@ -175,6 +176,7 @@ func Lookup(provider string) (Provider, error) {
 	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
 	p.Handshake = d.handshake != nil
 	p.Scheme = describe(provider, d)
+	p.Timestamp = timestampRule(provider, d)
 	if sd, ok := splitDefaults[provider]; ok {
 		p.Split, p.SplitEventID = sd.path, slices.Clone(sd.eventID)
 	}

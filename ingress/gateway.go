@@ -357,6 +357,13 @@ func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
 		return &Error{Status: http.StatusServiceUnavailable, Message: "signature cannot be checked now", Reason: "key_unavailable",
 			RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
+	if errors.Is(err, signatures.ErrUnsupportedAlgorithm) {
+		// The request names an algorithm this gateway does not implement: not a forgery to
+		// hide, but a gateway to upgrade, so the answer says so too.
+		g.metrics.verifyFailures.WithLabelValues(src.Name, "unsupported_algorithm").Inc()
+		d.reason = "signature_unsupported_algorithm"
+		return &Error{Status: http.StatusUnauthorized, Message: "signature algorithm not supported", Reason: "unsupported_algorithm", Cause: err}
+	}
 	reason := "invalid"
 	switch {
 	case errors.Is(err, signatures.ErrMissingHeader):

@@ -3,6 +3,7 @@ package signatures
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // One-line descriptions for `gateway providers`. HMAC schemes are described from their table
@@ -17,7 +18,7 @@ var schemeNotes = map[string]string{
 	"clerk":             "Standard Webhooks under svix-* headers",
 	"brex":              "Standard Webhooks (webhook-* headers, base64 key)",
 	"polar":             "Standard Webhooks (webhook-* headers; key = the secret's UTF-8 bytes, whatever its prefix, as polar-js does)",
-	"twilio":            "HMAC-SHA1 (base64) of the public URL + sorted form params, in X-Twilio-Signature",
+	"twilio":            "HMAC-SHA1 (base64) of the public URL + sorted form params, in X-Twilio-Signature; HMAC-SHA256 when X-Twilio-Webhooks-Signature-Settings names HMAC_SHA256 (SharedKey webhooks)",
 	"gitlab":            "shared token in X-Gitlab-Token",
 	"telegram":          "shared token in X-Telegram-Bot-Api-Secret-Token",
 	"okta":              "shared token in Authorization",
@@ -107,3 +108,57 @@ func describe(name string, d *def) string {
 	}
 	return fmt.Sprintf("%s (%s%s) of %s in %s", alg, enc, key, b.String(), header)
 }
+
+// timestampNotes: the timestamp rules of the schemes that are not described from an hmacDef, or
+// whose timestamp is something other than a signed one.
+var timestampNotes = map[string]string{
+	"discord":    "X-Signature-Timestamp (unix seconds), signed; not checked unless tolerance is set (Discord documents no window and discord-interactions checks none), then refused when further than tolerance from the gateway's clock either way",
+	"sendgrid":   "X-Twilio-Email-Event-Webhook-Timestamp (unix seconds), signed; not checked unless tolerance is set (SendGrid documents no window and @sendgrid/eventwebhook checks none), then refused when further than tolerance from the gateway's clock either way",
+	"telnyx":     "telnyx-timestamp (unix seconds), signed; refused when more than 300 s before or after the gateway's clock (tolerance changes the window)",
+	"mailgun":    "signature.timestamp in the body (unix seconds), signed with the token but not with the event; refused when more than 300 s before or after the gateway's clock (tolerance changes the window)",
+	"contentful": "x-contentful-timestamp (unix milliseconds), signed; refused when more than 30 s before or after the gateway's clock (tolerance changes the window; Contentful's toolkit refuses only old ones)",
+	"sns":        "Timestamp in the body (RFC 3339), signed; not checked unless tolerance is set (a redelivery keeps its original Timestamp), then refused when further than tolerance from the gateway's clock either way",
+	"paypal":     "PAYPAL-TRANSMISSION-TIME (RFC 3339), signed; not checked unless tolerance is set (PayPal documents no window), then refused when further than tolerance from the gateway's clock either way",
+	"plaid":      "the JWT's iat claim (unix seconds), signed; refused when more than 300 s before or after the gateway's clock (tolerance changes the window)",
+	"vonage":     "the JWT's iat claim (unix seconds), signed; refused when more than 300 s before or after the gateway's clock (tolerance changes the window)",
+	"monday":     "the JWT's exp claim, signed and required: refused once expired; no iat window",
+	"sentry":     "Sentry-Hook-Timestamp is not covered by the signature, so it is neither checked nor trusted; a replay is caught by its event id",
+	"braintree":  "the notification XML's timestamp is signed but not checked (Braintree's SDKs check none); a replay is caught by its event id",
+	"plivo":      "none: a nonce is signed instead (X-Plivo-Signature-V3-Nonce) but not remembered; a replay is caught by its event id",
+	"hmac":       "as configured: with hmac.timestamp_header, that header (unix seconds, milliseconds or RFC 3339), signed, refused when further than hmac.tolerance (else tolerance, else 300 s) from the gateway's clock either way; without it, none",
+}
+
+const noTimestamp = "none: the scheme signs no timestamp, so nothing bounds a request's age; a replay is caught by its event id"
+
+// timestampRule states which timestamp a provider's scheme signs and how the gateway checks it:
+// from the hmacDef where there is one, so the words cannot drift from what is verified.
+func timestampRule(name string, d *def) string {
+	if n, ok := timestampNotes[name]; ok {
+		return n
+	}
+	h := d.hmac
+	if h == nil || !h.hasTimestamp() {
+		return noTimestamp
+	}
+	var where string
+	switch {
+	case h.tsHeader != "":
+		where = h.tsHeader
+	case h.tsJSON != "":
+		where = "body field " + h.tsJSON
+	case h.format == fmtKV:
+		where = h.tsKey + "= in " + h.headers[0]
+	case h.format == fmtTSFirst:
+		where = "the first element of " + h.headers[0]
+	}
+	unit := map[tsFormat]string{tsSeconds: "unix seconds", tsMillis: "unix milliseconds", tsRFC3339: "RFC 3339",
+		tsAuto: "unix seconds, unix milliseconds or RFC 3339", tsISOLocal: "ISO 8601, UTC when it has no zone"}[h.tsFormat]
+	if h.tolerance == 0 {
+		return fmt.Sprintf("%s (%s), signed; not checked unless tolerance is set (the provider's own library checks none), "+
+			"then refused when further than tolerance from the gateway's clock either way", where, unit)
+	}
+	return fmt.Sprintf("%s (%s), signed; refused when more than %s before or after the gateway's clock (tolerance changes the window)",
+		where, unit, seconds(h.tolerance))
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%d s", int(d/time.Second)) }

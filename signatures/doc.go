@@ -9,7 +9,8 @@
 //   - Fail closed. New never returns a verifier that accepts everything: an unknown provider name,
 //     a missing secret, key, URL or verify token is an error at construction. Every Verify error
 //     wraps one sentinel saying which check failed (ErrMissingHeader, ErrMalformed, ErrStale,
-//     ErrNoMatch, ErrConfig) and names the header or field; nil is the only "authentic" answer.
+//     ErrNoMatch, ErrUnsupportedAlgorithm, ErrConfig) and names the header or field; nil is the
+//     only "authentic" answer.
 //   - Raw bytes. Schemes sign Request.Body exactly as received; nothing is decoded and re-encoded
 //     before hashing (form and JSON bodies are parsed only to read values the scheme needs, such as
 //     Twilio's POST parameters or Mailgun's signature object).
@@ -18,11 +19,13 @@
 //   - Timestamps are checked against the now argument, never the wall clock, and are rejected when
 //     they are too old or too far in the future (both directions, unlike stripe-go).
 //   - Timestamped schemes (Provider.Timestamped) check freshness by default, with the provider's
-//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set. Discord,
-//     SendGrid and Sanity sign a timestamp but neither document nor check a window: theirs is
-//     checked only when Config.Tolerance is set. Sentry's timestamp header is not signed and so is
-//     not checked. Providers whose own SDK rejects only old timestamps (WorkOS, Box, Contentful)
-//     are checked in both directions here too.
+//     window (Provider.DefaultTolerance, 300 s for most) unless Config.Tolerance is set, also
+//     where the provider's own library checks none (Replicate, Customer.io, Webflow). Discord,
+//     SendGrid and Sanity sign a timestamp but neither document nor check a window, and SNS and
+//     PayPal document none: theirs is checked only when Config.Tolerance is set. Sentry's
+//     timestamp header is not signed and so is not checked. Providers whose own SDK rejects only
+//     old timestamps (Stripe, Mux, Paddle, HubSpot, Slack's Bolt, Contentful) are checked in both
+//     directions here too. Provider.Timestamp states each provider's rule.
 //   - No handshake is a signing oracle. A handshake that answers with a MAC under the source's key
 //     (X's CRC, LinkedIn's challengeCode, Zoom's plainToken, Braintree's bt_challenge) takes only
 //     challenges in the provider's own token form (base64, a UUID, hex), which no content an event

@@ -59,6 +59,14 @@ func (f *formParams) parse(body []byte) error {
 	return nil
 }
 
+// dedup keeps one of each run of equal pairs, which parse has made adjacent: Twilio's SDKs
+// write a repeated name's distinct values once each.
+func (f *formParams) dedup() {
+	f.pairs = slices.CompactFunc(f.pairs, func(a, b formPair) bool {
+		return bytes.Equal(a.k, b.k) && bytes.Equal(a.v, b.v)
+	})
+}
+
 // unescape decodes s as url.QueryUnescape does ('+' is a space), returning s itself when it has
 // no escapes. Slices handed out earlier stay valid when buf grows: they keep the old array.
 func (f *formParams) unescape(s []byte) ([]byte, error) {

@@ -14,7 +14,12 @@ import (
 
 // sortedParamsOracle is sortedParams as it was before formParams: url.QueryUnescape per part and
 // a sort of string pairs. formParams must give its answers, errors included.
-func sortedParamsOracle(body []byte) ([]byte, error) {
+func sortedParamsOracle(body []byte) ([]byte, error) { return paramsOracle(body, false) }
+
+// twilioParamsOracle is sortedParamsOracle with each distinct pair once, as Twilio's SDKs sign.
+func twilioParamsOracle(body []byte) ([]byte, error) { return paramsOracle(body, true) }
+
+func paramsOracle(body []byte, distinct bool) ([]byte, error) {
 	type pair struct{ k, v string }
 	var pairs []pair
 	rest := string(body)
@@ -43,6 +48,9 @@ func sortedParamsOracle(body []byte) ([]byte, error) {
 		}
 		return strings.Compare(a.v, b.v)
 	})
+	if distinct {
+		pairs = slices.Compact(pairs)
+	}
 	b := make([]byte, 0, len(body))
 	for _, p := range pairs {
 		b = append(append(b, p.k...), p.v...)

@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"hash"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -93,11 +95,16 @@ func (s *basicScheme) Sign(r *Request, _ time.Time) error {
 	return nil
 }
 
-// twilioScheme: HMAC-SHA1 with the auth token over the public URL followed by the POST parameters
-// sorted by name, each name then value. JSON bodies are not parameters: Twilio appends
-// bodySHA256=<hex sha256 of the body> to the URL and signs the URL alone. Follows Twilio's
-// "Webhooks security" page and its SDKs' RequestValidator, including their retry of the URL with
-// and without an explicit default port.
+// twilioScheme follows twilio-node's webhooks.js (validateRequest, getSignatureAlgorithm): the
+// base64 HMAC of the public URL followed by the POST parameters sorted by name, each name then
+// value, a repeated name's values sorted and each distinct value written once. JSON bodies are
+// not parameters: Twilio appends bodySHA256=<hex sha256 of the body> to the URL and signs the
+// URL alone. The HMAC is SHA-1 keyed with the Auth Token, or, when the request carries
+// X-Twilio-Webhooks-Signature-Settings (a SharedKey's webhooks), the algorithm that header
+// names (HMAC_SHA1 or HMAC_SHA256) keyed with the SharedKey secret: list both the Auth Token
+// and the SharedKey secret in secrets to accept both. Any other algorithm is
+// ErrUnsupportedAlgorithm, never tried. Like the SDKs, the URL is tried as given and with an
+// explicit default port removed or added.
 type twilioScheme struct {
 	keys [][]byte
 	url  string
@@ -105,29 +112,70 @@ type twilioScheme struct {
 	// (Verify then reports it as before).
 	pu       *url.URL
 	variants []string
-	macs     []*sync.Pool // keyed HMAC-SHA1s per key
-	forms    *sync.Pool   // *formParams
+	macs     [2][]*sync.Pool // keyed HMACs per key: twilioSHA1, twilioSHA256
+	forms    *sync.Pool      // *formParams
 }
+
+// Twilio's signature algorithms, as indexes into twilioScheme.macs.
+const (
+	twilioSHA1 = iota
+	twilioSHA256
+)
 
 func newTwilio(c Config) *twilioScheme {
 	s := &twilioScheme{url: c.URL, keys: keysOf(c.Secrets), forms: newFormPool()}
-	s.macs = macPools(sha1.New, s.keys)
+	s.macs = [2][]*sync.Pool{macPools(sha1.New, s.keys), macPools(sha256.New, s.keys)}
 	if pu, err := url.Parse(c.URL); err == nil && pu.Host != "" {
 		s.pu, s.variants = pu, portVariants(c.URL, pu)
 	}
 	return s
 }
 
-const twilioHeader = "X-Twilio-Signature"
+const (
+	twilioHeader         = "X-Twilio-Signature"
+	twilioSettingsHeader = "X-Twilio-Webhooks-Signature-Settings"
+)
+
+// twilioAlgorithm reads the algorithm as twilio-node's getSignatureAlgorithm does: the first
+// comma-separated "algorithm=" entry of the settings header with a non-empty value, its name
+// and value trimmed, compared without case. No header, no such entry or an empty value means
+// HMAC_SHA1, the Auth Token signature.
+func twilioAlgorithm(h http.Header) (int, error) {
+	for part := range strings.SplitSeq(headerValue(h, twilioSettingsHeader), ",") {
+		name, value, ok := strings.Cut(part, "=")
+		if !ok || strings.TrimSpace(name) != "algorithm" {
+			continue
+		}
+		switch value = strings.TrimSpace(value); {
+		case value == "":
+			continue
+		case strings.EqualFold(value, "HMAC_SHA1"):
+			return twilioSHA1, nil
+		case strings.EqualFold(value, "HMAC_SHA256"):
+			return twilioSHA256, nil
+		}
+		if len(value) > 32 {
+			value = value[:32] + "…"
+		}
+		return 0, fmt.Errorf("%w: %s names %q; HMAC_SHA1 and HMAC_SHA256 are supported", ErrUnsupportedAlgorithm, twilioSettingsHeader, value)
+	}
+	return twilioSHA1, nil
+}
 
 func (s *twilioScheme) Verify(r *Request, _ time.Time) error {
 	raw, err := requireHeader(r.Header, twilioHeader)
 	if err != nil {
 		return err
 	}
-	var sig [sha1.Size]byte
-	if l, ok := decodeSig(sig[:], strings.TrimSpace(raw), true); !ok || l != sha1.Size {
-		return fmt.Errorf("%w: %s", ErrMalformed, twilioHeader)
+	alg, err := twilioAlgorithm(r.Header)
+	if err != nil {
+		return err
+	}
+	size := [2]int{sha1.Size, sha256.Size}[alg]
+	var sigA [sha256.Size]byte
+	sig := sigA[:size]
+	if l, ok := decodeSig(sig, strings.TrimSpace(raw), true); !ok || l != size {
+		return fmt.Errorf("%w: %s (want the base64 of a %d-byte %s)", ErrMalformed, twilioHeader, size, [2]string{"HMAC_SHA1", "HMAC_SHA256"}[alg])
 	}
 	u := r.URL
 	if u == "" {
@@ -150,20 +198,21 @@ func (s *twilioScheme) Verify(r *Request, _ time.Time) error {
 		if err := f.parse(r.Body); err != nil {
 			return err
 		}
+		f.dedup()
 	}
 	for k := range s.keys {
-		if s.match(k, variants, f, hashed, sig[:]) {
+		if s.match(s.macs[alg][k], variants, f, hashed, sig) {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrNoMatch, twilioHeader)
 }
 
-// match says whether the MAC under keys[k] of a URL variant followed by the parameters (none
-// when the body is hashed into the URL) is sig.
-func (s *twilioScheme) match(k int, variants []string, f *formParams, hashed bool, sig []byte) bool {
-	km := s.macs[k].Get().(*keyedMAC)
-	defer s.macs[k].Put(km)
+// match says whether the MAC from pool of a URL variant followed by the parameters (none when
+// the body is hashed into the URL) is sig.
+func (s *twilioScheme) match(pool *sync.Pool, variants []string, f *formParams, hashed bool, sig []byte) bool {
+	km := pool.Get().(*keyedMAC)
+	defer pool.Put(km)
 	for _, cand := range variants {
 		km.h.Reset()
 		km.writeString(cand)
@@ -195,12 +244,18 @@ func twilioBodyHash(u *url.URL, body []byte) (bool, error) {
 }
 
 // twilioParams returns the bytes appended to the URL: sorted name+value pairs for form bodies,
-// nothing for JSON bodies (whose hash must then match the URL's bodySHA256).
+// each distinct pair once, nothing for JSON bodies (whose hash must then match the URL's
+// bodySHA256).
 func twilioParams(u *url.URL, body []byte) ([]byte, error) {
 	if hashed, err := twilioBodyHash(u, body); hashed || err != nil {
 		return nil, err
 	}
-	return sortedParams(body)
+	var f formParams
+	if err := f.parse(body); err != nil {
+		return nil, err
+	}
+	f.dedup()
+	return f.appendTo(make([]byte, 0, len(body))), nil
 }
 
 // portVariants: the URL exactly as given, then as Twilio's SDKs retry it: with an explicit port
@@ -245,7 +300,13 @@ func (s *twilioScheme) Sign(r *Request, _ time.Time) error {
 	if err != nil {
 		return err
 	}
-	m := hmac.New(sha1.New, s.keys[0])
+	// The request's settings header, if the caller set one, chooses the algorithm, as Twilio's
+	// does for a SharedKey's webhooks.
+	alg, err := twilioAlgorithm(r.Header)
+	if err != nil {
+		return err
+	}
+	m := hmac.New([2]func() hash.Hash{sha1.New, sha256.New}[alg], s.keys[0])
 	m.Write([]byte(u))
 	m.Write(params)
 	setHeader(r, twilioHeader, base64.StdEncoding.EncodeToString(m.Sum(nil)))

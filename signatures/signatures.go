@@ -10,12 +10,16 @@ import (
 
 // Sentinel errors, matched with errors.Is. Every error from this package wraps exactly one.
 var (
-	ErrMissingHeader   = errors.New("signatures: missing signature, timestamp or id")
-	ErrMalformed       = errors.New("signatures: malformed signature header")
-	ErrStale           = errors.New("signatures: timestamp outside tolerance")
-	ErrNoMatch         = errors.New("signatures: no matching signature")
-	ErrUnknownProvider = errors.New("signatures: unknown provider")
-	ErrConfig          = errors.New("signatures: invalid configuration")
+	ErrMissingHeader = errors.New("signatures: missing signature, timestamp or id")
+	ErrMalformed     = errors.New("signatures: malformed signature header")
+	ErrStale         = errors.New("signatures: timestamp outside tolerance")
+	ErrNoMatch       = errors.New("signatures: no matching signature")
+	// ErrUnsupportedAlgorithm: the request names a signature algorithm the verifier does not
+	// implement (Twilio's settings header), so no secret was tried. Kept apart from
+	// ErrMalformed: the header is well formed, and the operator's fix is a newer gateway.
+	ErrUnsupportedAlgorithm = errors.New("signatures: unsupported signature algorithm")
+	ErrUnknownProvider      = errors.New("signatures: unknown provider")
+	ErrConfig               = errors.New("signatures: invalid configuration")
 )
 
 // Request is what a verifier sees: the raw request as received.
@@ -117,8 +121,9 @@ type Provider struct {
 	Split        string
 	SplitEventID []string
 	// Scheme and HandshakeNote describe the verification and the handshake in one line each,
-	// for people (`gateway providers`); filled in by Lookup.
-	Scheme, HandshakeNote string
+	// for people (`gateway providers`); Timestamp states which timestamp is signed and how it
+	// is checked (the window, its directions, or why there is none). Filled in by Lookup.
+	Scheme, HandshakeNote, Timestamp string
 }
 
 // HandshakeResponse is the answer to a provider's endpoint verification request.
@@ -173,6 +178,7 @@ func Lookup(provider string) (Provider, error) {
 	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
 	p.Handshake = d.handshake != nil
 	p.Scheme = describe(provider, d)
+	p.Timestamp = timestampRule(provider, d)
 	if sd, ok := splitDefaults[provider]; ok {
 		p.Split, p.SplitEventID = sd.path, slices.Clone(sd.eventID)
 	}

@@ -63,6 +63,7 @@ func providerSnippet(w io.Writer, name string) error {
 	env := strings.ToUpper(strings.NewReplacer("-", "_").Replace(name)) + "_WEBHOOK_SECRET"
 	fmt.Fprintf(w, "# %s: %s\n", name, p.Scheme)
 	fmt.Fprintf(w, "# Secret: %s\n", secretHelp(name))
+	fmt.Fprintf(w, "# Timestamp: %s\n", p.Timestamp)
 	if p.HandshakeNote != "" {
 		fmt.Fprintf(w, "# Handshake answered by the gateway: %s\n", p.HandshakeNote)
 	}

@@ -133,3 +133,16 @@ func snippetSecret(t *testing.T, p string) string {
 	}
 	return "placeholder-secret"
 }
+
+// `gateway providers NAME` states the provider's timestamp rule, as the registry words it.
+func TestProviderSnippetStatesTheTimestampRule(t *testing.T) {
+	for _, p := range signatures.Providers() {
+		info, _ := signatures.Lookup(p)
+		if out := runProviders(t, p); !strings.Contains(out, "# Timestamp: "+info.Timestamp+"\n") {
+			t.Errorf("%s: no timestamp rule in\n%s", p, out)
+		}
+	}
+	if out := runProviders(t, "replicate"); !strings.Contains(out, "Webhook-Timestamp (unix seconds), signed; refused when more than 300 s before or after") {
+		t.Errorf("replicate: %s", out)
+	}
+}

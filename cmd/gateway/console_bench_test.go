@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/replyonce/gateway/internal/cputime"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 	"github.com/replyonce/gateway/stores/bolt"
@@ -71,8 +71,12 @@ func BenchmarkConsole(b *testing.B) {
 			get := func(b *testing.B, h http.Handler, path, want string) {
 				// CPU time per page as well as wall time: on a shared
 				// machine the wall time includes waiting for a core.
-				cpu0 := cpuTime()
-				defer func() { b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op") }()
+				cpu0, cpuMeasured := cputime.Self()
+				defer func() {
+					if cpu1, _ := cputime.Self(); cpuMeasured {
+						b.ReportMetric(float64((cpu1-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+					}
+				}()
 				for b.Loop() {
 					req := httptest.NewRequest(http.MethodGet, path, nil)
 					req.AddCookie(cookies[0])
@@ -116,13 +120,6 @@ func consoleBenchDeepPage(b *testing.B, api http.Handler, n int) string {
 		cursor = p.Next
 	}
 	return "/events?cursor=" + url.QueryEscape(cursor)
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // fillConsoleBench enqueues events on scopes of their own, and one scope

@@ -1,10 +1,14 @@
+//go:build linux
+
+// The image is a Linux image, and the test drops privileges with
+// util-linux's setpriv: it runs where the image does.
+
 package main
 
 import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -92,17 +96,6 @@ func readImageLayout(t *testing.T, path string) imageLayout {
 		}
 	}
 	return l
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
 }
 
 // As the image's non-root user, in a fresh root-owned tree laid out the

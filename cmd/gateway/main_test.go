@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -288,4 +289,15 @@ func TestRedisLogsThroughZap(t *testing.T) {
 	if err := json.Unmarshal([]byte(buf.String()), &line); err != nil || line["logger"] != "go-redis" || line["msg"] != "redis: dial failed" || line["level"] != "warn" {
 		t.Fatalf("line %q: %v", buf.String(), err)
 	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }

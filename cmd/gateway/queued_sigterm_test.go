@@ -1,3 +1,9 @@
+//go:build !windows
+
+// Windows cannot send another process SIGTERM (os.Process.Signal supports
+// only Kill there); a console's Ctrl+C, close or shutdown event, which Go
+// delivers as SIGINT or SIGTERM, is what stops the gateway on Windows.
+
 package main
 
 import (

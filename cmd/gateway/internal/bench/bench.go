@@ -278,19 +278,22 @@ type Target struct {
 
 // Report is everything a run measured.
 type Report struct {
-	Store       string    `json:"store"`
-	Mode        string    `json:"mode"`
-	StoreNotes  string    `json:"store_notes,omitempty"`
-	Provider    string    `json:"provider"`
-	Requests    int       `json:"requests"`
-	Concurrency int       `json:"concurrency"`
-	Duplicates  float64   `json:"duplicates"`
-	BodySize    int       `json:"body_bytes"`
-	SignForward bool      `json:"sign_forward"`
-	Log         string    `json:"log"`
-	GOMAXPROCS  int       `json:"gomaxprocs"`
-	NumCPU      int       `json:"num_cpu"`
-	GoVersion   string    `json:"go_version"`
+	Store       string  `json:"store"`
+	Mode        string  `json:"mode"`
+	StoreNotes  string  `json:"store_notes,omitempty"`
+	Provider    string  `json:"provider"`
+	Requests    int     `json:"requests"`
+	Concurrency int     `json:"concurrency"`
+	Duplicates  float64 `json:"duplicates"`
+	BodySize    int     `json:"body_bytes"`
+	SignForward bool    `json:"sign_forward"`
+	Log         string  `json:"log"`
+	GOMAXPROCS  int     `json:"gomaxprocs"`
+	NumCPU      int     `json:"num_cpu"`
+	GoVersion   string  `json:"go_version"`
+	// CPUMeasured is false where the platform reports no process CPU
+	// time: every CPU figure is then 0 and the table prints "-".
+	CPUMeasured bool      `json:"cpu_measured"`
 	Slice       int       `json:"slice"`
 	Started     time.Time `json:"started"`
 	Repeats     []Repeat  `json:"repeats"`
@@ -312,6 +315,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Store: cfg.Store, Mode: cfg.Mode, Provider: cfg.Provider, Requests: cfg.Requests, Concurrency: cfg.Concurrency,
 		Duplicates: cfg.Duplicates, Slice: cfg.Slice, BodySize: cfg.BodySize, SignForward: cfg.SignForward, Log: cfg.Log,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Started: time.Now().UTC(),
+		CPUMeasured: cpuMeasured(),
 	}
 	env, err := startEnv(ctx, cfg)
 	if err != nil {

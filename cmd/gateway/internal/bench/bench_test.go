@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -410,5 +411,38 @@ func TestRunBacklogDrainsEveryEventOnce(t *testing.T) {
 	}
 	if rep.BytesPerEvent < 1024 {
 		t.Errorf("a queued 1 KiB event took %.0f bytes of the bolt file: the body is not even there", rep.BytesPerEvent)
+	}
+}
+
+// Where the platform reports no CPU time, the table says so and prints
+// "-" for every CPU figure, not zeros that would read as free requests.
+func TestWriteTableWithoutCPU(t *testing.T) {
+	pass := func(name string) Pass {
+		return Pass{Name: name, Requests: 10, Throughput: 100, CPUus: 0, NetCPUus: 0, Unique: 10, Forwards: 10, ForwardsPerUnique: 1}
+	}
+	rep := &Report{Store: "memory", Repeats: []Repeat{{Direct: pass("direct"), Baseline: pass("baseline"), Gateway: pass("gateway"), ThroughputRatio: 1}},
+		Summary: Summary{ThroughputRatio: Spread{Median: 1, Min: 1, Max: 1}}}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	out := table.String()
+	for _, want := range []string{`cpu: not measured`, `cpu ratio -,`, `gateway net cpu µs/req +-\n`, `cpu ratio \(baseline/gateway cpu per request\) +-\n`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("table lacks %s:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"cpu ratio 0.00", "0.0  -  "} {
+		if strings.Contains(out, bad) {
+			t.Errorf("table shows %q for an unmeasured CPU:\n%s", bad, out)
+		}
+	}
+	rep.CPUMeasured = true
+	table.Reset()
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if out := table.String(); strings.Contains(out, "not measured") || !strings.Contains(out, "cpu ratio 0.00×") {
+		t.Errorf("a measured report prints its figures:\n%s", out)
 	}
 }

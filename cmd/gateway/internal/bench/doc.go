@@ -55,8 +55,10 @@
 //
 // # CPU
 //
-// CPU is process CPU time (getrusage, user plus system) over a pass, divided
-// by its requests. The load generator and the sink run in this process too,
+// CPU is process CPU time (user plus system: getrusage on Linux and macOS,
+// GetProcessTimes on Windows) over a pass, divided by its requests. Where
+// the platform gives no CPU time the report says "not measured" and prints
+// "-" for every CPU figure and ratio. The load generator and the sink run in this process too,
 // so the report gives the raw figure and a net one: the raw figure minus the
 // calibration pass's, which is the same generator sending the same requests
 // straight to the sink. What is left is the CPU the middle box (gateway or

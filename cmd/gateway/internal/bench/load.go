@@ -17,9 +17,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/replyonce/gateway/internal/cputime"
 	"github.com/replyonce/gateway/signatures"
 )
 
@@ -305,13 +305,17 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// cpuTime is this process's user plus system CPU time so far.
+// cpuTime is this process's user plus system CPU time so far, 0 where the
+// platform does not say (Report.CPUMeasured is then false).
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := cputime.Self()
+	return d
+}
+
+// cpuMeasured reports whether cpuTime gives real figures here.
+func cpuMeasured() bool {
+	_, ok := cputime.Self()
+	return ok
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -411,8 +415,8 @@ func (l *load) result(t *tally, offered float64) Pass {
 
 func (e *env) progress(cfg Config, p Pass) {
 	if cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "  %-14s %6d req  %8.0f req/s  p99 %7.2f ms  cpu %6.1f µs/req  fwd/unique %.3f  errors %d\n",
-			p.Name, p.Requests, p.Throughput, p.P99ms, p.CPUus, p.ForwardsPerUnique, p.Errors)
+		fmt.Fprintf(cfg.Progress, "  %-14s %6d req  %8.0f req/s  p99 %7.2f ms  cpu %6s µs/req  fwd/unique %.3f  errors %d\n",
+			p.Name, p.Requests, p.Throughput, p.P99ms, cpuCell(cpuMeasured(), "%.1f", p.CPUus), p.ForwardsPerUnique, p.Errors)
 	}
 }
 

@@ -20,6 +20,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "gateway bench: store=%s mode=%s provider=%s requests=%d concurrency=%d duplicates=%.0f%% body=%dB slice=%d sign_forward=%t log=%s\n",
 		r.Store, r.Mode, r.Provider, r.Requests, r.Concurrency, r.Duplicates*100, r.BodySize, r.Slice, r.SignForward, r.Log)
 	fmt.Fprintf(w, "machine: GOMAXPROCS=%d NumCPU=%d %s; generator, sink and middle box share this process and its CPUs\n", r.GOMAXPROCS, r.NumCPU, r.GoVersion)
+	if !r.CPUMeasured {
+		fmt.Fprintln(w, "cpu: not measured, this platform reports no process CPU time; the cpu figures read -")
+	}
 	if r.StoreNotes != "" {
 		fmt.Fprintf(w, "store: %s\n", r.StoreNotes)
 	}
@@ -36,10 +39,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 				offered = fmt.Sprintf("%.0f", p.Offered)
 			}
 			if p.Name != "direct" && p.Offered == 0 {
-				net = fmt.Sprintf("%.1f", p.NetCPUus)
+				net = cpuCell(r.CPUMeasured, "%.1f", p.NetCPUus)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%s\t%d\t%d\t%d\t%d\t%.3f\t\n",
-				i+1, p.Name, offered, p.Throughput, p.P50ms, p.P95ms, p.P99ms, p.MaxMs, p.CPUus, net,
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t%s\t%d\t%d\t%d\t%d\t%.3f\t\n",
+				i+1, p.Name, offered, p.Throughput, p.P50ms, p.P95ms, p.P99ms, p.MaxMs, cpuCell(r.CPUMeasured, "%.1f", p.CPUus), net,
 				p.Unique, p.Redeliveries, p.Duplicate, p.Errors, p.ForwardsPerUnique)
 		}
 	}
@@ -63,8 +66,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	for i, rr := range r.Repeats {
-		fmt.Fprintf(w, "repeat %d: throughput ratio %.2f× (slice pairs %.2f× [%.2f× – %.2f×]), cpu ratio %.2f×, p99 ratio %.2f×, p99 added %+.2f ms",
-			i+1, rr.ThroughputRatio, rr.SliceRatios.Median, rr.SliceRatios.Min, rr.SliceRatios.Max, rr.CPURatio, rr.P99Ratio, rr.AddedP99ms)
+		fmt.Fprintf(w, "repeat %d: throughput ratio %.2f× (slice pairs %.2f× [%.2f× – %.2f×]), cpu ratio %s, p99 ratio %.2f×, p99 added %+.2f ms",
+			i+1, rr.ThroughputRatio, rr.SliceRatios.Median, rr.SliceRatios.Min, rr.SliceRatios.Max, cpuCell(r.CPUMeasured, "%.2f×", rr.CPURatio), rr.P99Ratio, rr.AddedP99ms)
 		if rr.AddedP99HalfMs != nil {
 			fmt.Fprintf(w, ", at half load (%.0f req/s) %+.2f ms", rr.GatewayHalf.Offered, *rr.AddedP99HalfMs)
 		}
@@ -76,8 +79,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row := func(name string, sp Spread, format string) {
 		fmt.Fprintf(tw, "  %s\t"+format+"\t["+format+" – "+format+"]\n", name, sp.Median, sp.Min, sp.Max)
 	}
+	cpuRow := func(name string, sp Spread, format string) {
+		if !r.CPUMeasured {
+			fmt.Fprintf(tw, "  %s\t-\n", name)
+			return
+		}
+		row(name, sp, format)
+	}
 	row("throughput ratio", s.ThroughputRatio, "%.2f×")
-	row("cpu ratio (baseline/gateway cpu per request)", s.CPURatio, "%.2f×")
+	cpuRow("cpu ratio (baseline/gateway cpu per request)", s.CPURatio, "%.2f×")
 	row("p99 ratio", s.P99Ratio, "%.2f×")
 	row("p99 added at full speed", s.AddedP99ms, "%+.2f ms")
 	if s.AddedP99HalfMs != nil {
@@ -85,8 +95,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	row("gateway req/s", s.GatewayThroughput, "%.0f")
 	row("baseline req/s", s.BaselineThroughput, "%.0f")
-	row("gateway net cpu µs/req", s.GatewayNetCPUus, "%.1f")
-	row("baseline net cpu µs/req", s.BaselineNetCPUus, "%.1f")
+	cpuRow("gateway net cpu µs/req", s.GatewayNetCPUus, "%.1f")
+	cpuRow("baseline net cpu µs/req", s.BaselineNetCPUus, "%.1f")
 	if s.GatewayServerCPUus != nil {
 		row("store server cpu µs/req (gateway)", *s.GatewayServerCPUus, "%.1f")
 	}
@@ -133,4 +143,12 @@ func (r *Report) writeStoreTiming(w io.Writer) error {
 		fmt.Fprint(tw, row)
 	}
 	return tw.Flush()
+}
+
+// cpuCell formats a CPU figure, or "-" where CPU time was not measured.
+func cpuCell(measured bool, format string, v float64) string {
+	if !measured {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
 }

@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,13 +59,53 @@ func (a *App) openStore(ctx context.Context, c config.Store) (store ledger.Store
 		}
 		return s, func() { s.Close(); pool.Close() }, nil
 	case "redis":
-		s, err := redis.Open(ctx, c.URL, redis.Options{KeyPrefix: c.Prefix})
+		t, err := c.Redis.Topology(c.URL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store.url: %w", err)
+			return nil, nil, err
+		}
+		s, err := t.Open(ctx, redis.Options{KeyPrefix: c.Prefix})
+		if err != nil {
+			return nil, nil, err
 		}
 		return s, func() { _ = s.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("store.kind: %q is not supported", c.Kind)
+}
+
+// describeStore says which store a checked configuration names, and where,
+// without credentials: for Redis its topology, for Postgres its hosts (a
+// multi-host URL lists them all, in the order they are tried).
+func describeStore(c config.Store) string {
+	switch c.Kind {
+	case "bolt":
+		return "bolt (" + c.Path + ")"
+	case "postgres":
+		pc, err := pgxpool.ParseConfig(c.URL)
+		if err != nil {
+			return "postgres"
+		}
+		cc := pc.ConnConfig
+		hosts := []string{net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))}
+		for _, f := range cc.Fallbacks {
+			if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+		desc := fmt.Sprintf("postgres (%s, database %s", strings.Join(hosts, ", "), cc.Database)
+		if u, err := url.Parse(c.URL); err == nil {
+			if tsa := u.Query().Get("target_session_attrs"); tsa != "" {
+				desc += ", target_session_attrs " + tsa
+			}
+		}
+		return desc + ")"
+	case "redis":
+		t, err := c.Redis.Topology(c.URL)
+		if err != nil {
+			return "redis"
+		}
+		return "redis: " + t.String()
+	}
+	return c.Kind
 }
 
 func (a *App) migrate(ctx context.Context, args []string) error {

@@ -192,3 +192,52 @@ func deliverTwice(t *testing.T, g *gateway, agent *sink, prefix string) {
 		t.Fatalf("redelivery: %d %v, agent received %d", again.status, again.body, agent.count())
 	}
 }
+
+// With store.redis.replicas: 1, an event whose write the replica has not
+// acknowledged is a 503 with Retry-After, never a 2xx, in both modes;
+// once the replica is back, the provider's retry goes through.
+func TestReplicaPausedIs503(t *testing.T) {
+	master := testservers.Redis(t)
+	replica := testservers.RedisReplica(t, master)
+	for _, mode := range []string{"inline", "queued"} {
+		t.Run(mode, func(t *testing.T) {
+			agent := newSink(t)
+			store := fmt.Sprintf("{kind: redis, url: 'redis://%s/0', prefix: '%s:', redis: {replicas: 1, replicas_timeout: 300ms}}", master.Addr(), mode)
+			g := startGateway(t, writeConfig(t, store, "      mode: "+mode+"\n", agent.srv.URL))
+			client := newClient(t)
+			if err := replica.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			paused := true
+			defer func() {
+				if paused {
+					_ = replica.Resume()
+				}
+			}()
+			body, header := stripeEvent(t, "evt_unreplicated_"+mode, nil)
+			for try := range 3 {
+				r := post(t, client, g.hook("stripe"), body, header)
+				if r.status != http.StatusServiceUnavailable || r.retryAfter == "" {
+					t.Fatalf("try %d with the replica paused: %d %v (Retry-After %q), want 503 with Retry-After", try, r.status, r.body, r.retryAfter)
+				}
+			}
+			if n := agent.count(); n != 0 {
+				t.Fatalf("the agent received %d forwards of an event that was never recorded safely", n)
+			}
+			if err := replica.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			paused = false
+			want := map[string]int{"inline": http.StatusOK, "queued": http.StatusAccepted}[mode]
+			var r reply
+			waitFor(t, "a 2xx once the replica is back", func() bool {
+				r = post(t, client, g.hook("stripe"), body, header)
+				return r.status/100 == 2
+			})
+			if r.status != want && !(r.status == http.StatusOK && r.body["status"] == "duplicate") {
+				t.Fatalf("once the replica is back: %d %v", r.status, r.body)
+			}
+			waitFor(t, "the event delivered", func() bool { return agent.count() >= 1 })
+		})
+	}
+}

@@ -268,14 +268,28 @@ func TestRetryAfterAgentFailure(t *testing.T) {
 	}
 }
 
-// Several gateway instances sharing one Postgres or Redis forward an event
-// once, however the provider's concurrent deliveries are spread over them.
-func TestInstancesShareOneLedger(t *testing.T) {
+// sharedStoreConfigs are the stores several gateway processes can share:
+// Postgres and Redis as storeConfigs has them, and Redis Cluster when a
+// test cluster is named (always in CI).
+func sharedStoreConfigs(t *testing.T) map[string]string {
 	stores := storeConfigs(t)
-	for _, name := range []string{"postgres", "redis"} {
+	delete(stores, "memory")
+	delete(stores, "bolt")
+	if c := clusterStoreConfig(t, ""); c != "" {
+		stores["redis-cluster"] = c
+	}
+	return stores
+}
+
+// Several gateway instances sharing one Postgres, Redis or Redis Cluster
+// forward an event once, however the provider's concurrent deliveries are
+// spread over them.
+func TestInstancesShareOneLedger(t *testing.T) {
+	stores := sharedStoreConfigs(t)
+	for _, name := range []string{"postgres", "redis", "redis-cluster"} {
 		store, ok := stores[name]
 		if !ok {
-			t.Logf("%s: skipped, REPLYONCE_TEST_%s is not set", name, strings.ToUpper(name))
+			t.Logf("%s: skipped, REPLYONCE_TEST_%s is not set", name, strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
 			continue
 		}
 		t.Run(name, func(t *testing.T) {

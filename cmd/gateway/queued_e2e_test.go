@@ -181,6 +181,17 @@ func agentLedger(t *testing.T, name, storeConfig string) *ledger.Ledger {
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return ledger.New(s, ledger.Options{})
+	case "redis-cluster":
+		top, err := redis.Config{Cluster: clusterSeeds(t)}.Topology("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := top.Open(ctx, redis.Options{KeyPrefix: setting("prefix")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return ledger.New(s, ledger.Options{})
 	}
 	return nil
 }
@@ -253,16 +264,16 @@ func TestQueuedSurvivesSIGKILL(t *testing.T) {
 	}
 }
 
-// Three instances on one Postgres or Redis with 1,000 queued events and
-// 20 % duplicates sent to random instances: every unique event is
-// forwarded, none twice (no delivery timed out or crashed here), and
-// every fenced agent effect happens once.
+// Three instances on one Postgres, Redis or Redis Cluster with 1,000
+// queued events and 20 % duplicates sent to random instances: every
+// unique event is forwarded, none twice (no delivery timed out or crashed
+// here), and every fenced agent effect happens once.
 func TestQueuedInstancesShareTheQueue(t *testing.T) {
-	stores := storeConfigs(t)
-	for _, name := range []string{"postgres", "redis"} {
+	stores := sharedStoreConfigs(t)
+	for _, name := range []string{"postgres", "redis", "redis-cluster"} {
 		store, ok := stores[name]
 		if !ok {
-			t.Logf("%s: skipped, REPLYONCE_TEST_%s is not set", name, strings.ToUpper(name))
+			t.Logf("%s: skipped, REPLYONCE_TEST_%s is not set", name, strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
 			continue
 		}
 		t.Run(name, func(t *testing.T) {

@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,9 +60,13 @@ func (a *App) openStore(ctx context.Context, c config.Store, log *zap.Logger) (s
 		}
 		return s, func() { s.Close(); pool.Close() }, nil
 	case "redis":
-		s, err := redis.Open(ctx, c.URL, redis.Options{KeyPrefix: c.Prefix})
+		t, err := c.Redis.Topology(c.URL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store.url: %w", err)
+			return nil, nil, err
+		}
+		s, err := t.Open(ctx, redis.Options{KeyPrefix: c.Prefix})
+		if err != nil {
+			return nil, nil, err
 		}
 		sayPersistence(ctx, s, log)
 		return s, func() { _ = s.Close() }, nil
@@ -84,6 +92,42 @@ func sayPersistence(ctx context.Context, s *redis.Store, log *zap.Logger) {
 		log.Info("store: Redis persistence: "+p.CrashLoses(), zap.String("redis", p.Server), zap.String("appendfsync", p.AppendFsync),
 			zap.String("see", how))
 	}
+}
+
+// describeStore says which store a checked configuration names, and where,
+// without credentials: for Redis its topology, for Postgres its hosts (a
+// multi-host URL lists them all, in the order they are tried).
+func describeStore(c config.Store) string {
+	switch c.Kind {
+	case "bolt":
+		return "bolt (" + c.Path + ")"
+	case "postgres":
+		pc, err := pgxpool.ParseConfig(c.URL)
+		if err != nil {
+			return "postgres"
+		}
+		cc := pc.ConnConfig
+		hosts := []string{net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))}
+		for _, f := range cc.Fallbacks {
+			if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+		desc := fmt.Sprintf("postgres (%s, database %s", strings.Join(hosts, ", "), cc.Database)
+		if u, err := url.Parse(c.URL); err == nil {
+			if tsa := u.Query().Get("target_session_attrs"); tsa != "" {
+				desc += ", target_session_attrs " + tsa
+			}
+		}
+		return desc + ")"
+	case "redis":
+		t, err := c.Redis.Topology(c.URL)
+		if err != nil {
+			return "redis"
+		}
+		return "redis: " + t.String()
+	}
+	return c.Kind
 }
 
 func (a *App) migrate(ctx context.Context, args []string) error {

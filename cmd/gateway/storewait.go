@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
@@ -34,12 +32,9 @@ var errStoreNotOpen = errors.New("the store has not opened yet")
 // an orchestrator would crash-loop it. It returns a stand-in that fails
 // every call (webhooks and /readyz answer 503) while a goroutine keeps
 // trying, with backoff, logging each failure, until the store opens or
-// close is called. A URL that cannot be parsed is a configuration error
-// and returns at once.
+// close is called. A URL that cannot be parsed never gets here: the
+// configuration's validation refuses it, for check and serve alike.
 func (a *App) openStoreRetrying(ctx context.Context, c config.Store, log *zap.Logger) (ledger.Store, func(), error) {
-	if err := checkStoreURL(c); err != nil {
-		return nil, nil, err
-	}
 	open := func(ctx context.Context) (ledger.Store, func(), error) {
 		actx, cancel := context.WithTimeout(ctx, storeAttemptTimeout)
 		defer cancel()
@@ -94,21 +89,6 @@ func (a *App) openStoreRetrying(ctx context.Context, c config.Store, log *zap.Lo
 			closeInner()
 		}
 	}, nil
-}
-
-// checkStoreURL refuses a store URL that no retry can fix.
-func checkStoreURL(c config.Store) error {
-	switch c.Kind {
-	case "postgres":
-		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
-			return fmt.Errorf("store.url: %w", err)
-		}
-	case "redis":
-		if _, err := goredis.ParseURL(c.URL); err != nil {
-			return fmt.Errorf("store.url: %w", err)
-		}
-	}
-	return nil
 }
 
 // waitingStore stands in for a store that has not opened yet and becomes

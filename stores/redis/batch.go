@@ -35,9 +35,12 @@ const (
 type batcher = groupcommit.Batcher[casArgs, casReply]
 
 func newBatcher(s *Store, maxBatch, maxInflight int) *batcher {
+	alone, send := s.runCAS, s.runPipeline
+	if s.replicas > 0 {
+		alone, send = s.runCASReplicated, s.runPipelineReplicated
+	}
 	return groupcommit.New(groupcommit.Options{MaxBatch: maxBatch, MaxInflight: maxInflight},
-		s.runCAS, s.runPipeline,
-		func(err error) casReply { return casReply{err: err} }, nil)
+		alone, send, func(err error) casReply { return casReply{err: err} }, nil)
 }
 
 // runPipeline sends the batch's scripts in one pipeline and records each

@@ -22,12 +22,16 @@ import (
 const envClusterAddrs = "REPLYONCE_TEST_REDIS_CLUSTER"
 
 // testClusterClient connects to the cluster named by envClusterAddrs,
-// skipping when it is unset and failing when it does not answer.
+// failing when it does not answer, or is not named in CI (.ci/run starts
+// one), and skipping otherwise.
 func testClusterClient(t *testing.T) *goredis.ClusterClient {
 	t.Helper()
 	addrs := os.Getenv(envClusterAddrs)
 	if addrs == "" {
-		t.Skipf("%s is not set: set it to a Redis Cluster's seed addresses (e.g. 127.0.0.1:7101,127.0.0.1:7102) to run the Cluster tests", envClusterAddrs)
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: .ci/run starts a Redis Cluster for the Cluster tests", envClusterAddrs)
+		}
+		t.Skipf("%s is not set: set it to a Redis Cluster's seed addresses (e.g. 127.0.0.1:7101,127.0.0.1:7102; go run ./scripts/redis-cluster start DIR starts one) to run the Cluster tests", envClusterAddrs)
 	}
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{
 		Addrs:                 strings.Split(addrs, ","),
@@ -59,6 +63,16 @@ func TestClusterConformance(t *testing.T) {
 	c := testClusterClient(t)
 	storetest.Run(t, func(t *testing.T) ledger.Store {
 		return New(c, Options{KeyPrefix: clusterPrefix(t, c)})
+	})
+}
+
+// The same with every write waiting for its master's replica: scripts and
+// their WAIT go to the master of each key, alone and in per-master
+// pipelines.
+func TestClusterConformanceReplicas(t *testing.T) {
+	c := testClusterClient(t)
+	storetest.Run(t, func(t *testing.T) ledger.Store {
+		return New(c, Options{KeyPrefix: clusterPrefix(t, c), Replicas: 1})
 	})
 }
 

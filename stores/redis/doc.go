@@ -3,6 +3,16 @@
 // a single server, with Sentinel and with Redis Cluster, through go-redis
 // v9.
 //
+// # Topologies
+//
+// Config (the gateway's store.redis) and the store's URL name one
+// deployment: a single server by URL, a Cluster by seed addresses, or a
+// master by its Sentinels' name for it; with ACL users and TLS. Topology
+// checks them (every problem a *FieldError naming the setting, TLS files
+// read) and holds go-redis's own ClusterOptions, FailoverOptions or
+// Options, so checking a configuration and opening it agree. go-redis
+// follows Cluster redirects and Sentinel's announcements of a new master.
+//
 // # Layout
 //
 // Each scope is one hash, {prefix}{bb}:s:{scope}, holding the document (d)
@@ -95,16 +105,34 @@
 // replicas afterwards. A crash loses what the persistence settings had not
 // yet saved (everything, with persistence off), and a failover can lose
 // writes the old master had already acknowledged. A lost claim means the
-// ledger may let an effect happen a second time. Where that matters, run
-// Redis with appendonly yes and appendfsync always, use min-replicas-to-write
-// to narrow the failover window, or use the Postgres or bolt store.
-// Store.Persistence reads the server's settings (CONFIG GET, which changes
-// nothing) and says what a crash of it can lose; `gateway serve` logs it.
+// ledger may let an effect happen a second time; a lost queued event is
+// never delivered. Where that matters, run Redis with appendonly yes and
+// appendfsync always, use min-replicas-to-write to narrow the failover
+// window, or use the Postgres or bolt store. Store.Persistence reads the
+// server's settings (CONFIG GET, which changes nothing) and says what a
+// crash of it can lose; `gateway serve` logs it.
+//
+// Options.Replicas closes the failover window: after each write (or
+// pipeline of writes) the store sends WAIT on the same connection, to the
+// master that holds the scope, and reports the write done only once that
+// many replicas have it. When they do not within ReplicasTimeout, the
+// write fails with a *ReplicasError although the master has it; the
+// caller hears a failure, and the next Transact sees the write. A
+// Transact that decides not to write confirms the document it read the
+// same way (rewriting its token unchanged, then WAIT), so an answer never
+// rests on a write only the master has. What WAIT does not do: make the
+// write durable on disk (appendfsync does), or stop a master that has lost
+// its replicas from taking writes nobody waits for (min-replicas-to-write
+// does).
 //
 // # Tests
 //
 // The tests run against a real server named by REPLYONCE_TEST_REDIS (for
-// example redis://127.0.0.1:6379/0). Unset, they skip and say so; set but
-// unreachable, they fail. Each test writes under its own random prefix and
-// deletes it afterwards. The cross-process tests re-execute the test binary.
+// example redis://127.0.0.1:6379/0), and the Cluster tests against the
+// cluster REPLYONCE_TEST_REDIS_CLUSTER names (seed addresses). Unset, they
+// skip and say so, or fail in CI; set but unreachable, they fail. Each
+// test writes under its own random prefix and deletes it afterwards. The
+// tests of replicas, TLS, ACL users and Sentinel start servers of their own
+// (package testservers). The cross-process tests re-execute the test
+// binary.
 package redis

@@ -38,7 +38,9 @@ local tok = redis.call('HGET', KEYS[1], 't') or ''
 if tok ~= ARGV[1] then
   if tok == ARGV[2] then
     -- A client-side retry of an attempt that already landed: the token is
-    -- fresh per attempt, so nobody else can have written it.
+    -- fresh per attempt, so nobody else can have written it. Writing it
+    -- again (a no-op) puts it behind this connection's WAIT, if one follows.
+    redis.call('HSET', KEYS[1], 't', tok)
     return {1}
   end
   if tok == '' then

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +63,19 @@ type Options struct {
 	// pipeline when more are waiting than round trips are free. Zero means
 	// DefaultMaxBatch; 1 or a negative value sends every write on its own.
 	MaxBatch int
+
+	// Replicas is how many replicas must have acknowledged a write (Redis
+	// WAIT, sent on the same connection right after it) before Transact
+	// reports it done; a write that has not reached them within
+	// ReplicasTimeout fails with a *ReplicasError. A Transact that decides
+	// not to write, on a document read from the store, waits the same way
+	// for what it read, so an answer never rests on a write the replicas
+	// may not have. 0 waits for none. It needs a *goredis.Client (a
+	// single server or Sentinel) or a *goredis.ClusterClient.
+	Replicas int
+	// ReplicasTimeout bounds each wait for Replicas; zero means
+	// DefaultReplicasTimeout.
+	ReplicasTimeout time.Duration
 }
 
 // Validate reports options that New would refuse.
@@ -73,6 +85,12 @@ func (o Options) Validate() error {
 	}
 	if o.MaxRetries < 0 {
 		return fmt.Errorf("redis store: max_retries %d: must not be negative", o.MaxRetries)
+	}
+	if o.Replicas < 0 {
+		return fmt.Errorf("redis store: replicas %d: must not be negative", o.Replicas)
+	}
+	if o.ReplicasTimeout < 0 {
+		return fmt.Errorf("redis store: replicas_timeout %s: must not be negative", o.ReplicasTimeout)
 	}
 	return nil
 }
@@ -90,6 +108,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxBatch == 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
+	if o.ReplicasTimeout == 0 {
+		o.ReplicasTimeout = DefaultReplicasTimeout
+	}
 	return o
 }
 
@@ -103,6 +124,9 @@ type Store struct {
 	cache      *docCache
 	ownsClient bool
 	batch      *batcher
+
+	replicas        int
+	replicasTimeout time.Duration
 
 	// Per bucket, the start of its scopes' keys and its index key, built
 	// once so the hot path allocates one string per key.
@@ -132,11 +156,13 @@ func (e *ContentionError) Unwrap() error { return ledger.ErrContention }
 
 // New returns a Store that keeps its documents in client.
 //
-// New panics when opts does not pass Validate, or when client is a go-redis
-// Client, ClusterClient or Ring built without ContextTimeoutEnabled: such a
+// New panics when opts does not pass Validate, when client is a go-redis
+// Client, ClusterClient or Ring built without ContextTimeoutEnabled (such a
 // client lets a stalled connection hold a call for its ReadTimeout whatever
 // the caller's deadline, which breaks the store's promise to give up when
-// the context does. Open builds a suitable client from a URL.
+// the context does), or when opts.Replicas is set and client is neither a
+// Client nor a ClusterClient. Open and Topology.Open build suitable
+// clients.
 func New(client goredis.UniversalClient, opts Options) *Store {
 	if err := opts.Validate(); err != nil {
 		panic(err)
@@ -146,10 +172,19 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	}
 	opts = opts.withDefaults()
 	s := &Store{
-		client:     client,
-		prefix:     opts.KeyPrefix,
-		maxRetries: opts.MaxRetries,
-		cache:      newDocCache(opts.CacheSize),
+		client:          client,
+		prefix:          opts.KeyPrefix,
+		maxRetries:      opts.MaxRetries,
+		cache:           newDocCache(opts.CacheSize),
+		replicas:        opts.Replicas,
+		replicasTimeout: opts.ReplicasTimeout,
+	}
+	if s.replicas > 0 {
+		switch client.(type) {
+		case *goredis.Client, *goredis.ClusterClient:
+		default:
+			panic(fmt.Sprintf("redis store: Options.Replicas needs a go-redis Client or ClusterClient, not %T", client))
+		}
 	}
 	s.batch = newBatcher(s, opts.MaxBatch, pipelinesInFlight)
 	for b := range reviewBuckets {
@@ -177,32 +212,21 @@ func honoursContext(c goredis.UniversalClient) bool {
 	return true
 }
 
-// Open connects to the Redis server at url (redis:// or rediss://, the
-// query options go-redis understands), checks that it answers, and returns
-// a Store that owns the connection pool: Close releases it. The pool is at
-// least 64 connections unless the URL says otherwise, since every
-// concurrent request holds one for its round trip.
+// Open connects to the single Redis server at url (redis://, rediss:// or
+// unix://, with the query options go-redis understands), checks that it
+// answers, and returns a Store that owns the connection pool: Close
+// releases it. The pool is at least 64 connections unless the URL says
+// otherwise, since every concurrent request holds one for its round trip.
+// Config.Topology and Topology.Open reach Cluster and Sentinel too.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	copts, err := goredis.ParseURL(url)
+	t, err := Config{}.Topology(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: parse url: %w", err)
+		return nil, fmt.Errorf("redis store: %w", err)
 	}
-	copts.ContextTimeoutEnabled = true
-	if copts.PoolSize == 0 {
-		copts.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
-	}
-	client := goredis.NewClient(copts)
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		// The address only: the URL may carry a password.
-		return nil, fmt.Errorf("redis store: ping %s: %w", copts.Addr, err)
-	}
-	s := New(client, opts)
-	s.ownsClient = true
-	return s, nil
+	return t.Open(ctx, opts)
 }
 
 // Close ends the store: writes still queued for a pipeline fail unsent,
@@ -246,23 +270,45 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 	for {
 		w, err := fn(bytes.Clone(doc))
 		if err != nil || w == nil {
-			if fresh {
-				return err
+			if !fresh {
+				// A refusal or a read-only answer drawn from a guess must
+				// not leave the store unchecked: a write from elsewhere may
+				// change the answer.
+				cur, curDoc, lerr := s.load(ctx, key)
+				if lerr != nil {
+					return fmt.Errorf("redis store: transact %q: %w", scope, lerr)
+				}
+				s.remember(scope, cur, curDoc)
+				fresh = true
+				if cur != token {
+					token, doc = cur, curDoc
+					continue
+				}
+				// fn is pure: same input, same answer
 			}
-			// A refusal or a read-only answer drawn from a guess must
-			// not leave the store unchecked: a write from elsewhere may
-			// change the answer.
-			cur, curDoc, lerr := s.load(ctx, key)
-			if lerr != nil {
-				return fmt.Errorf("redis store: transact %q: %w", scope, lerr)
+			if err == nil && token != "" && s.replicas > 0 {
+				// The answer rests on the document as read: the replicas
+				// must have it too.
+				switch cerr := s.confirm(ctx, key, token); {
+				case errors.Is(cerr, errChanged):
+					// Another writer got in between: decide again on
+					// what it wrote, as after a lost race.
+					conflicts++
+					if conflicts > s.maxRetries {
+						return &ContentionError{Scope: scope, Conflicts: conflicts}
+					}
+					cur, curDoc, lerr := s.load(ctx, key)
+					if lerr != nil {
+						return fmt.Errorf("redis store: transact %q: %w", scope, lerr)
+					}
+					s.remember(scope, cur, curDoc)
+					token, doc = cur, curDoc
+					continue
+				case cerr != nil:
+					return fmt.Errorf("redis store: transact %q: %w", scope, cerr)
+				}
 			}
-			s.remember(scope, cur, curDoc)
-			fresh = true
-			if cur == token {
-				return err // fn is pure: same input, same answer
-			}
-			token, doc = cur, curDoc
-			continue
+			return err
 		}
 
 		next := newToken()

@@ -270,7 +270,7 @@ var registryA = map[string]*def{
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Cio-Signature"}, tsHeader: "X-Cio-Timestamp",
 			content: []seg{lit("v0:"), sTS, lit(":"), sBody}, tolerance: tol5m},
 	},
-	// Airtable: hmac-sha256=<hex> of the body, key = base64-decoded macSecretBase64 (?).
+	// Airtable: hmac-sha256=<hex> of the body, key = base64-decoded "macSecretBase64" (?).
 	// Airtable's own SDKs (airtable.js, airtable-ruby) have no webhook verifier; the community
 	// pyairtable and the Web API docs are the sources. Secondary write-ups disagree on hex vs
 	// base64 for the MAC: hex follows the Web API docs as cited in the research notes.

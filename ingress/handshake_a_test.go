@@ -21,7 +21,7 @@ import (
 	"github.com/replyonce/gateway/stores/memory"
 )
 
-// The PROVIDERS-2.md handshakes through the gateway: exact answers, 401 where the provider
+// The handshakes of the registry's batch 2 through the gateway: exact answers, 401 where the provider
 // probes with bad signatures, and never a ledger write or a forward.
 func TestHandshakesBatchA(t *testing.T) {
 	const secret = "batch-a-secret"

@@ -39,8 +39,8 @@ const adyenScanDepth = 128
 // adyenScan reads a batch as adyenReadGJSON does, in one pass over the body: gjson walked a
 // notification once for the array, once per item and once per nested object, and a long reason
 // or additionalData was crossed every time. It reads only strict JSON objects (RFC 8259
-// grammar outside strings, JSON whitespace) whose notification items, NotificationRequestItems,
-// amounts and additionalData are objects; for those its answers are gjson's. It returns false
+// grammar outside strings, JSON whitespace) whose notification items (each a
+// "NotificationRequestItem"), amounts and additionalData are objects; for those its answers are gjson's. It returns false
 // for anything else, and the caller reads the body with gjson instead: correctness never rests
 // on the scanner guessing how gjson treats broken JSON.
 //

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// braintreeFastPairs bounds the bodies read by braintreeFormFast. Braintree posts two fields;
+// braintreeFastPairs bounds the bodies braintreeFields reads itself. Braintree posts two fields;
 // a body with more pairs goes through url.ParseQuery, which also applies Go's limit on the
 // number of parameters (GODEBUG urlmaxqueryparams, 10000 by default), so that limit keeps
 // applying exactly as before unless it is set below this bound.

@@ -1,8 +1,8 @@
 // Package signatures authenticates inbound webhooks for the gateway: one verifier (and, where the
-// scheme has a shared secret or a private key, one signer) per provider listed in PROVIDERS.md and
-// PROVIDERS-2.md (providers.go and providers_a.go), a
-// configurable generic HMAC, the providers' endpoint handshakes as pure functions, and static facts
-// the ingress uses as defaults (event id and context templates, headers safe to forward).
+// scheme has a shared secret or a private key, one signer) per provider of the registry
+// (providers.go, providers_a.go and family.go), a configurable generic HMAC, the providers'
+// endpoint handshakes as pure functions, and static facts the ingress uses as defaults (event
+// id and context templates, headers safe to forward).
 //
 // Promises:
 //
@@ -62,7 +62,7 @@
 //
 // Secrets of the newer families: Telnyx, the base64 Ed25519 public key (a signer takes the base64
 // seed); Adyen, the hex HMAC key; Braintree, "public_key:private_key"; Vonage and monday.com, the
-// signing secret; SNS, the allowed TopicArns or account ids; PayPal, webhook ids; Plaid,
+// signing secret; SNS, the allowed "TopicArn" values or account ids; PayPal, webhook ids; Plaid,
 // "client_id:secret" with an optional "sandbox:" in front.
 //
 // Fetched keys (sns, paypal, plaid): the certificate or key is fetched at run time through a
@@ -71,6 +71,8 @@
 // gateway answers with 503 so the provider retries; a URL off the pinned hosts is ErrNoMatch and
 // is never requested. The JWT schemes (plaid, vonage, monday) pin their one algorithm.
 //
-// Where PROVIDERS.md or PROVIDERS-2.md marks a fact as unconfirmed, the code comment at that
-// provider's entry in providers.go or providers_a.go says what the verifier follows.
+// The registry was first written from research notes on each provider that are not part of
+// this repository. Where a fact was seen only in a secondary source and neither the provider's
+// docs nor its SDK confirmed it since, the comment at the provider's entry marks it "(?)" and says
+// what the verifier follows.
 package signatures

@@ -2,7 +2,7 @@ package signatures
 
 import "fmt"
 
-// familyRegistry holds the providers of the scheme families added with PROVIDERS-2.md that need
+// familyRegistry holds the providers of the scheme families added in batch 2 that need
 // code of their own: fetched certificates (sns, paypal), JWTs (plaid, vonage, monday), Ed25519 with
 // base64 keys (telnyx) and signatures inside the body (adyen, braintree). It is kept apart from
 // registry so the two lists can grow independently; lookup and Providers read both, and a name
@@ -36,7 +36,7 @@ var familyRegistry = map[string]*def{
 		handshake: braintreeHandshake,
 	},
 	"vonage": {
-		// PROVIDERS-2 marks the row (?); confirmed on Vonage's Messages API "Signed webhooks"
+		// The research notes mark the row (?); confirmed on Vonage's Messages API "Signed webhooks"
 		// page: a JWT in the Authorization header signed with the signature secret (always
 		// SHA-256, i.e. HS256; "Bearer " as Vonage's examples send it), and payload_hash the
 		// SHA-256 of the payload (hex, as Vonage's SDK helpers compare it (?)). Several secrets may
@@ -58,7 +58,7 @@ var familyRegistry = map[string]*def{
 		// when the source sets it). HS256 is what monday's examples (jsonwebtoken with the secret)
 		// produce (?). It does not cover the body, so BodySigned is false. Webhooks created with a
 		// personal API key are not signed at all and cannot use this provider.
-		// The event id and time fields are PROVIDERS-2's (?).
+		// The event id and time fields are the research notes' (?).
 		info: Provider{EventID: []string{"{json:event.triggerUuid}"}, ContextAt: "{json:event.triggerTime}",
 			SignatureHeaders: []string{"Authorization"}},
 		build:     wrap(newHS("monday", "", 0, false, "", true)),
@@ -83,7 +83,7 @@ var familyRegistry = map[string]*def{
 		sign:  noSigner("paypal"),
 	},
 	"plaid": {
-		// See plaidScheme. Plaid sends no event id, and PROVIDERS-2's composite (?) of type, code
+		// See plaidScheme. Plaid sends no event id, and the research notes' composite (?) of type, code
 		// and item would merge later updates of one item into the first, so there is no default:
 		// configure one that suits the webhooks you receive.
 		info:  Provider{SignatureHeaders: []string{plaidHeader}, Timestamped: true, DefaultTolerance: tol5m, BodySigned: true},

@@ -47,7 +47,7 @@ func oktaHandshake(p *def, cfg Config, r *Request, now time.Time) (*HandshakeRes
 }
 
 // worldlineHandshake: a GET with X-GCS-Webhooks-Endpoint-Verification, answered with its value
-// as text/plain. Follows Worldline Connect's webhooks guide as quoted in PROVIDERS-2.md (marked
+// as text/plain. Follows Worldline Connect's webhooks guide as quoted in the research notes (marked
 // (?)): the request carries no signature.
 func worldlineHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
 	v := headerValue(r.Header, "X-GCS-Webhooks-Endpoint-Verification")
@@ -74,7 +74,7 @@ func headCheck(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, b
 // and no signature; the token becomes the signing secret once the operator pastes it into
 // Notion. It is unauthenticated, so it is never stored as a secret: the answer is 200, and the
 // token goes to the operator in the response's Note (the gateway logs it) and in
-// X-Notion-Verification-Token. Follows PROVIDERS-2.md (?).
+// X-Notion-Verification-Token. Follows the research notes (?).
 func notionHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeResponse, bool, error) {
 	tok := jsonString(r.Body, "verification_token")
 	if tok == "" || headerValue(r.Header, "X-Notion-Signature") != "" {

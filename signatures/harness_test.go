@@ -273,7 +273,7 @@ func TestRegistry(t *testing.T) {
 		"msgraph", "nylas", "paddle", "pagerduty", "postmark", "sendgrid", "sentry", "shopify", "slack",
 		"square", "standard-webhooks", "stripe", "svix", "telegram", "twilio", "twitch", "typeform", "vercel",
 		"x", "zendesk", "zoom"}
-	// PROVIDERS-2.md, batch A (providers_a.go).
+	// Batch 2 of the registry (providers_a.go).
 	want = append(want, "docusign", "xero", "orb", "tiktok", "box", "mux", "workos", "plivo", "razorpay", "gocardless",
 		"sanity", "contentful", "modern-treasury", "pusher", "terraform", "mongodb-atlas", "recurly", "replicate", "openai",
 		"resend", "clerk", "brex", "polar", "worldline", "okta", "woocommerce", "buildkite", "clickup", "webex", "heroku",

@@ -20,7 +20,7 @@ import (
 // plaidScheme: Plaid signs webhooks with an ES256 JWT in Plaid-Verification. Its key is looked up
 // by the JWT header's kid with POST /webhook_verification_key/get (client_id and secret), and
 // cached; the claim request_body_sha256 binds the body and iat must be at most 5 minutes old.
-// PROVIDERS-2 marks the row (?); this follows Plaid's "Webhook verification" docs. A key whose
+// The research notes mark the row (?); this follows Plaid's "Webhook verification" docs. A key whose
 // expired_at has passed is refused.
 //
 // The secret is "client_id:secret" for production, or "sandbox:client_id:secret" /

@@ -91,8 +91,8 @@ func hubspotURI(u string) string {
 	return hubspotEscapes.Replace(u)
 }
 
-// registry is built once at declaration and never written. Comments give the source followed
-// where PROVIDERS.md marks a fact as unconfirmed.
+// registry is built once at declaration and never written. Comments give the source, followed
+// by "(?)" where a fact is unconfirmed (see the package doc).
 var registry = map[string]*def{
 	"standard-webhooks": {
 		info: Provider{EventID: []string{"{header:webhook-id}"}, ContextAt: "{header:webhook-timestamp}",
@@ -149,7 +149,7 @@ var registry = map[string]*def{
 	},
 	"twilio": {
 		// I-Twilio-Idempotency-Token is documented on Twilio's webhooks connection-overrides page;
-		// the form fallbacks follow PROVIDERS.md.
+		// the form fallbacks follow the research notes (see the package doc).
 		info: Provider{EventID: []string{"{header:I-Twilio-Idempotency-Token}",
 			"{form:MessageSid}:{form:MessageStatus}", "{form:CallSid}:{form:CallStatus}",
 			"{form:MessageSid}", "{form:CallSid}"},

@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// Batch 2 of the registry (PROVIDERS-2.md, the rows not built on certificates, JWTs, Ed25519 or
-// body-embedded signatures). Each comment says what the verifier follows; "(?)" repeats
-// PROVIDERS-2.md's mark for facts only seen in a secondary source, which we could not confirm
-// in the provider's SDK either. Like registry, built once and never written.
+// Batch 2 of the registry (the rows not built on certificates, JWTs, Ed25519 or body-embedded
+// signatures). Each comment says what the verifier follows; "(?)" marks facts the research
+// notes (see the package doc) had only from a secondary source, which we could not confirm in
+// the provider's SDK either. Like registry, built once and never written.
 
 // bodyMAC is an HMAC over the raw body alone.
 func bodyMAC(h func() hash.Hash, header string, enc sigEnc, prefix string) *hmacDef {
@@ -169,7 +169,7 @@ var registryA = map[string]*def{
 	// resend/resend-node src/webhooks/webhooks.ts verify() hands the id, timestamp and signature
 	// to the standardwebhooks library with a whsec_ secret (webhooks-verify.spec.ts signs and
 	// verifies one). The SDK takes the three values from the caller, so it does not name the HTTP
-	// headers: the svix-* names follow Resend's docs as cited in PROVIDERS-2.md (?).
+	// headers: the svix-* names follow Resend's docs as cited in the research notes (?).
 	"resend": stdAlias("svix", keyWhsec, "{header:svix-id}"),
 	// clerk/javascript packages/backend/src/webhooks.ts verifyWebhook: reads svix-id,
 	// svix-timestamp and svix-signature, maps them onto the standardwebhooks library's names and
@@ -272,10 +272,10 @@ var registryA = map[string]*def{
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Cio-Signature"}, tsHeader: "X-Cio-Timestamp",
 			content: []seg{lit("v0:"), sTS, lit(":"), sBody}, tolerance: tol5m},
 	},
-	// Airtable: hmac-sha256=<hex> of the body, key = base64-decoded macSecretBase64 (?).
+	// Airtable: hmac-sha256=<hex> of the body, key = base64-decoded "macSecretBase64" (?).
 	// Airtable's own SDKs (airtable.js, airtable-ruby) have no webhook verifier; the community
 	// pyairtable and the Web API docs are the sources. Secondary write-ups disagree on hex vs
-	// base64 for the MAC: hex follows the Web API docs as cited in PROVIDERS-2.md.
+	// base64 for the MAC: hex follows the Web API docs as cited in the research notes.
 	"airtable": {
 		info: sigHeaders("X-Airtable-Content-Mac").with("{json:timestamp}", "{json:webhook.id}:{json:timestamp}"),
 		hmac: &hmacDef{hash: sha256.New, headers: []string{"X-Airtable-Content-Mac"}, prefix: "hmac-sha256=", key: keyBase64, content: bodyOnlySeg()},
@@ -328,7 +328,7 @@ var registryA = map[string]*def{
 	},
 	// alchemyplatform/webhook-examples golang/pkg/notify.go (Alchemy's own examples; no SDK
 	// verifier): x-alchemy-signature is the lowercase hex HMAC-SHA256 of the body, keyed with the
-	// signing key's UTF-8 bytes; the event carries webhookId, id, createdAt and type, so json:id
+	// signing key's UTF-8 bytes; the event carries "webhookId", "id", "createdAt" and "type", so json:id
 	// and json:createdAt.
 	"alchemy": {
 		info: sigHeaders("X-Alchemy-Signature").with("{json:createdAt}", "{json:id}"),

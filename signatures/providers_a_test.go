@@ -42,7 +42,7 @@ func b64(h func() hash.Hash, key string, parts ...string) string {
 // pipedrive, quickbooks, clerk, brex and polar.
 //
 // TestBatchAAlgorithms builds those providers' headers independently, from the algorithm their
-// row in PROVIDERS-2.md (or the SDK named in providers_a.go) states, and checks the verifier
+// row in the research notes (or the SDK named in providers_a.go) states, and checks the verifier
 // accepts them and refuses the same headers under another secret.
 func TestBatchAAlgorithms(t *testing.T) {
 	const key = "whk_0123456789abcdef"

@@ -60,7 +60,7 @@ func requestURL(r *Request, configured string) (*url.URL, string, error) {
 
 // plivoScheme follows plivo/plivo-node lib/utils/v3Security.js (validateV3Signature): base64
 // HMAC-SHA256 with the auth token, several comma-separated signatures allowed. Header names follow
-// Plivo's docs as quoted in PROVIDERS-2.md; the SDK takes the values as arguments, so the names
+// Plivo's docs as quoted in the research notes; the SDK takes the values as arguments, so the names
 // are unconfirmed there (re-read for #16: a Plivo Java sample built on com.plivo.api reads
 // X-Plivo-Signature-V3 and X-Plivo-Signature-V3-Nonce, but its repository could not be named). V2 (lib/utils/security.js) signs only the URL and the nonce, not the
 // payload, so a captured V2 signature would authenticate any body: it is not accepted.
@@ -252,7 +252,7 @@ func (s *plivoScheme) Sign(r *Request, _ time.Time) error {
 
 // mandrillScheme: base64 HMAC-SHA1 with the webhook key over the webhook URL exactly as
 // registered followed by the POST parameters sorted by name, name then value. Follows
-// Mailchimp Transactional's "Authenticating webhook requests" recipe as quoted in PROVIDERS-2.md
+// Mailchimp Transactional's "Authenticating webhook requests" recipe as quoted in the research notes
 // (secondary source). Mailchimp's transactional SDKs (mailchimp-transactional-*) only call the
 // API: no official verifier was found in the search index (#16).
 type mandrillScheme struct {
@@ -327,7 +327,7 @@ func (s *mandrillScheme) Sign(r *Request, _ time.Time) error {
 
 // trelloScheme: base64 HMAC-SHA1 with the app secret over the body followed by the callback URL
 // given when the webhook was created (Config.URL). The recipe follows Hookdeck's trello-webhooks
-// skill and Trello's guide as quoted in PROVIDERS-2.md. Trello has no official server SDK; none
+// skill and Trello's guide as quoted in the research notes. Trello has no official server SDK; none
 // was found in the search index (#16).
 type trelloScheme struct {
 	keys [][]byte
@@ -363,8 +363,8 @@ func (s *trelloScheme) Sign(r *Request, _ time.Time) error {
 // "\n", the headers being exactly those listed in x-contentful-signed-headers, lower-cased,
 // sorted, written name:value and joined by ";". The list must include the timestamp and the list
 // itself. The path is the request's escaped path and raw query; the toolkit re-encodes it with
-// encodeURI, which leaves an already-escaped path unchanged. The timestamp is in ms; the toolkit
-// rejects only too-old requests (30 s by default), we reject both directions.
+// JavaScript's encodeURI, which leaves an already-escaped path unchanged. The timestamp is in
+// ms; the toolkit rejects only too-old requests (30 s by default), we reject both directions.
 type contentfulScheme struct {
 	keys [][]byte
 	url  string

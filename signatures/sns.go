@@ -26,7 +26,7 @@ import (
 // GovCloud regions match the same pattern. We also verify the certificate's chain, which the SDK
 // validators leave to the TLS connection.
 //
-// Secrets are the allowed topics: full TopicArns, or 12-digit AWS account ids (any topic of that
+// Secrets are the allowed topics: full "TopicArn" values, or 12-digit AWS account ids (any topic of that
 // account), or "*" for any topic. SNS documents no freshness window and retries a message with
 // its original Timestamp, so the timestamp is checked only when the source sets a tolerance.
 type snsScheme struct {

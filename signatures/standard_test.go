@@ -20,7 +20,7 @@ func TestStandardWebhooksAgainstSvixLibrary(t *testing.T) {
 		}
 		libSecret := secret
 		if p == "polar" {
-			// polar-js validateEvent base64-encodes the secret's text, whatever its prefix,
+			// polar-js's validateEvent base64-encodes the secret's text, whatever its prefix,
 			// before handing it to the Standard Webhooks library.
 			libSecret = base64.StdEncoding.EncodeToString([]byte(secret))
 		}

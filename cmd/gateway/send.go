@@ -132,7 +132,7 @@ func (a *App) send(ctx context.Context, args []string) error {
 	}
 	if req.URL != unsigned {
 		// The signer put in the URL what the provider would (Twilio's
-		// bodySHA256 for a JSON body): the request must carry that query.
+		// "bodySHA256" for a JSON body): the request must carry that query.
 		if su, err := url.Parse(req.URL); err == nil {
 			if tu, err := url.Parse(target); err == nil {
 				tu.RawQuery = su.RawQuery

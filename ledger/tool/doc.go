@@ -22,6 +22,7 @@
 //
 // CheckTool adds the read-only check_already_done tool, and Dispatch routes
 // a call by name. The SDK adapters (MCP, OpenAI, Anthropic) live in nested
-// modules under this directory so that this package needs only the
-// standard library.
+// modules under this directory so that this package pulls in no SDK:
+// besides the standard library it imports only ledger, and through it
+// goccy/go-json and gowebpki/jcs.
 package tool

@@ -1,0 +1,3 @@
+module example.com/drift
+
+go 1.26

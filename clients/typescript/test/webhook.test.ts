@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 
 import {
   WebhookVerificationError,
+  fastifyForwardHandler,
   fetchForwardHandler,
   nodeForwardHandler,
   parseCovers,
@@ -131,4 +132,40 @@ test('the fetch handler answers a Request with a Response', async () => {
     throw new Error('boom');
   })(new Request('http://agent/events', { method: 'POST', headers: forward({}, body, ts), body }));
   assert.equal(thrown.status, 503);
+});
+
+test('the Fastify handler takes the raw body and answers through the reply', async () => {
+  const h = fastifyForwardHandler({ secret }, (d) => ({ status: 202, body: { run: d.runId } }));
+  const ts = Math.floor(Date.now() / 1000);
+  const reply = () => {
+    const r = { status: 0, headers: {} as Record<string, string>, payload: undefined as unknown };
+    const api = {
+      code(s: number) {
+        r.status = s;
+        return api;
+      },
+      header(n: string, v: string) {
+        r.headers[n] = v;
+        return api;
+      },
+      send(p?: unknown) {
+        r.payload = p;
+        return api;
+      },
+    };
+    return { r, api };
+  };
+  const ok = reply();
+  await h({ headers: forward({}, body, ts), body: Buffer.from(body) }, ok.api);
+  assert.equal(ok.r.status, 202);
+  assert.deepEqual(JSON.parse(ok.r.payload as string), { run: 'demo:evt_1' });
+  const raw = reply();
+  await h({ headers: forward({}, body, ts), body: { parsed: true }, rawBody: body }, raw.api);
+  assert.equal(raw.r.status, 202);
+  const parsed = reply();
+  await h({ headers: forward({}, body, ts), body: { parsed: true } }, parsed.api);
+  assert.equal(parsed.r.status, 500);
+  const forged = reply();
+  await h({ headers: forward({}, body, ts), body: Buffer.from(body + ' ') }, forged.api);
+  assert.equal(forged.r.status, 401);
 });

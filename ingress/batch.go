@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 )
 
@@ -69,7 +70,7 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		case it.ignored != "":
 			ed.runID = ""
 			err = g.ignored(c, ed, src, it.ignored)
-		case src.cfg.Forward.Queue.Mode == ModeQueued:
+		case src.cfg.Forward.Queue.Mode == dispatch.ModeQueued:
 			err = g.enqueue(c, ed, src, it.body, it.contextAt, now)
 		default:
 			err = g.claimAndForward(c, ed, src, it.body, it.contextAt)

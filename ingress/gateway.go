@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
@@ -333,7 +334,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		d.runID = ""
 		return g.ignored(c, d, src, ruleEcho)
 	}
-	if src.cfg.Forward.Queue.Mode == ModeQueued {
+	if src.cfg.Forward.Queue.Mode == dispatch.ModeQueued {
 		return g.enqueue(c, d, src, body, contextAt, now)
 	}
 	return g.claimAndForward(c, d, src, body, contextAt)

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/field"
 )
 
@@ -59,7 +60,7 @@ func checkRespond(f ForwardConfig, split, path string) error {
 	default:
 		return field.Errorf(path+".respond", "%q is not one of gateway, agent", f.Respond)
 	}
-	if mode := f.Queue.Mode; mode != ModeInline {
+	if mode := f.Queue.Mode; mode != dispatch.ModeInline {
 		return field.Errorf(path+".respond", "agent needs forward.mode: inline: a %s source answers the provider before the agent runs", mode)
 	}
 	if split != "" {

@@ -39,7 +39,7 @@
 // eight times forward.concurrency deliveries (takeAhead); with a slower
 // agent, or for a source with runs: supersede (a held delivery is in
 // flight for the ledger, so newest-wins could no longer drop it; see
-// ingress.Source.HoldsAhead), no more than forward.concurrency. A held delivery that could not
+// Source.HoldsAhead), no more than forward.concurrency. A held delivery that could not
 // start its forward in time to settle within its claim (Source.StartBy) is
 // given back: recorded due again at once, not as a failure (outcome
 // given_back in replyonce_delivery_attempts_total), and taken again later
@@ -79,7 +79,7 @@
 //
 // With Options.TracerProvider, each delivery attempt is a span "dispatch"
 // (kind consumer) whose parent is the request that accepted the event
-// (ingress.EventTrace), so an event's accept and all its attempts, retries
+// (EventTrace), so an event's accept and all its attempts, retries
 // hours later included, read as one trace; an event accepted without
 // tracing gets a root span per attempt. The span names the source, event
 // id, run id, delivery and attempt numbers, the outcome and the agent's

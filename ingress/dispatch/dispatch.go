@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +44,9 @@ type Options struct {
 	Conversation *ConversationMetrics
 	// Clock is the ledger's clock: it times the retry schedule.
 	Clock func() time.Time
-	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter.
+	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter
+	// (RetryPolicy.Jitter), for sources whose policy has none; nil:
+	// math/rand.
 	Jitter func() float64
 	// Poll is how often the store's due index is read when nothing wakes
 	// the dispatcher sooner (an event queued here, a slot freed).
@@ -66,7 +67,6 @@ type Dispatcher struct {
 	metrics *Metrics
 	conv    *ConversationMetrics
 	now     func() time.Time
-	jitter  func() float64
 	poll    time.Duration
 	batch   int
 	sources map[string]*source
@@ -122,6 +122,7 @@ func (d *Dispatcher) inFlight() map[string]int {
 // forward.concurrency requests.
 type source struct {
 	src    *Source
+	retry  RetryPolicy   // src's, with the dispatcher's jitter
 	agent  chan struct{} // forward.concurrency places: requests to the agent in flight
 	holds  chan struct{} // takeAhead × forward.concurrency places (× 1 unless Source.HoldsAhead): deliveries held
 	paused bool          // guarded by Dispatcher.mu
@@ -185,16 +186,13 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.Jitter == nil {
-		o.Jitter = rand.Float64
-	}
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
 	}
-	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock, jitter: o.Jitter,
+	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock,
 		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1)}
 	for _, s := range o.Sources {
 		if s.Policy.Mode != ModeQueued {
@@ -204,7 +202,11 @@ func New(o Options) (*Dispatcher, error) {
 		if s.HoldsAhead() {
 			holds *= takeAhead
 		}
-		d.sources[s.Name] = &source{src: s, agent: make(chan struct{}, c), holds: make(chan struct{}, holds)}
+		retry := s.Policy.Retry
+		if retry.Jitter == nil {
+			retry.Jitter = o.Jitter
+		}
+		d.sources[s.Name] = &source{src: s, retry: retry, agent: make(chan struct{}, c), holds: make(chan struct{}, holds)}
 	}
 	if o.TracerProvider != nil {
 		d.tracer = o.TracerProvider.Tracer(TracerName)
@@ -651,19 +653,17 @@ type deliverValue struct {
 	AgentStatus int    `json:"agentStatus"`
 }
 
-// outcome turns a forward's result into the delivery's next state:
-// delivered or rejected for good, or due again on the schedule (or at the
-// agent's Retry-After), or dead once the schedule or the max age is spent.
-// A forward cut short by shutdown is due again at once and is not counted
-// as a failure.
+// outcome turns a forward's result into the delivery's next state, as the
+// source's retry policy says: delivered or rejected for good, due again,
+// or dead. A forward cut short by shutdown is due again at once and is not
+// counted as a failure.
 func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, interrupted bool) ledger.Finish {
 	rec := ledger.AttemptRecord{AgentStatus: out.Status, Latency: out.Latency, Answer: out.Answer, Outcome: out.Kind.String()}
 	if out.Err != nil {
 		rec.Error = out.Err.Error()
 	}
 	fin := ledger.Finish{Taken: t, Record: rec}
-	switch out.Kind {
-	case forward.Delivered, forward.Rejected:
+	if s.retry.Ends(out) {
 		fin.Status = ledger.DeliveryStatus(out.Kind.String())
 		fin.Value = deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}
 		return fin
@@ -674,28 +674,13 @@ func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, int
 		fin.Record.Outcome = "interrupted"
 		return fin
 	}
-	b := s.src.Policy.Retry.Backoff
-	failures := t.Item.Failures + 1
-	if failures >= len(b.Schedule) {
-		fin.Status = ledger.DeliveryDead
-		return fin
-	}
-	delay := jittered(b.Schedule[failures], d.jitter())
-	if out.RetryAfterGiven {
-		delay = min(max(out.RetryAfter, MinRetryAfter), MaxRetryAfter)
-	}
-	next := now.Add(delay)
-	if b.MaxAge > 0 && next.After(t.Item.ReceivedAt.Add(b.MaxAge)) {
+	next, dead := s.retry.Next(t.Item.Failures+1, out, t.Item.ReceivedAt, now)
+	if dead {
 		fin.Status = ledger.DeliveryDead
 		return fin
 	}
 	fin.Status, fin.NextAt = ledger.DeliveryQueued, next
 	return fin
-}
-
-// jittered spreads d over ±20 %; u is uniform in [0, 1).
-func jittered(d time.Duration, u float64) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*u))
 }
 
 // Shutdown stops taking work and waits for the deliveries in flight until

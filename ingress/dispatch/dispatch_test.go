@@ -139,18 +139,6 @@ func TestRetriesFollowTheSchedule(t *testing.T) {
 	}
 }
 
-// Jitter spreads a delay over ±20 %.
-func TestJitter(t *testing.T) {
-	for _, c := range []struct {
-		u    float64
-		want time.Duration
-	}{{0, 4 * time.Second}, {0.5, 5 * time.Second}, {0.999999, 6 * time.Second}} {
-		if got := dispatch.Jittered(5*time.Second, c.u); got.Round(time.Millisecond) != c.want {
-			t.Errorf("jittered(5s, %v) = %s, want %s", c.u, got, c.want)
-		}
-	}
-}
-
 // The agent's Retry-After on 429 and 503 replaces the schedule's delay,
 // within [1 s, 6 h]; "0" is advice too (retry after the least wait).
 func TestRetryAfterHonoured(t *testing.T) {
@@ -161,9 +149,9 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}{
 		{http.StatusTooManyRequests, "120", 120 * time.Second},
 		{http.StatusServiceUnavailable, "86400", dispatch.MaxRetryAfter},
-		{http.StatusServiceUnavailable, "", 5 * time.Second},  // no advice: the schedule
-		{http.StatusServiceUnavailable, "0", time.Second},     // "now", within the bounds
-		{http.StatusTooManyRequests, "soon", 5 * time.Second}, // unreadable: no advice
+		{http.StatusServiceUnavailable, "", dispatch.DefaultSchedule[1]},  // no advice: the schedule
+		{http.StatusServiceUnavailable, "0", dispatch.MinRetryAfter},      // "now", within the bounds
+		{http.StatusTooManyRequests, "soon", dispatch.DefaultSchedule[1]}, // unreadable: no advice
 	} {
 		t.Run(strconv.Itoa(c.status)+"_"+c.header, func(t *testing.T) {
 			h := newHarness(t, queuedSource())
@@ -244,7 +232,9 @@ func TestDeadLetterAndReplay(t *testing.T) {
 
 // max_age ends retrying before the schedule does.
 func TestMaxAge(t *testing.T) {
-	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.Retry.Backoff.MaxAge = time.Minute }))
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Forward.Queue.Retry.Backoff = dispatch.Backoff{Schedule: []time.Duration{0, 5 * time.Second, 5 * time.Minute}, MaxAge: time.Minute}
+	}))
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
 	h.post(t, "old")
 	settle(h.d)

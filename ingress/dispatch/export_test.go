@@ -15,9 +15,6 @@ const (
 	GaugeEvery       = gaugeEvery
 )
 
-// Jittered is jittered.
-var Jittered = jittered
-
 // Sweep runs one sweep, as Run does when woken.
 func (d *Dispatcher) Sweep(ctx context.Context) (bool, error) { return d.sweep(ctx) }
 

@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/replyonce/gateway/ingress/field"
@@ -124,73 +122,4 @@ func (p Policy) Validate(path string) error {
 		return field.Errorf(path+".cancel", "%q is not %q (or empty)", p.Cancel, CancelNotify)
 	}
 	return p.Retry.validateReject(path)
-}
-
-// RetryPolicy is a queued source's retry policy: which answers end a
-// delivery for good (Reject, besides the ones forward already takes for
-// final), and when a failed one is tried again (Backoff).
-type RetryPolicy struct {
-	Backoff Backoff `yaml:"retry"`
-	// Reject lists agent statuses that reject an event for good, besides
-	// 400, 413, 415 and 422.
-	Reject []int `yaml:"reject"`
-}
-
-// Backoff is forward.retry: the delays between attempts and how long
-// after receipt they may go on.
-type Backoff struct {
-	// Schedule lists the delay before each attempt: Schedule[0] before the
-	// first (normally 0), Schedule[k] after the k-th failure. An event that
-	// fails its last scheduled attempt goes to dead letter. Default
-	// DefaultSchedule.
-	Schedule []time.Duration `yaml:"schedule"`
-	// MaxAge ends retrying earlier: an attempt that would start later than
-	// MaxAge after receipt is not made (dead letter). Zero: the schedule
-	// alone decides.
-	MaxAge time.Duration `yaml:"max_age"`
-}
-
-// DefaultSchedule is the Standard Webhooks retry schedule: the first
-// attempt at once, then these delays after each failure (about 3 days in
-// all). Each delay gets ±20 % jitter.
-var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
-	5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
-
-// MinRetryAfter and MaxRetryAfter clamp an agent's Retry-After in queued
-// mode: sooner than a second is a busy loop, and later than six hours is
-// better left to the schedule and an operator.
-const (
-	MinRetryAfter = time.Second
-	MaxRetryAfter = 6 * time.Hour
-)
-
-func (r RetryPolicy) withDefaults() RetryPolicy {
-	if len(r.Backoff.Schedule) == 0 {
-		r.Backoff.Schedule = DefaultSchedule
-	}
-	return r
-}
-
-func (r RetryPolicy) validate(path string) error {
-	for i, d := range r.Backoff.Schedule {
-		if d < 0 {
-			return field.Errorf(fmt.Sprintf("%s.retry.schedule[%d]", path, i), "must not be negative")
-		}
-	}
-	if r.Backoff.MaxAge < 0 {
-		return field.Errorf(path+".retry.max_age", "must not be negative")
-	}
-	return nil
-}
-
-func (r RetryPolicy) validateReject(path string) error {
-	for i, st := range r.Reject {
-		if st < 400 || st > 499 {
-			return field.Errorf(fmt.Sprintf("%s.reject[%d]", path, i), "%d is not a 4xx status", st)
-		}
-		if slices.Contains([]int{401, 403, 404, 405, 410, 408, 409, 425, 429}, st) {
-			return field.Errorf(fmt.Sprintf("%s.reject[%d]", path, i), "%d says the setup or the moment is wrong, never the event", st)
-		}
-	}
-	return nil
 }

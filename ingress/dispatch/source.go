@@ -43,18 +43,8 @@ func (s *Source) StartBy(leaseUntil time.Time) time.Time {
 }
 
 // KeepFor is how long an undelivered event is kept before retention
-// starts: its max age, or the whole schedule with its jitter and leases.
-func (s *Source) KeepFor() time.Duration {
-	b := s.Policy.Retry.Backoff
-	if b.MaxAge > 0 {
-		return b.MaxAge
-	}
-	var total time.Duration
-	for _, d := range b.Schedule {
-		total += d*6/5 + s.Lease()
-	}
-	return total
-}
+// starts: as long as its retry policy may go on retrying it.
+func (s *Source) KeepFor() time.Duration { return s.Policy.Retry.Lifetime(s.Lease()) }
 
 // ForwardRequest builds the request that delivers a queued event under a
 // taken claim: the same request inline mode sends.

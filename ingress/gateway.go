@@ -553,17 +553,6 @@ func clip(s string) string {
 	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
-// deliverValue is what the ledger remembers about a finished delivery, so
-// duplicates are answered with the original outcome.
-type deliverValue struct {
-	Outcome     string `json:"outcome"` // delivered | rejected
-	AgentStatus int    `json:"agentStatus"`
-	Delivery    int    `json:"delivery,omitempty"` // the run's delivery number that reached the agent
-	// Answer is the agent's answer, kept when the source lets the agent
-	// answer the provider (respond.go).
-	Answer *agentAnswer `json:"answer,omitempty"`
-}
-
 // clockSlack is added to the settle margin for clocks that differ a
 // little between gateway instances.
 const clockSlack = time.Second
@@ -611,7 +600,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	case ledger.StatusReplayed:
 		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
 		d.decision = "duplicate"
-		var v deliverValue
+		var v forward.Record
 		_ = json.Unmarshal(claim.Value, &v)
 		// The log line names the delivery that reached the agent.
 		d.deliveryN = v.Delivery
@@ -682,7 +671,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	kept := keptAnswer(src, out)
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, forward.Record{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil)
 	default:
 		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}

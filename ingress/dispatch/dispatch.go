@@ -647,12 +647,6 @@ func (d *Dispatcher) giveBack(s *source, t ledger.Taken, fields []zap.Field) {
 	d.log.Info("dispatch: delivery given back unsent; it is due again", fields...)
 }
 
-// deliverValue is what the deliver entry commits, as inline mode records.
-type deliverValue struct {
-	Outcome     string `json:"outcome"`
-	AgentStatus int    `json:"agentStatus"`
-}
-
 // outcome turns a forward's result into the delivery's next state, as the
 // source's retry policy says: delivered or rejected for good, due again,
 // or dead. A forward cut short by shutdown is due again at once and is not
@@ -665,7 +659,7 @@ func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, int
 	fin := ledger.Finish{Taken: t, Record: rec}
 	if s.retry.Ends(out) {
 		fin.Status = ledger.DeliveryStatus(out.Kind.String())
-		fin.Value = deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}
+		fin.Value = forward.RecordOf(out)
 		return fin
 	}
 	now := d.now()

@@ -64,7 +64,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	endStep(span, err, "store error", string(res.Status))
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
-		d.decision = "store_error"
+		d.decision = decStoreError
 		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
 	switch res.Status {
@@ -72,7 +72,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 		g.metrics.queued.WithLabelValues(src.Name).Inc()
 		g.metrics.Conversation.Settled(src.Name, res)
 		g.notifyCancels(res, d.eventID)
-		d.decision = "queued"
+		d.decision = decQueued
 		if slot != nil && res.Run != nil {
 			d.deliveryN = res.Run.Delivery
 			slot.Deliver(ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim}, ev)
@@ -93,11 +93,11 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 		return writeJSON(c, statusQueued, a)
 	case ledger.EnqueueDuplicate:
 		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
-		d.decision = "duplicate"
+		d.decision = decDuplicate
 		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(res.Item.Status)})
 	default:
 		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
-		d.decision = "in_flight"
+		d.decision = decInFlight
 		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered inline by another request", Reason: "in_flight", RetryAfter: src.cfg.RetryAfter}
 	}
 }

@@ -80,7 +80,7 @@ func endWebhook(span trace.Span, c echo.Context, d *delivery, status int, reason
 	} else {
 		span.SetAttributes(attribute.Int("http.response.status_code", status))
 	}
-	span.SetAttributes(attribute.String("replyonce.decision", d.decision))
+	span.SetAttributes(attribute.String("replyonce.decision", d.decision.String()))
 	if d.source != nil {
 		// Only a configured name: the path of a 404 is the caller's text.
 		span.SetAttributes(attribute.String("replyonce.source", d.source.Name))
@@ -93,7 +93,7 @@ func endWebhook(span trace.Span, c echo.Context, d *delivery, status int, reason
 		span.SetAttributes(attribute.String("replyonce.reason", reason))
 	}
 	if status >= 500 {
-		span.SetStatus(codes.Error, strconv.Itoa(status)+" "+d.decision)
+		span.SetStatus(codes.Error, strconv.Itoa(status)+" "+d.decision.String())
 	}
 	span.End()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 )
 
@@ -41,11 +42,11 @@ type batchItem struct {
 func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []byte, now time.Time) error {
 	items, err := g.batchItems(src, c.Request(), body, now)
 	if err != nil {
-		d.decision = "batch_refused"
+		d.decision = decBatchRefused
 		return err
 	}
 	if len(items) == 0 {
-		d.decision = "batch_empty"
+		d.decision = decBatchEmpty
 		return g.okBatch(c, d, nil)
 	}
 	events := make([]answer, 0, len(items))
@@ -59,7 +60,7 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		if it.ignored == "" {
 			in := &extract.Input{Header: c.Request().Header, Query: c.Request().URL.Query(), Body: it.body, ContentType: "application/json"}
 			if echo, err = g.echoOf(c.Request().Context(), src, in, it.scope); err != nil {
-				ed.decision = "store_error"
+				ed.decision = decStoreError
 			} else if echo {
 				it.ignored = ruleEcho
 			}
@@ -69,12 +70,12 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		case it.ignored != "":
 			ed.runID = ""
 			err = g.ignored(c, ed, src, it.ignored)
-		case src.cfg.Forward.Queue.Mode == ModeQueued:
+		case src.cfg.Forward.Queue.Mode == dispatch.ModeQueued:
 			err = g.enqueue(c, ed, src, it.body, it.contextAt, now)
 		default:
 			err = g.claimAndForward(c, ed, src, it.body, it.contextAt)
 		}
-		fields := []zap.Field{zap.String("source", src.Name), zap.String("decision", ed.decision),
+		fields := []zap.Field{zap.String("source", src.Name), zap.String("decision", ed.decision.String()),
 			zap.String("event_id", ed.eventID), zap.String("scope", ed.scope), zap.String("run_id", ed.runID),
 			zap.Int("delivery", ed.deliveryN), zap.Duration("latency", time.Since(ed.start))}
 		if ed.reason != "" {
@@ -88,7 +89,7 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		} else {
 			events = append(events, a)
 		}
-		if ed.decision == "ignored" {
+		if decisions[ed.decision].throttled {
 			ok, suppressed := g.refusals.allow(ignoreLogKey(src.Name, ed.reason), g.now())
 			if !ok {
 				continue
@@ -100,14 +101,14 @@ func (g *Gateway) serveBatch(c echo.Context, d *delivery, src *Source, body []by
 		g.log.Info("webhook batch element", fields...)
 	}
 	if first != nil {
-		d.decision = "batch_incomplete"
+		d.decision = decBatchIncomplete
 		var ie *Error
 		if errors.As(first, &ie) {
 			d.reason = ie.Reason
 		}
 		return first
 	}
-	d.decision = "batch"
+	d.decision = decBatch
 	return g.okBatch(c, d, events)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/signatures"
 )
@@ -24,7 +25,7 @@ func FuzzBatchSplit(f *testing.F) {
 	g := &Gateway{log: zap.NewNop()}
 	f.Fuzz(func(t *testing.T, body []byte, split string) {
 		src, err := NewSource(SourceConfig{Name: "f", Provider: "gocardless", Split: split, EventID: []string{"{json:id}"},
-			Signature: signatures.Config{Secrets: []string{"k"}}, Forward: ForwardConfig{URL: "http://127.0.0.1:1/"}})
+			Signature: signatures.Config{Secrets: []string{"k"}}, Forward: ForwardConfig{Target: forward.Target{URL: "http://127.0.0.1:1/"}}})
 		if err != nil {
 			var fe *field.Error
 			if !errors.As(err, &fe) {

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/signatures"
 )
 
@@ -134,9 +136,9 @@ func TestBatchSplitRefusals(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 
 	for _, c := range []ingress.SourceConfig{
-		{Name: "x", Provider: "github", Split: "default", Signature: signatures.Config{Secrets: []string{"s"}}, Forward: ingress.ForwardConfig{URL: "http://a"}},
-		{Name: "x", Provider: "gocardless", Split: "events", Signature: signatures.Config{Secrets: []string{"s"}}, Forward: ingress.ForwardConfig{URL: "http://a"}},
-		{Name: "x", Provider: "hmac", Split: "{json:items}", Signature: signatures.Config{Secrets: []string{"s"}, HMAC: &signatures.HMACConfig{Header: "X-S"}}, Forward: ingress.ForwardConfig{URL: "http://a"}},
+		{Name: "x", Provider: "github", Split: "default", Signature: signatures.Config{Secrets: []string{"s"}}, Forward: ingress.ForwardConfig{Target: forward.Target{URL: "http://a"}}},
+		{Name: "x", Provider: "gocardless", Split: "events", Signature: signatures.Config{Secrets: []string{"s"}}, Forward: ingress.ForwardConfig{Target: forward.Target{URL: "http://a"}}},
+		{Name: "x", Provider: "hmac", Split: "{json:items}", Signature: signatures.Config{Secrets: []string{"s"}, HMAC: &signatures.HMACConfig{Header: "X-S"}}, Forward: ingress.ForwardConfig{Target: forward.Target{URL: "http://a"}}},
 	} {
 		if _, err := ingress.NewSource(c); err == nil || !strings.Contains(err.Error(), "sources.x.") {
 			t.Errorf("%s split %q: %v", c.Provider, c.Split, err)
@@ -164,7 +166,7 @@ func TestBatchSplitHubSpot(t *testing.T) {
 func TestBatchSplitQueued(t *testing.T) {
 	h := newHarness(t, ingress.SourceConfig{Name: "gc", Provider: "gocardless", Split: "default",
 		Signature: signatures.Config{Secrets: []string{gcSecret}},
-		Forward:   ingress.ForwardConfig{Queue: ingress.QueueConfig{Mode: ingress.ModeQueued}}})
+		Forward:   ingress.ForwardConfig{Queue: dispatch.Policy{Mode: dispatch.ModeQueued}}})
 	r := h.postGC(t, gcBatch(0, 5))
 	wantStatus(t, r, http.StatusAccepted) // as a single queued event
 	for id, st := range batchStatuses(t, r) {

@@ -78,7 +78,7 @@
 // secret, a signature, a header or the body, nor error texts (they can
 // quote an agent's answer or a store's address). A 5xx answer, an agent
 // failure and a store error mark their span as an error. A queued event
-// keeps its accepting request's trace context under TraceHeader, so the
+// keeps its accepting request's trace context under dispatch.TraceHeader, so the
 // dispatcher's span for each delivery attempt is a child of that request.
 // Without a provider no span is started: tracing off costs nothing.
 package ingress

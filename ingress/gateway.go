@@ -19,8 +19,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
@@ -152,13 +154,14 @@ type answer struct {
 
 // delivery is what one request turned into, for the log line.
 type delivery struct {
-	source           *Source
-	eventID, scope   string
-	runID            string
-	deliveryN        int
-	status           int
-	decision, reason string
-	start            time.Time
+	source         *Source
+	eventID, scope string
+	runID          string
+	deliveryN      int
+	status         int
+	decision       decision
+	reason         string
+	start          time.Time
 	// collect, when set, receives the 2xx answer instead of the response (batch elements).
 	collect *answer
 	note    string // a handshake's note for the operator
@@ -195,7 +198,7 @@ func (g *Gateway) handle(c echo.Context) error {
 		g.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
 	}
 	fields := []zap.Field{
-		zap.String("source", name), zap.Int("status", status), zap.String("decision", d.decision),
+		zap.String("source", name), zap.Int("status", status), zap.String("decision", d.decision.String()),
 		zap.Duration("latency", time.Since(d.start)),
 	}
 	if d.eventID != "" {
@@ -216,28 +219,22 @@ func (g *Gateway) handle(c echo.Context) error {
 		fields[1] = zap.Int("status", 0)
 		fields = append(fields, zap.Int("unsent_status", status))
 	}
-	switch {
-	case d.decision == "store_error" || d.reason == "store":
-		g.log.Error("webhook", fields...)
-	case status >= 500 || d.warn:
-		g.log.Warn("webhook", fields...)
-	case status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge || d.decision == "ignored":
+	level := logLevel(d.decision, status, d.reason, d.warn)
+	if level == zapcore.InfoLevel && (status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge || decisions[d.decision].throttled) {
 		key := name + " " + strconv.Itoa(status)
-		if d.decision == "ignored" {
+		if decisions[d.decision].throttled {
 			// A bot talking to itself can send many: throttled per rule.
 			key = ignoreLogKey(name, d.reason)
 		}
 		ok, suppressed := g.refusals.allow(key, g.now())
 		if !ok {
-			break
+			return nil
 		}
 		if suppressed > 0 {
 			fields = append(fields, zap.Int("suppressed", suppressed))
 		}
-		g.log.Info("webhook", fields...)
-	default:
-		g.log.Info("webhook", fields...)
 	}
+	g.log.Log(level, "webhook", fields...)
 	return nil
 }
 
@@ -254,7 +251,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	req := c.Request()
 	src := g.sources[c.Param("source")]
 	if src == nil {
-		d.decision = "unknown_source"
+		d.decision = decUnknownSource
 		return &Error{Status: http.StatusNotFound, Message: "unknown source", Reason: "unknown_source"}
 	}
 	d.source = src
@@ -265,13 +262,13 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	}
 	body, err := readBody(c, int64(src.cfg.MaxBody))
 	if err != nil {
-		d.decision = "body"
+		d.decision = decBody
 		return err
 	}
 	now := g.now()
 	sreq := &signatures.Request{Method: req.Method, URL: publicURL(src, req), Header: req.Header, Body: body}
 	if resp, handled, err := signatures.Handshake(src.Provider, src.cfg.Signature, sreq, now); handled || err != nil {
-		d.decision = "handshake"
+		d.decision = decHandshake
 		if err != nil {
 			return g.unauthorized(src, d, err)
 		}
@@ -284,7 +281,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	err = src.scheme.Verify(sreq, now)
 	endStep(vspan, err, "signature verification failed", "")
 	if err != nil {
-		d.decision = "unauthorized"
+		d.decision = decUnauthorized
 		return g.unauthorized(src, d, err)
 	}
 	if src.split != "" {
@@ -301,12 +298,12 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	}
 	eventID, ok := src.eventID.Resolve(in)
 	if !ok {
-		d.decision = "no_event_id"
+		d.decision = decNoEventID
 		return &Error{Status: http.StatusBadRequest, Reason: "missing_event_id",
 			Message: fmt.Sprintf("event id rule %s did not resolve for this request", src.eventIDText)}
 	}
 	if err := checkID("event id", src.eventIDText, eventID); err != nil {
-		d.decision = "bad_event_id"
+		d.decision = decBadEventID
 		return err
 	}
 	d.eventID = eventID
@@ -315,7 +312,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	if src.scope != nil {
 		if s, ok := src.scope.Resolve(in); ok {
 			if err := checkID("scope", src.scope.String(), s); err != nil {
-				d.decision = "bad_scope"
+				d.decision = decBadScope
 				return err
 			}
 			d.scope = s
@@ -323,17 +320,17 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	}
 	contextAt, err := g.contextAt(src, in, now, d)
 	if err != nil {
-		d.decision = "bad_context_at"
+		d.decision = decBadContextAt
 		return err
 	}
 	if echo, err := g.echoOf(req.Context(), src, in, d.scope); err != nil {
-		d.decision = "store_error"
+		d.decision = decStoreError
 		return err
 	} else if echo {
 		d.runID = ""
 		return g.ignored(c, d, src, ruleEcho)
 	}
-	if src.cfg.Forward.Queue.Mode == ModeQueued {
+	if src.cfg.Forward.Queue.Mode == dispatch.ModeQueued {
 		return g.enqueue(c, d, src, body, contextAt, now)
 	}
 	return g.claimAndForward(c, d, src, body, contextAt)
@@ -345,7 +342,7 @@ func methodNotAllowed(c echo.Context, src *Source, d *delivery) error {
 		allow = "GET, POST"
 	}
 	c.Response().Header().Set("Allow", allow)
-	d.decision = "method"
+	d.decision = decMethod
 	return &Error{Status: http.StatusMethodNotAllowed, Message: "method not allowed", Reason: "method"}
 }
 
@@ -552,17 +549,6 @@ func clip(s string) string {
 	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
-// deliverValue is what the ledger remembers about a finished delivery, so
-// duplicates are answered with the original outcome.
-type deliverValue struct {
-	Outcome     string `json:"outcome"` // delivered | rejected
-	AgentStatus int    `json:"agentStatus"`
-	Delivery    int    `json:"delivery,omitempty"` // the run's delivery number that reached the agent
-	// Answer is the agent's answer, kept when the source lets the agent
-	// answer the provider (respond.go).
-	Answer *agentAnswer `json:"answer,omitempty"`
-}
-
 // clockSlack is added to the settle margin for clocks that differ a
 // little between gateway instances.
 const clockSlack = time.Second
@@ -602,15 +588,15 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	cancel()
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
-		d.decision = "store_error"
+		d.decision = decStoreError
 		return &Error{Status: http.StatusServiceUnavailable, Message: "ledger unavailable", Reason: "store", RetryAfter: src.cfg.RetryAfter, Cause: err}
 	}
 	switch claim.Status {
 	case ledger.StatusClaimed:
 	case ledger.StatusReplayed:
 		g.metrics.duplicates.WithLabelValues(src.Name).Inc()
-		d.decision = "duplicate"
-		var v deliverValue
+		d.decision = decDuplicate
+		var v forward.Record
 		_ = json.Unmarshal(claim.Value, &v)
 		// The log line names the delivery that reached the agent.
 		d.deliveryN = v.Delivery
@@ -623,7 +609,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: v.Outcome, AgentAnswer: notKept(v.Answer)})
 	case ledger.StatusInFlight:
 		g.metrics.inFlight.WithLabelValues(src.Name).Inc()
-		d.decision = "in_flight"
+		d.decision = decInFlight
 		wait := min(claim.Deadline.Sub(g.now()), src.cfg.RetryAfter)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "this event is being delivered by another request", Reason: "in_flight", RetryAfter: wait}
 	case ledger.StatusRefused:
@@ -632,14 +618,14 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 			// done with the event, and nothing may be delivered under it
 			// again. Retrying could never help, so the provider hears 200.
 			g.metrics.duplicates.WithLabelValues(src.Name).Inc()
-			d.decision = "duplicate"
+			d.decision = decDuplicate
 			return g.ok(c, d, answer{Status: "duplicate", EventID: d.eventID, RunID: d.runID, Outcome: string(claim.Reason)})
 		}
-		d.decision = string(claim.Status)
+		d.decision = claimDecision(claim.Status)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.cfg.RetryAfter}
 	default:
 		// Not reachable with a redeliverable, unlimited claim; never a 2xx.
-		d.decision = string(claim.Status)
+		d.decision = claimDecision(claim.Status)
 		return &Error{Status: http.StatusServiceUnavailable, Message: "event cannot be delivered now", Reason: string(claim.Status) + " " + string(claim.Reason), RetryAfter: src.cfg.RetryAfter}
 	}
 	d.deliveryN = run.Delivery
@@ -648,12 +634,12 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	// meanwhile. A claim that came back from a slow store with less left
 	// than that is given up unforwarded.
 	if left := claim.Deadline.Sub(g.now()); left <= src.cfg.Forward.Timeout+g.settleMargin {
-		d.decision = "claim_expiring"
+		d.decision = decClaimExpiring
 		err := fmt.Errorf("the claim came back with %s left, not more than the forward timeout %s plus %s to settle", left, src.cfg.Forward.Timeout, g.settleMargin)
 		return g.giveUp(ctx, d, src, claim, err, "the ledger answered too slowly to deliver the event safely")
 	}
 	if g.stop.Err() != nil {
-		d.decision = "shutting_down"
+		d.decision = decShuttingDown
 		return g.giveUp(ctx, d, src, claim, errors.New("the gateway is shutting down"), "the gateway is shutting down")
 	}
 	// The forward outlives the provider's connection (the ledger must learn
@@ -669,9 +655,9 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	})
 	stopForward()
 	cancelForward()
-	g.metrics.forwards.WithLabelValues(src.Name, out.Kind.String()).Inc()
+	d.decision = forwardDecision(out.Kind)
+	g.metrics.forwards.WithLabelValues(src.Name, d.decision.String()).Inc()
 	g.metrics.forwardLatency.WithLabelValues(src.Name).Observe(out.Latency.Seconds())
-	d.decision = out.Kind.String()
 	if out.Err != nil {
 		d.reason = out.Err.Error()
 	}
@@ -681,7 +667,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	kept := keptAnswer(src, out)
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil)
+		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, forward.Record{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil)
 	default:
 		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
 	}
@@ -703,7 +689,7 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 		return g.ok(c, d, answer{Status: "rejected", EventID: d.eventID, RunID: d.runID})
 	}
 	if g.stop.Err() != nil {
-		d.decision = "shutting_down"
+		d.decision = decShuttingDown
 	}
 	// The agent's own Retry-After is honoured up to the source's bound: a
 	// provider told to wait a day (or until 2099) may give up on the event.
@@ -726,7 +712,7 @@ func (g *Gateway) giveUp(ctx context.Context, d *delivery, src *Source, claim le
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		why = fmt.Errorf("%w; settling it as not applied failed: %w", why, err)
 	}
-	return &Error{Status: http.StatusServiceUnavailable, Message: msg, Reason: d.decision, RetryAfter: src.cfg.RetryAfter, Cause: why}
+	return &Error{Status: http.StatusServiceUnavailable, Message: msg, Reason: d.decision.String(), RetryAfter: src.cfg.RetryAfter, Cause: why}
 }
 
 func (g *Gateway) ok(c echo.Context, d *delivery, a answer) error {

@@ -144,7 +144,7 @@ func TestHandshakesBatchA(t *testing.T) {
 func TestNotionTokenLogged(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	src, err := ingress.NewSource(ingress.SourceConfig{Name: "notion", Provider: "notion",
-		Signature: signatures.Config{Secrets: []string{"configured"}}, Forward: ingress.ForwardConfig{URL: "http://127.0.0.1:1/"}})
+		Signature: signatures.Config{Secrets: []string{"configured"}}, Forward: ingress.ForwardConfig{Target: forward.Target{URL: "http://127.0.0.1:1/"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

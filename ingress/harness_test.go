@@ -23,6 +23,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 	"github.com/replyonce/gateway/stores/memory"
@@ -214,7 +215,7 @@ func newHarnessWith(t *testing.T, mod func(*ingress.Options), cfgs ...ingress.So
 		if c.Forward.Queue.Mode == "" {
 			// The harness's gateway has no dispatcher: its sources are
 			// inline unless a test asks for queued.
-			c.Forward.Queue.Mode = ingress.ModeInline
+			c.Forward.Queue.Mode = dispatch.ModeInline
 		}
 		s, err := ingress.NewSource(c)
 		if err != nil {

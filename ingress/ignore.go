@@ -257,7 +257,7 @@ func (g *Gateway) echoOf(ctx context.Context, src *Source, in *extract.Input, sc
 // ignored answers an ignored event: 200, counted by rule, nothing written.
 func (g *Gateway) ignored(c echo.Context, d *delivery, src *Source, label string) error {
 	g.metrics.ignored.WithLabelValues(src.Name, label).Inc()
-	d.decision, d.reason = "ignored", label
+	d.decision, d.reason = decIgnored, label
 	return g.ok(c, d, answer{Status: "ignored", EventID: d.eventID})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 )
@@ -67,7 +68,7 @@ func ignoreBots(c *ingress.SourceConfig) {
 // never forwarded, and leaves the store untouched; a redelivery is answered
 // the same; an unsigned one is still a 401; other events go through.
 func TestIgnoreRuleAnswersIgnoredAndRecordsNothing(t *testing.T) {
-	for _, mode := range []ingress.DeliveryMode{ingress.ModeInline, ingress.ModeQueued} {
+	for _, mode := range []dispatch.Mode{dispatch.ModeInline, dispatch.ModeQueued} {
 		t.Run(string(mode), func(t *testing.T) {
 			h, reg := metricHarness(t, nil, githubSource("gh", ignoreBots, func(c *ingress.SourceConfig) { c.Forward.Queue.Mode = mode }))
 			writes := h.store.writes.Load()
@@ -102,7 +103,7 @@ func TestIgnoreRuleAnswersIgnoredAndRecordsNothing(t *testing.T) {
 
 			// A human's event is not ignored.
 			r := h.postGitHub(t, "gh", "human-1")
-			if mode == ingress.ModeInline {
+			if mode == dispatch.ModeInline {
 				wantAnswer(t, r, "delivered", "human-1", "gh:human-1")
 				if h.sink.count("human-1") != 1 {
 					t.Fatal("the human's event did not reach the agent")
@@ -324,7 +325,7 @@ func TestNylasOwnAddressPreset(t *testing.T) {
 // as the agent's echo, with no address list, while the customer's next
 // message on the same thread is delivered.
 func TestEchoOfCommittedReplyIsIgnored(t *testing.T) {
-	for _, mode := range []ingress.DeliveryMode{ingress.ModeInline, ingress.ModeQueued} {
+	for _, mode := range []dispatch.Mode{dispatch.ModeInline, dispatch.ModeQueued} {
 		t.Run(string(mode), func(t *testing.T) {
 			h, reg := metricHarness(t, nil, nylasSource("ny", nil, func(c *ingress.SourceConfig) {
 				c.Scope = []string{"{json:data.object.thread_id}"}
@@ -354,7 +355,7 @@ func TestEchoOfCommittedReplyIsIgnored(t *testing.T) {
 				w.WriteHeader(http.StatusOK)
 			})
 			first := h.postSigned(t, "nylas", nylasCfg, "ny", nylasMessage("c-1", "thread-9", "customer@example.com", ""))
-			if mode == ingress.ModeInline {
+			if mode == dispatch.ModeInline {
 				wantAnswer(t, first, "delivered", "c-1", "ny:c-1")
 			} else {
 				// No dispatcher runs here: the agent takes the queued event
@@ -393,7 +394,7 @@ func TestEchoOfCommittedReplyIsIgnored(t *testing.T) {
 			other = strings.Replace(other, `"id":"n-echo"`, `"id":"n-other"`, 1)
 			delivered := func(r reply, id string) {
 				t.Helper()
-				if mode == ingress.ModeQueued {
+				if mode == dispatch.ModeQueued {
 					wantStatus(t, r, http.StatusAccepted)
 					return
 				}

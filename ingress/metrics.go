@@ -1,6 +1,10 @@
 package ingress
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replyonce/gateway/ingress/dispatch"
+)
 
 // Metrics are the gateway's Prometheus instruments. They register on the
 // registry given to NewMetrics, never on the global one.
@@ -16,7 +20,7 @@ type Metrics struct {
 	ignored        *prometheus.CounterVec
 	// Conversation counts conversation-aware delivery; the dispatcher
 	// shares it (dispatch.Options.Conversation).
-	Conversation *ConversationMetrics
+	Conversation *dispatch.ConversationMetrics
 }
 
 // NewMetrics creates and registers the instruments.
@@ -51,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "replyonce_events_ignored_total", Help: "Verified events answered 200 ignored and not forwarded, by source and rule (a rule's name or ignore[i], preset:NAME, echo_of).",
 		}, []string{"source", "rule"}),
 	}
-	m.Conversation = NewConversationMetrics(reg)
+	m.Conversation = dispatch.NewConversationMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued, m.ignored)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/signatures"
 )
 
@@ -15,7 +16,7 @@ import (
 // a 400 naming the rule, inline and queued, and writes nothing: before,
 // one such event took over every source's dispatch.
 func TestReservedScopeIsRefusedAtTheEdge(t *testing.T) {
-	for _, mode := range []ingress.DeliveryMode{ingress.ModeInline, ingress.ModeQueued} {
+	for _, mode := range []dispatch.Mode{dispatch.ModeInline, dispatch.ModeQueued} {
 		t.Run(string(mode), func(t *testing.T) {
 			for _, scope := range []string{"replyonce:control:paused-sources", "Replyonce:anything"} {
 				h := newHarness(t, stripeSource("stripe", func(c *ingress.SourceConfig) {

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/field"
 )
 
@@ -26,25 +27,11 @@ const (
 	MaxRespondLimit     = 1 << 20
 )
 
-// Why an agent's 2xx answer was not kept (agentAnswer.NotKept).
+// Why an agent's 2xx answer was not kept (forward.KeptAnswer.NotKept).
 const (
 	answerTooLarge = "too_large"
 	answerUnread   = "unread"
 )
-
-// agentAnswer is the agent's answer as the deliver entry keeps it, so a
-// duplicate hears what the first delivery heard. Only Content-Type is kept
-// of its headers: the others (cookies, caching, the agent's own server
-// headers) are the agent's business, not the provider's.
-type agentAnswer struct {
-	Status      int    `json:"status"`
-	ContentType string `json:"contentType,omitempty"`
-	Body        []byte `json:"body,omitempty"`
-	// NotKept is set when the body was not kept (too_large, unread): the
-	// provider then hears the gateway's JSON, first delivery and
-	// duplicates alike.
-	NotKept string `json:"notKept,omitempty"`
-}
 
 // checkRespond validates forward.respond and forward.respond_limit, their
 // defaults filled in.
@@ -59,7 +46,7 @@ func checkRespond(f ForwardConfig, split, path string) error {
 	default:
 		return field.Errorf(path+".respond", "%q is not one of gateway, agent", f.Respond)
 	}
-	if mode := f.Queue.Mode; mode != ModeInline {
+	if mode := f.Queue.Mode; mode != dispatch.ModeInline {
 		return field.Errorf(path+".respond", "agent needs forward.mode: inline: a %s source answers the provider before the agent runs", mode)
 	}
 	if split != "" {
@@ -82,11 +69,11 @@ func (s *Source) respondLimit() int64 {
 
 // keptAnswer is what the deliver entry records of a delivered event's
 // answer when the agent answers the provider.
-func keptAnswer(src *Source, out forward.Outcome) *agentAnswer {
+func keptAnswer(src *Source, out forward.Outcome) *forward.KeptAnswer {
 	if src.respondLimit() == 0 || out.Kind != forward.Delivered {
 		return nil
 	}
-	a := &agentAnswer{Status: out.Status, ContentType: out.ContentType, Body: out.Body}
+	a := &forward.KeptAnswer{Status: out.Status, ContentType: out.ContentType, Body: out.Body}
 	switch {
 	case errors.Is(out.BodyErr, forward.ErrAnswerTooLarge):
 		a.NotKept, a.Body = answerTooLarge, nil
@@ -101,7 +88,7 @@ func keptAnswer(src *Source, out forward.Outcome) *agentAnswer {
 // source lets the gateway answer, the event was rejected or recorded
 // before the source let the agent answer, or the answer was not kept (d
 // then says why, for a warning in the log).
-func answerFromAgent(c echo.Context, d *delivery, src *Source, a *agentAnswer) bool {
+func answerFromAgent(c echo.Context, d *delivery, src *Source, a *forward.KeptAnswer) bool {
 	if src.respondLimit() == 0 || a == nil {
 		return false
 	}
@@ -132,7 +119,7 @@ func bodyAllowed(status int) bool {
 
 // notKept is the gateway JSON's agent_answer field: why the agent's
 // answer was not passed on, if it was not.
-func notKept(a *agentAnswer) string {
+func notKept(a *forward.KeptAnswer) string {
 	if a == nil {
 		return ""
 	}

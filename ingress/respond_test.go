@@ -16,6 +16,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
@@ -29,7 +30,7 @@ var discordSeed = bytes.Repeat([]byte{5}, ed25519.SeedSize)
 func respondSources(limit int64) []ingress.SourceConfig {
 	agent := func(c ingress.SourceConfig) ingress.SourceConfig {
 		c.Forward.Respond, c.Forward.RespondLimit = ingress.RespondAgent, ingress.ByteSize(limit)
-		c.Forward.Queue.Mode = ingress.ModeInline
+		c.Forward.Queue.Mode = dispatch.ModeInline
 		return c
 	}
 	pub := ed25519.NewKeyFromSeed(discordSeed).Public().(ed25519.PublicKey)
@@ -257,7 +258,7 @@ func TestRespondAgentFailuresKeepTheGatewaysAnswers(t *testing.T) {
 func TestRespondConfigErrors(t *testing.T) {
 	base := func(mod func(*ingress.SourceConfig)) ingress.SourceConfig {
 		c := ingress.SourceConfig{Name: "s", Provider: "slack", Signature: signatures.Config{Secrets: []string{slackSecret}},
-			Forward: ingress.ForwardConfig{URL: "http://127.0.0.1:9/", Respond: ingress.RespondAgent, Queue: ingress.QueueConfig{Mode: ingress.ModeInline}}}
+			Forward: ingress.ForwardConfig{Target: forward.Target{URL: "http://127.0.0.1:9/"}, Respond: ingress.RespondAgent, Queue: dispatch.Policy{Mode: dispatch.ModeInline}}}
 		mod(&c)
 		return c
 	}
@@ -265,7 +266,7 @@ func TestRespondConfigErrors(t *testing.T) {
 		name, field, says string
 		cfg               ingress.SourceConfig
 	}{
-		{"queued", "sources.s.forward.respond", "forward.mode: inline", base(func(c *ingress.SourceConfig) { c.Forward.Queue.Mode = ingress.ModeQueued })},
+		{"queued", "sources.s.forward.respond", "forward.mode: inline", base(func(c *ingress.SourceConfig) { c.Forward.Queue.Mode = dispatch.ModeQueued })},
 		{"split", "sources.s.forward.respond", "split", base(func(c *ingress.SourceConfig) {
 			c.Split, c.EventID = "{json:events}", []string{"{json:id}"}
 		})},

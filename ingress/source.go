@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
@@ -34,6 +35,9 @@ type Source struct {
 	passHeaders []string      // canonical names of informative provider headers to forward
 	ignore      []matcher     // ignore rules, then presets; first match wins
 	echoOf      *extract.Rule // nil: no echo suppression
+	// queued is the source as the dispatcher delivers it, made of the
+	// same configuration (cfg.Forward's target and policy).
+	queued *dispatch.Source
 }
 
 // SourceConfig is one source as the configuration file writes it, under
@@ -74,13 +78,12 @@ type SourceConfig struct {
 // ForwardConfig says where and how accepted events go (forward: in the
 // file).
 type ForwardConfig struct {
-	URL           string            `yaml:"url"`
-	Timeout       time.Duration     `yaml:"timeout"` // default DefaultTimeout
-	Headers       map[string]string `yaml:"headers"`
-	SigningSecret string            `yaml:"signing_secret"`
-	// Queue is the delivery mode and, in queued mode, the dispatch and
-	// retry policy; its keys sit beside the others (forward.mode, ...).
-	Queue QueueConfig `yaml:",inline"`
+	// Target is forward.url, forward.timeout (default DefaultTimeout),
+	// forward.headers and forward.signing_secret.
+	forward.Target `yaml:",inline"`
+	// Queue is the delivery mode and, in queued mode, the dispatcher's
+	// policy; its keys sit beside the others (forward.mode, ...).
+	Queue dispatch.Policy `yaml:",inline"`
 	// Respond is who answers the provider: RespondGateway (the default;
 	// the gateway's JSON) or RespondAgent (the agent's status,
 	// Content-Type and body, for inline sources only).
@@ -95,11 +98,6 @@ const (
 	DefaultMaxBody    = 1 << 20
 	DefaultRetryAfter = 10 * time.Second
 	DefaultTimeout    = 10 * time.Second
-	// deliverMargin is added to the forward timeout to make the deliver
-	// claim's pending TTL: long enough that a live forward is never taken
-	// for dead, short enough that a crashed instance's claim frees up by the
-	// provider's next retry.
-	deliverMargin = 5 * time.Second
 )
 
 // contextAtReceipt is the context_at that says "receipt time", the
@@ -131,7 +129,7 @@ func (c SourceConfig) withDefaults() SourceConfig {
 	if c.Forward.Respond == RespondAgent && c.Forward.RespondLimit == 0 {
 		c.Forward.RespondLimit = DefaultRespondLimit
 	}
-	c.Forward.Queue = c.Forward.Queue.withDefaults()
+	c.Forward.Queue = c.Forward.Queue.WithDefaults()
 	return c
 }
 
@@ -215,9 +213,10 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
 	}
-	if err := cfg.Forward.Queue.validate(path + ".forward"); err != nil {
+	if err := cfg.Forward.Queue.Validate(path + ".forward"); err != nil {
 		return nil, err
 	}
+	s.queued = &dispatch.Source{Name: cfg.Name, Runs: cfg.Runs, Target: cfg.Forward.Target, Policy: cfg.Forward.Queue}
 	if err := checkRespond(cfg.Forward, s.split, path+".forward"); err != nil {
 		return nil, err
 	}
@@ -245,6 +244,10 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 // Config is the configuration the source runs with: as given to
 // NewSource, with its defaults filled in.
 func (s *Source) Config() SourceConfig { return s.cfg }
+
+// Queued is the source as the dispatcher delivers it (its mode says
+// whether it does).
+func (s *Source) Queued() *dispatch.Source { return s.queued }
 
 // MaxSourceName bounds a source's name, which every run id starts with.
 const MaxSourceName = 64

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -10,8 +9,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/replyonce/gateway/ledger"
 )
 
 // TracerName names the tracer the gateway's spans come from.
@@ -24,18 +21,7 @@ const (
 	SpanClaim   = "ledger.begin_claim"
 	SpanEnqueue = "ledger.enqueue"
 	SpanSettle  = "ledger.settle"
-	// SpanDispatch is the dispatcher's span for one delivery attempt of a
-	// queued event (package dispatch).
-	SpanDispatch = "dispatch"
 )
-
-// TraceHeader is the key under which a queued event's stored headers keep
-// the trace context of the request that accepted it, so that each of its
-// delivery attempts joins that trace (EventTrace). It is a Replyonce-*
-// name, which the forwarder never passes to the agent, and it is always
-// the gateway's own: a value the provider sent under that name is
-// dropped.
-const TraceHeader = "Replyonce-Traceparent"
 
 // traceContext reads and writes W3C traceparent and tracestate only.
 var traceContext propagation.TraceContext
@@ -94,7 +80,7 @@ func endWebhook(span trace.Span, c echo.Context, d *delivery, status int, reason
 	} else {
 		span.SetAttributes(attribute.Int("http.response.status_code", status))
 	}
-	span.SetAttributes(attribute.String("replyonce.decision", d.decision))
+	span.SetAttributes(attribute.String("replyonce.decision", d.decision.String()))
 	if d.source != nil {
 		// Only a configured name: the path of a 404 is the caller's text.
 		span.SetAttributes(attribute.String("replyonce.source", d.source.Name))
@@ -107,7 +93,7 @@ func endWebhook(span trace.Span, c echo.Context, d *delivery, status int, reason
 		span.SetAttributes(attribute.String("replyonce.reason", reason))
 	}
 	if status >= 500 {
-		span.SetStatus(codes.Error, strconv.Itoa(status)+" "+d.decision)
+		span.SetStatus(codes.Error, strconv.Itoa(status)+" "+d.decision.String())
 	}
 	span.End()
 }
@@ -139,33 +125,4 @@ func endStep(span trace.Span, err error, what, status string) {
 		}
 	}
 	span.End()
-}
-
-// rememberTrace stores the accepting request's trace context in a queued
-// event's headers (TraceHeader), or clears whatever the provider sent
-// under that name.
-func rememberTrace(ctx context.Context, h http.Header) {
-	delete(h, TraceHeader)
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return // tracing is off
-	}
-	// Stored sampled or not, so the attempts follow the accept's sampling.
-	carrier := propagation.MapCarrier{}
-	traceContext.Inject(ctx, carrier)
-	if v := carrier.Get("traceparent"); v != "" {
-		h[TraceHeader] = []string{v}
-	}
-}
-
-// EventTrace is the trace context of the request that accepted a queued
-// event (the zero SpanContext when it was accepted without tracing). The
-// dispatcher makes each delivery attempt's span a child of it.
-func EventTrace(ev ledger.QueuedEvent) trace.SpanContext {
-	v := ev.Header[TraceHeader]
-	if len(v) == 0 {
-		return trace.SpanContext{}
-	}
-	ctx := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": v[0]})
-	return trace.SpanContextFromContext(ctx)
 }

@@ -8,7 +8,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/bench"
-	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 )
 
 // bench measures the gateway against a bare reverse proxy on loopback; see
@@ -20,7 +20,7 @@ func (a *App) bench(ctx context.Context, args []string) error {
 	fs.StringVar(&c.Provider, "provider", "stripe", "how events are signed: stripe | standard-webhooks")
 	fs.StringVar(&c.Mode, "mode", "inline", "the bench source's forward.mode: inline | queued (queued passes also wait for and report the dispatcher's drain)")
 	fs.IntVar(&c.DispatchConcurrency, "dispatch-concurrency", 0, "forward.concurrency in queued mode (default 16)")
-	fs.DurationVar(&c.AcceptWait, "accept-wait", ingress.DefaultAcceptWait, "forward.accept_wait in queued mode (0s: accepts never wait for the dispatcher)")
+	fs.DurationVar(&c.AcceptWait, "accept-wait", dispatch.DefaultAcceptWait, "forward.accept_wait in queued mode (0s: accepts never wait for the dispatcher)")
 	fs.IntVar(&c.Backlog, "backlog", 0, "queued mode: accept this many events with dispatch paused, then resume and time the drain to the sink; then --n events inline on the same store kind, for comparison")
 	fs.IntVar(&c.Requests, "n", bench.DefaultRequests, "requests per full-speed pass")
 	fs.IntVar(&c.HalfLoad, "half-n", 0, "requests per half-load pass (default n/2; negative skips the half-load passes)")

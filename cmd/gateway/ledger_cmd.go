@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
@@ -285,11 +286,7 @@ func stateText(e ledger.Entry) string {
 	if e.Intent != ingress.IntentDeliver || e.State != ledger.StateCommitted || len(e.Value) == 0 {
 		return string(e.State)
 	}
-	// The gateway's deliver value: {"outcome": "delivered"|"rejected", "agentStatus": N}.
-	var v struct {
-		Outcome     string `json:"outcome"`
-		AgentStatus int    `json:"agentStatus"`
-	}
+	var v forward.Record
 	if json.Unmarshal(e.Value, &v) != nil || v.Outcome == "" {
 		return string(e.State)
 	}

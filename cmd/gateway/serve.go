@@ -83,7 +83,11 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	// Every serve process dispatches queued sources; several processes on
 	// one store share the work through the ledger.
 	gwMetrics := ingress.NewMetrics(reg)
-	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: sources, Logger: log.Named("dispatch"),
+	queued := make([]*dispatch.Source, len(sources))
+	for i, s := range sources {
+		queued[i] = s.Queued()
+	}
+	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: queued, Logger: log.Named("dispatch"),
 		Metrics: dispatch.NewMetrics(reg), Conversation: gwMetrics.Conversation, Clock: a.Clock, TracerProvider: tp})
 	if err != nil {
 		return err

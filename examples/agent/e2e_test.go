@@ -23,6 +23,7 @@ import (
 	"github.com/replyonce/gateway/examples/agent/fakechat"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 	"github.com/replyonce/gateway/signatures"
@@ -91,8 +92,7 @@ func newStackWith(t *testing.T, forwardTimeout time.Duration) *stack {
 		ContextAt: []string{"{json:sent_at}"},
 		Runs:      ledger.ModeSupersede,
 		// Inline: this gateway runs no dispatcher.
-		Forward: ingress.ForwardConfig{URL: agentSrv.URL + "/events", Timeout: forwardTimeout, SigningSecret: forwardSecret,
-			Queue: ingress.QueueConfig{Mode: ingress.ModeInline}},
+		Forward: ingress.ForwardConfig{Target: forward.Target{URL: agentSrv.URL + "/events", Timeout: forwardTimeout, SigningSecret: forwardSecret}, Queue: dispatch.Policy{Mode: dispatch.ModeInline}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -106,7 +106,7 @@ func TestStoreOutageMidDelivery(t *testing.T) {
 	if q := h.item(t, "mid"); q.Status != ledger.DeliveryDelivering {
 		t.Fatalf("after a failed settle: %s, want still delivering until the claim runs out", q.Status)
 	}
-	h.clock.Advance(h.source.Lease())
+	h.clock.Advance(h.source.Queued().Lease())
 	h.d.Notify()
 	for h.item(t, "mid").Status != ledger.DeliveryDelivered {
 		time.Sleep(5 * time.Millisecond)
@@ -122,10 +122,8 @@ func TestStoreOutageMidDelivery(t *testing.T) {
 // attempts by outcome, dead letters and dispatch lag.
 func TestMetrics(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
-		c.Forward.Queue.Retry.Schedule = []time.Duration{0, time.Second}
+		c.Forward.Queue.Retry.Backoff.Schedule = []time.Duration{0, time.Second}
 	}))
-	reg := prometheus.NewRegistry()
-	h.d.metrics = NewMetrics(reg)
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 		if r.Header.Get(forward.HeaderEventID) == "fail" {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -137,13 +135,13 @@ func TestMetrics(t *testing.T) {
 	h.post(t, "m-1") // both wait in the store: no slot free
 	h.post(t, "fail")
 	h.clock.Advance(3 * time.Second)
-	if _, err := h.d.sweep(context.Background()); err != nil {
+	if _, err := h.d.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.due.WithLabelValues("github")); got != 2 {
+	if got := metricValue(t, h.dreg, "replyonce_queue_due", "source", "github"); got != 2 {
 		t.Errorf("queue depth %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.oldestDue.WithLabelValues("github")); got != 3 {
+	if got := metricValue(t, h.dreg, "replyonce_queue_oldest_due_seconds", "source", "github"); got != 3 {
 		t.Errorf("oldest due %vs, want 3s", got)
 	}
 	for _, sl := range slots {
@@ -152,21 +150,21 @@ func TestMetrics(t *testing.T) {
 	h.sweep(t) // delivers m-1; fail fails once
 	h.clock.Advance(2 * time.Second)
 	h.sweep(t) // fail fails again: its schedule is spent
-	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("github", "delivered")); got != 1 {
+	if got := metricValue(t, h.dreg, "replyonce_delivery_attempts_total", "source", "github", "outcome", "delivered"); got != 1 {
 		t.Errorf("delivered attempts %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("github", "retry")); got != 1 {
+	if got := metricValue(t, h.dreg, "replyonce_delivery_attempts_total", "source", "github", "outcome", "retry"); got != 1 {
 		t.Errorf("retry attempts %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.dead.WithLabelValues("github")); got != 1 {
+	if got := metricValue(t, h.dreg, "replyonce_dead_letters_total", "source", "github"); got != 1 {
 		t.Errorf("dead letters %v, want 1", got)
 	}
-	if n := testutil.CollectAndCount(h.d.metrics.lag); n != 1 {
+	if n, err := testutil.GatherAndCount(h.dreg, "replyonce_dispatch_lag_seconds"); err != nil || n != 1 {
 		t.Errorf("dispatch lag series %d, want 1 (github)", n)
 	}
-	h.clock.Advance(gaugeEvery)
+	h.clock.Advance(dispatch.GaugeEvery)
 	h.sweep(t)
-	if got := testutil.ToFloat64(h.d.metrics.due.WithLabelValues("github")); got != 0 {
+	if got := metricValue(t, h.dreg, "replyonce_queue_due", "source", "github"); got != 0 {
 		t.Errorf("queue depth once all is done: %v, want 0", got)
 	}
 }

@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -22,7 +23,7 @@ func TestCancelNotice(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
 		c.Runs = ledger.ModeSupersede
 		c.Scope = []string{"conv"} // every event on one conversation
-		c.Forward.Queue.Cancel = ingress.CancelNotify
+		c.Forward.Queue.Cancel = dispatch.CancelNotify
 	}))
 	release := make(chan struct{})
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
@@ -52,7 +53,7 @@ func TestCancelNotice(t *testing.T) {
 	if err := wh.Verify(notice.Body, notice.Header); err != nil {
 		t.Fatalf("the notice's signature: %v", err)
 	}
-	var n ingress.CancelNotice
+	var n dispatch.CancelNotice
 	if err := json.Unmarshal(notice.Body, &n); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestOrderedScopeMovesOnPastDeadLetter(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
 		c.Scope = []string{"conv"}
 		c.Forward.Queue.Order = ledger.OrderScope
-		c.Forward.Queue.Retry.Schedule = []time.Duration{0} // one attempt, then dead letter
+		c.Forward.Queue.Retry.Backoff.Schedule = []time.Duration{0} // one attempt, then dead letter
 	}))
 	release := make(chan struct{})
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
@@ -112,7 +113,7 @@ func TestOrderedScopeMovesOnPastDeadLetter(t *testing.T) {
 	if st, _ := h.post(t, "e2"); st != http.StatusAccepted {
 		t.Fatalf("e2: %d", st)
 	}
-	if _, err := h.d.sweep(t.Context()); err != nil {
+	if _, err := h.d.Sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(h.agent.requests("e2")); n != 0 {

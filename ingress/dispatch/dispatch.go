@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/replyonce/gateway/forward"
-	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -35,17 +33,20 @@ const (
 type Options struct {
 	Ledger    *ledger.Ledger
 	Forwarder *forward.Forwarder
-	// Sources are the gateway's sources; only queued ones are dispatched.
-	Sources []*ingress.Source
+	// Sources are the gateway's sources (ingress.Source.Queued); only
+	// queued ones are dispatched.
+	Sources []*Source
 	Logger  *zap.Logger
 	Metrics *Metrics
 	// Conversation counts events settled superseded at take time and
 	// ordered scopes moving on past a dead letter: the gateway's
 	// (ingress.Metrics.Conversation), so each figure has one name.
-	Conversation *ingress.ConversationMetrics
+	Conversation *ConversationMetrics
 	// Clock is the ledger's clock: it times the retry schedule.
 	Clock func() time.Time
-	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter.
+	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter
+	// (RetryPolicy.Jitter), for sources whose policy has none; nil:
+	// math/rand.
 	Jitter func() float64
 	// Poll is how often the store's due index is read when nothing wakes
 	// the dispatcher sooner (an event queued here, a slot freed).
@@ -64,9 +65,8 @@ type Dispatcher struct {
 	fwd     *forward.Forwarder
 	log     *zap.Logger
 	metrics *Metrics
-	conv    *ingress.ConversationMetrics
+	conv    *ConversationMetrics
 	now     func() time.Time
-	jitter  func() float64
 	poll    time.Duration
 	batch   int
 	sources map[string]*source
@@ -121,7 +121,8 @@ func (d *Dispatcher) inFlight() map[string]int {
 // the store steps around a forward never hold one of the agent's
 // forward.concurrency requests.
 type source struct {
-	src    *ingress.Source
+	src    *Source
+	retry  RetryPolicy   // src's, with the dispatcher's jitter
 	agent  chan struct{} // forward.concurrency places: requests to the agent in flight
 	holds  chan struct{} // takeAhead × forward.concurrency places (× 1 unless Source.HoldsAhead): deliveries held
 	paused bool          // guarded by Dispatcher.mu
@@ -168,39 +169,6 @@ func (s *source) observeLatency(l time.Duration) {
 	}
 }
 
-var (
-	_ ingress.Handoff   = (*Dispatcher)(nil)
-	_ ingress.Canceller = (*Dispatcher)(nil)
-)
-
-// SendCancel implements ingress.Canceller: one attempt, owned by the
-// dispatcher (Shutdown waits for it), never retried.
-func (d *Dispatcher) SendCancel(src *ingress.Source, n ingress.CancelNotice) {
-	if src == nil {
-		return
-	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return
-	}
-	d.running.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.running.Done()
-		req, err := src.CancelRequest(n)
-		outcome := "failed"
-		if err == nil {
-			if out := d.fwd.Forward(d.forwards, req); out.Kind == forward.Delivered {
-				outcome = "delivered"
-			}
-		}
-		d.conv.CancelNotice(src.Name, outcome)
-		d.log.Info("dispatch: cancellation notice", zap.String("source", src.Name), zap.String("event_id", n.EventID),
-			zap.String("run_id", n.RunID), zap.String("superseded_by", n.SupersededBy), zap.String("outcome", outcome))
-	}()
-}
-
 // New builds a dispatcher. It starts nothing: call Run.
 func New(o Options) (*Dispatcher, error) {
 	if o.Ledger == nil || o.Forwarder == nil {
@@ -213,13 +181,10 @@ func New(o Options) (*Dispatcher, error) {
 		o.Metrics = NewMetrics(nil)
 	}
 	if o.Conversation == nil {
-		o.Conversation = ingress.NewConversationMetrics(nil)
+		o.Conversation = NewConversationMetrics(nil)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
-	}
-	if o.Jitter == nil {
-		o.Jitter = rand.Float64
 	}
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
@@ -227,17 +192,21 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
 	}
-	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock, jitter: o.Jitter,
+	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock,
 		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1)}
 	for _, s := range o.Sources {
-		if s.Queue().Mode != ingress.ModeQueued {
+		if s.Policy.Mode != ModeQueued {
 			continue
 		}
-		c, holds := s.Queue().Concurrency, s.Queue().Concurrency
+		c, holds := s.Policy.Concurrency, s.Policy.Concurrency
 		if s.HoldsAhead() {
 			holds *= takeAhead
 		}
-		d.sources[s.Name] = &source{src: s, agent: make(chan struct{}, c), holds: make(chan struct{}, holds)}
+		retry := s.Policy.Retry
+		if retry.Jitter == nil {
+			retry.Jitter = o.Jitter
+		}
+		d.sources[s.Name] = &source{src: s, retry: retry, agent: make(chan struct{}, c), holds: make(chan struct{}, holds)}
 	}
 	if o.TracerProvider != nil {
 		d.tracer = o.TracerProvider.Tracer(TracerName)
@@ -246,7 +215,8 @@ func New(o Options) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Notify implements ingress.Handoff.
+// Notify wakes the sweep: an event was queued without a slot (or one was
+// freed), so there may be due work now rather than at the next poll.
 func (d *Dispatcher) Notify() {
 	select {
 	case d.wake <- struct{}{}:
@@ -254,7 +224,7 @@ func (d *Dispatcher) Notify() {
 	}
 }
 
-// Reserve implements ingress.Handoff: a place to hold one more delivery of
+// Reserve is a place to hold one more delivery of
 // a queued, unpaused source, unless the dispatcher is shutting down. When
 // every place is taken but the agent answers fast, it waits up to the
 // source's forward.accept_wait for one (ctx permitting): a place then frees within
@@ -262,7 +232,7 @@ func (d *Dispatcher) Notify() {
 // swept from the store, and accepts that wait for the dispatcher keep the
 // backlog from outgrowing what the agent is fed. With a slow agent it
 // never waits: the event is stored and swept.
-func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bool) {
+func (d *Dispatcher) Reserve(ctx context.Context, name string) (*Slot, bool) {
 	s := d.sources[name]
 	if s == nil {
 		return nil, false
@@ -271,7 +241,7 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bo
 		return sl, true
 	}
 	d.mu.Lock()
-	wait := *s.src.Queue().AcceptWait
+	wait := *s.src.Policy.AcceptWait
 	if d.closed || s.paused || !s.src.HoldsAhead() || time.Duration(s.latency.Load()) >= takeAheadLatency {
 		wait = 0
 	}
@@ -295,11 +265,11 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (ingress.Slot, bo
 		return nil, false
 	}
 	d.running.Add(1)
-	return &slot{d: d, s: s}, true
+	return &Slot{d: d, s: s}, true
 }
 
 // tryReserve is Reserve without waiting (see source.mayHold).
-func (d *Dispatcher) tryReserve(s *source) (ingress.Slot, bool) {
+func (d *Dispatcher) tryReserve(s *source) (*Slot, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed || s.paused || !s.mayHold() {
@@ -311,16 +281,20 @@ func (d *Dispatcher) tryReserve(s *source) (ingress.Slot, bool) {
 		return nil, false
 	}
 	d.running.Add(1)
-	return &slot{d: d, s: s}, true
+	return &Slot{d: d, s: s}, true
 }
 
-type slot struct {
+// Slot is one reserved place for a delivery (Reserve). Exactly one of
+// Deliver and Release must be called.
+type Slot struct {
 	d    *Dispatcher
 	s    *source
 	used bool
 }
 
-func (sl *slot) Deliver(t ledger.Taken, ev ledger.QueuedEvent) {
+// Deliver hands the slot a delivery whose claim the caller holds (taken
+// at accept): the dispatcher forwards it and records its outcome.
+func (sl *Slot) Deliver(t ledger.Taken, ev ledger.QueuedEvent) {
 	if sl.used {
 		return
 	}
@@ -328,7 +302,8 @@ func (sl *slot) Deliver(t ledger.Taken, ev ledger.QueuedEvent) {
 	go sl.d.deliver(sl.s, t, &ev)
 }
 
-func (sl *slot) Release() {
+// Release gives the place back unused.
+func (sl *Slot) Release() {
 	if sl.used {
 		return
 	}
@@ -465,7 +440,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		took++
 		// Taken in its slot's goroutine: the takes of one page share the
 		// store's group commits instead of waiting for one each in turn.
-		go d.take(s, sl.(*slot), q, now)
+		go d.take(s, sl, q, now)
 	}
 	if !fresh && took == 0 {
 		// What was left of the last page has no slot free: read the
@@ -672,27 +647,19 @@ func (d *Dispatcher) giveBack(s *source, t ledger.Taken, fields []zap.Field) {
 	d.log.Info("dispatch: delivery given back unsent; it is due again", fields...)
 }
 
-// deliverValue is what the deliver entry commits, as inline mode records.
-type deliverValue struct {
-	Outcome     string `json:"outcome"`
-	AgentStatus int    `json:"agentStatus"`
-}
-
-// outcome turns a forward's result into the delivery's next state:
-// delivered or rejected for good, or due again on the schedule (or at the
-// agent's Retry-After), or dead once the schedule or the max age is spent.
-// A forward cut short by shutdown is due again at once and is not counted
-// as a failure.
+// outcome turns a forward's result into the delivery's next state, as the
+// source's retry policy says: delivered or rejected for good, due again,
+// or dead. A forward cut short by shutdown is due again at once and is not
+// counted as a failure.
 func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, interrupted bool) ledger.Finish {
 	rec := ledger.AttemptRecord{AgentStatus: out.Status, Latency: out.Latency, Answer: out.Answer, Outcome: out.Kind.String()}
 	if out.Err != nil {
 		rec.Error = out.Err.Error()
 	}
 	fin := ledger.Finish{Taken: t, Record: rec}
-	switch out.Kind {
-	case forward.Delivered, forward.Rejected:
+	if s.retry.Ends(out) {
 		fin.Status = ledger.DeliveryStatus(out.Kind.String())
-		fin.Value = deliverValue{Outcome: out.Kind.String(), AgentStatus: out.Status}
+		fin.Value = forward.RecordOf(out)
 		return fin
 	}
 	now := d.now()
@@ -701,28 +668,13 @@ func (d *Dispatcher) outcome(s *source, t ledger.Taken, out forward.Outcome, int
 		fin.Record.Outcome = "interrupted"
 		return fin
 	}
-	q := s.src.Queue()
-	failures := t.Item.Failures + 1
-	if failures >= len(q.Retry.Schedule) {
-		fin.Status = ledger.DeliveryDead
-		return fin
-	}
-	delay := jittered(q.Retry.Schedule[failures], d.jitter())
-	if out.RetryAfterGiven {
-		delay = min(max(out.RetryAfter, ingress.MinRetryAfter), ingress.MaxRetryAfter)
-	}
-	next := now.Add(delay)
-	if q.Retry.MaxAge > 0 && next.After(t.Item.ReceivedAt.Add(q.Retry.MaxAge)) {
+	next, dead := s.retry.Next(t.Item.Failures+1, out, t.Item.ReceivedAt, now)
+	if dead {
 		fin.Status = ledger.DeliveryDead
 		return fin
 	}
 	fin.Status, fin.NextAt = ledger.DeliveryQueued, next
 	return fin
-}
-
-// jittered spreads d over ±20 %; u is uniform in [0, 1).
-func jittered(d time.Duration, u float64) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*u))
 }
 
 // Shutdown stops taking work and waits for the deliveries in flight until

@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -104,7 +105,7 @@ func TestRetriesFollowTheSchedule(t *testing.T) {
 	})
 	h.post(t, "r-1")
 	settle(h.d)
-	for i, delay := range ingress.DefaultSchedule[1:4] {
+	for i, delay := range dispatch.DefaultSchedule[1:4] {
 		q := h.item(t, "r-1")
 		if q.Status != ledger.DeliveryQueued || q.Failures != i+1 {
 			t.Fatalf("after attempt %d: %+v", i+1, q)
@@ -138,18 +139,6 @@ func TestRetriesFollowTheSchedule(t *testing.T) {
 	}
 }
 
-// Jitter spreads a delay over ±20 %.
-func TestJitter(t *testing.T) {
-	for _, c := range []struct {
-		u    float64
-		want time.Duration
-	}{{0, 4 * time.Second}, {0.5, 5 * time.Second}, {0.999999, 6 * time.Second}} {
-		if got := jittered(5*time.Second, c.u); got.Round(time.Millisecond) != c.want {
-			t.Errorf("jittered(5s, %v) = %s, want %s", c.u, got, c.want)
-		}
-	}
-}
-
 // The agent's Retry-After on 429 and 503 replaces the schedule's delay,
 // within [1 s, 6 h]; "0" is advice too (retry after the least wait).
 func TestRetryAfterHonoured(t *testing.T) {
@@ -159,10 +148,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 		want   time.Duration
 	}{
 		{http.StatusTooManyRequests, "120", 120 * time.Second},
-		{http.StatusServiceUnavailable, "86400", ingress.MaxRetryAfter},
-		{http.StatusServiceUnavailable, "", 5 * time.Second},  // no advice: the schedule
-		{http.StatusServiceUnavailable, "0", time.Second},     // "now", within the bounds
-		{http.StatusTooManyRequests, "soon", 5 * time.Second}, // unreadable: no advice
+		{http.StatusServiceUnavailable, "86400", dispatch.MaxRetryAfter},
+		{http.StatusServiceUnavailable, "", dispatch.DefaultSchedule[1]},  // no advice: the schedule
+		{http.StatusServiceUnavailable, "0", dispatch.MinRetryAfter},      // "now", within the bounds
+		{http.StatusTooManyRequests, "soon", dispatch.DefaultSchedule[1]}, // unreadable: no advice
 	} {
 		t.Run(strconv.Itoa(c.status)+"_"+c.header, func(t *testing.T) {
 			h := newHarness(t, queuedSource())
@@ -197,7 +186,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 // replay delivers it as a new delivery of the same run.
 func TestDeadLetterAndReplay(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
-		c.Forward.Queue.Retry.Schedule = []time.Duration{0, time.Second, 2 * time.Second}
+		c.Forward.Queue.Retry.Backoff.Schedule = []time.Duration{0, time.Second, 2 * time.Second}
 	}))
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 		if n <= 3 {
@@ -243,7 +232,9 @@ func TestDeadLetterAndReplay(t *testing.T) {
 
 // max_age ends retrying before the schedule does.
 func TestMaxAge(t *testing.T) {
-	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.Retry.MaxAge = time.Minute }))
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Forward.Queue.Retry.Backoff = dispatch.Backoff{Schedule: []time.Duration{0, 5 * time.Second, 5 * time.Minute}, MaxAge: time.Minute}
+	}))
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
 	h.post(t, "old")
 	settle(h.d)
@@ -270,7 +261,7 @@ func TestRejectionsAndFaults(t *testing.T) {
 		{http.StatusFound, ledger.DeliveryQueued},             // a redirect is a failure
 	} {
 		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
-			h := newHarness(t, queuedSource(func(sc *ingress.SourceConfig) { sc.Forward.Queue.Reject = []int{402} }))
+			h := newHarness(t, queuedSource(func(sc *ingress.SourceConfig) { sc.Forward.Queue.Retry.Reject = []int{402} }))
 			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
 				w.Header().Set("Location", "http://elsewhere.invalid/")
 				w.WriteHeader(c.status)
@@ -294,20 +285,20 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 	}
 	h.post(t, "crash")
 	q := h.item(t, "crash")
-	crashed, err := h.ledger.TakeDelivery(context.Background(), q.Scope, q.EntryID, h.source.Lease())
+	crashed, err := h.ledger.TakeDelivery(context.Background(), q.Scope, q.EntryID, h.source.Queued().Lease())
 	if err != nil || !crashed.OK {
 		t.Fatalf("take: %+v %v", crashed, err)
 	}
-	other := h.newDispatcher(t, forward.New(nil, h.clock.Now))
-	if _, err := other.sweep(context.Background()); err != nil {
+	other := h.newDispatcher(t, forward.New(nil, h.clock.Now), nil)
+	if _, err := other.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	settle(other)
 	if n := len(h.agent.requests("crash")); n != 0 {
 		t.Fatalf("taken over while the claim was live: %d requests", n)
 	}
-	h.clock.Advance(h.source.Lease())
-	if _, err := other.sweep(context.Background()); err != nil {
+	h.clock.Advance(h.source.Queued().Lease())
+	if _, err := other.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	settle(other)
@@ -324,7 +315,7 @@ func TestRunSweepsAndSurvivesStoreOutage(t *testing.T) {
 	for i := range 5 {
 		h.post(t, "o-"+strconv.Itoa(i)) // all wait in the store
 	}
-	other := h.newDispatcher(t, forward.New(nil, h.clock.Now))
+	other := h.newDispatcher(t, forward.New(nil, h.clock.Now), nil)
 	h.store.down.Store(true)
 	run(t, other)
 	time.Sleep(100 * time.Millisecond) // a few failed sweeps
@@ -462,7 +453,7 @@ func TestNeverRetryingProviderAgentDown(t *testing.T) {
 	drain() // first attempts, all failing
 	elapsed := time.Duration(0)
 	for k := 1; k <= 3; k++ { // 5 s, 5 min, 30 min: still down
-		step := ingress.DefaultSchedule[k]
+		step := dispatch.DefaultSchedule[k]
 		h.clock.Advance(step - time.Millisecond)
 		drain()
 		for i := range events {
@@ -475,7 +466,7 @@ func TestNeverRetryingProviderAgentDown(t *testing.T) {
 		drain()
 	}
 	up.Store(true)
-	h.clock.Advance(ingress.DefaultSchedule[4]) // the 2 h retry
+	h.clock.Advance(dispatch.DefaultSchedule[4]) // the 2 h retry
 	drain()
 	for i := range events {
 		id := "gh-" + strconv.Itoa(i)

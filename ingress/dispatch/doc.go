@@ -1,6 +1,27 @@
-// Package dispatch delivers the events of queued sources. Every `gateway
-// serve` process runs one Dispatcher; several processes on one Postgres or
-// Redis share the work through the ledger.
+// Package dispatch owns queued delivery. Every `gateway serve` process runs
+// one Dispatcher; several processes on one Postgres or Redis share the work
+// through the ledger.
+//
+// # What it owns
+//
+//   - Source: a source as the dispatcher delivers it (name, runs mode,
+//     forward.Target, Policy), built by the gateway from the source's
+//     configuration (ingress.Source.Queued), and the requests it sends
+//     (ForwardRequest, CancelRequest) and the claims it holds (Lease,
+//     StartBy, KeepFor).
+//   - Policy: a source's delivery mode (Mode; queued by default) and, in
+//     queued mode, concurrency, forward.accept_wait, conversation-aware
+//     delivery (order, debounce, cancel), with its YAML keys, its one
+//     defaults function and its validation.
+//   - RetryPolicy (retry.go): which answers end a delivery, when a failed
+//     one is tried again (schedule, jitter, the agent's Retry-After within
+//     bounds) and when it is dead. Changing the schedule changes that file.
+//   - Cancellation notices (CancelNotice, SendCancel), the dispatcher's
+//     metrics and the conversation metrics it shares with the gateway, and
+//     the trace context a queued event keeps (TraceHeader, EventTrace).
+//
+// It imports forward and ledger, never ingress: the gateway (ingress)
+// imports it, reserves places (Reserve) and hands deliveries over.
 //
 // Work reaches it two ways. The gateway reserves a place when it accepts
 // an event and, if one is free, records the event with its claim held and
@@ -39,20 +60,21 @@
 // eight times forward.concurrency deliveries (takeAhead); with a slower
 // agent, or for a source with runs: supersede (a held delivery is in
 // flight for the ledger, so newest-wins could no longer drop it; see
-// ingress.Source.HoldsAhead), no more than forward.concurrency. A held delivery that could not
-// start its forward in time to settle within its claim (Source.StartBy) is
+// Source.HoldsAhead), no more than forward.concurrency. A held delivery
+// that could not start its forward in time to settle within its claim
+// (Source.StartBy) is
 // given back: recorded due again at once, not as a failure (outcome
 // given_back in replyonce_delivery_attempts_total), and taken again later
 // under a newer claim. When every place is taken and the agent is fast,
-// an accept waits up to the source's forward.accept_wait (50 ms by
-// default, ingress.DefaultAcceptWait) for one: the event is then
-// handed over rather than stored and swept, and under sustained load the
-// backlog does not outgrow what the agent is fed.
+// an accept waits up to forward.accept_wait (Policy.AcceptWait, 50 ms by
+// default) for one: the event is then handed over rather than stored and
+// swept, and under sustained load the backlog does not outgrow what the
+// agent is fed.
 //
-// Each delivery is forwarded exactly as inline mode forwards (the source's
-// ForwardRequest: same headers, Standard Webhooks re-signing,
+// Each delivery is forwarded exactly as inline mode forwards
+// (Source.ForwardRequest: same headers, Standard Webhooks re-signing,
 // Replyonce-Delivery counting the run's deliveries) and then settled with
-// ledger.FinishDelivery:
+// ledger.FinishDelivery, as the source's RetryPolicy says:
 //
 //   - 2xx: delivered. 400, 413, 415, 422 and the source's forward.reject:
 //     rejected for good. Both commit the deliver entry.
@@ -79,7 +101,7 @@
 //
 // With Options.TracerProvider, each delivery attempt is a span "dispatch"
 // (kind consumer) whose parent is the request that accepted the event
-// (ingress.EventTrace), so an event's accept and all its attempts, retries
+// (EventTrace), so an event's accept and all its attempts, retries
 // hours later included, read as one trace; an event accepted without
 // tracing gets a root span per attempt. The span names the source, event
 // id, run id, delivery and attempt numbers, the outcome and the agent's

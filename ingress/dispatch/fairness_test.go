@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -49,8 +50,8 @@ func TestBusySourceBacklogDoesNotHideOtherSources(t *testing.T) {
 			Event: ledger.QueuedEvent{Source: src.Name, EventID: id, Scope: scope, ContentType: "application/json", Body: githubBody(id)},
 			Run:   ledger.RunOptions{RunID: "run-" + id},
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: ingress.IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": id}},
-				PendingTTL: src.Lease(), MaxAttempts: 1000},
-			MaxAge: src.KeepFor(),
+				PendingTTL: src.Queued().Lease(), MaxAttempts: 1000},
+			MaxAge: src.Queued().KeepFor(),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -62,8 +63,8 @@ func TestBusySourceBacklogDoesNotHideOtherSources(t *testing.T) {
 	}
 	enqueue(idle, "late")
 
-	d, err := New(Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: forward.New(nil, h.clock.Now),
-		Sources: []*ingress.Source{busy, idle}, Clock: h.clock.Now, Poll: 20 * time.Millisecond, Batch: batch, Logger: h.logger})
+	d, err := dispatch.New(dispatch.Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: forward.New(nil, h.clock.Now),
+		Sources: []*dispatch.Source{busy.Queued(), idle.Queued()}, Clock: h.clock.Now, Poll: 20 * time.Millisecond, Batch: batch, Logger: h.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestBusySourceBacklogDoesNotHideOtherSources(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for len(h.agent.requests("late")) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle source's event was not delivered while the busy source's backlog waited (busy holds %d)", len(d.sources["busy"].holds))
+			t.Fatalf("the idle source's event was not delivered while the busy source's backlog waited (busy holds %d)", d.Held("busy"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 	"github.com/replyonce/gateway/stores/memory"
@@ -136,23 +137,24 @@ type harness struct {
 	agent   *agent
 	source  *ingress.Source
 	gw      *ingress.Gateway
-	d       *Dispatcher
+	d       *dispatch.Dispatcher
 	srv     *httptest.Server
 	jitterU float64
 	tp      trace.TracerProvider // nil: no tracing
-	// conv and logs are what the harness's dispatchers count and log.
+	// conv and logs are what the harness's dispatchers count and log;
+	// dreg holds the metrics of the harness's own dispatcher (d).
 	reg    *prometheus.Registry
-	conv   *ingress.ConversationMetrics
+	dreg   *prometheus.Registry
+	conv   *dispatch.ConversationMetrics
 	logs   *observer.ObservedLogs
 	logger *zap.Logger
 }
 
 func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
 	c := ingress.SourceConfig{Name: "github", Provider: "github", Signature: signatures.Config{Secrets: []string{githubSecret}},
-		Forward: ingress.ForwardConfig{Timeout: 2 * time.Second, SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-			// Accepts never wait for a place unless a test gives them
+		Forward: ingress.ForwardConfig{Target: forward.Target{Timeout: 2 * time.Second, SigningSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, // Accepts never wait for a place unless a test gives them
 			// forward.accept_wait.
-			Queue: ingress.QueueConfig{Mode: ingress.ModeQueued, AcceptWait: ingress.AcceptWaitOf(0)}}}
+			Queue: dispatch.Policy{Mode: dispatch.ModeQueued, AcceptWait: dispatch.AcceptWaitOf(0)}}}
 	for _, m := range mods {
 		m(&c)
 	}
@@ -174,8 +176,8 @@ func newTracedHarness(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerPro
 // newHarnessOn is newTracedHarness on the given store.
 func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider, store ledger.Store) *harness {
 	t.Helper()
-	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp, reg: prometheus.NewRegistry()}
-	h.conv = ingress.NewConversationMetrics(h.reg)
+	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp, reg: prometheus.NewRegistry(), dreg: prometheus.NewRegistry()}
+	h.conv = dispatch.NewConversationMetrics(h.reg)
 	var core zapcore.Core
 	core, h.logs = observer.New(zapcore.InfoLevel)
 	h.logger = zap.New(core)
@@ -193,7 +195,7 @@ func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvide
 	client := forward.NewClient(forward.ClientOptions{})
 	t.Cleanup(client.CloseIdleConnections)
 	fwd := forward.New(client, h.clock.Now).WithTracer(tp)
-	h.d = h.newDispatcher(t, fwd)
+	h.d = h.newDispatcher(t, fwd, dispatch.NewMetrics(h.dreg))
 	h.gw, err = ingress.New(ingress.Options{Sources: []*ingress.Source{src}, Ledger: h.ledger, Forwarder: fwd, Clock: h.clock.Now, Handoff: h.d,
 		TracerProvider: tp})
 	if err != nil {
@@ -206,10 +208,12 @@ func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvide
 
 // newDispatcher is another dispatcher on the harness's store (another
 // process, as far as the ledger can tell). It is shut down at cleanup.
-func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder) *Dispatcher {
+// metrics may be nil (counted nowhere).
+func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder, metrics *dispatch.Metrics) *dispatch.Dispatcher {
 	t.Helper()
-	d, err := New(Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
-		Sources: []*ingress.Source{h.source}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
+	d, err := dispatch.New(dispatch.Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
+		Metrics: metrics,
+		Sources: []*dispatch.Source{h.source.Queued()}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
 		TracerProvider: h.tp})
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +229,7 @@ func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder) *Dispatche
 }
 
 // run starts d's loop until the test ends.
-func run(t *testing.T, d *Dispatcher) {
+func run(t *testing.T, d *dispatch.Dispatcher) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -239,9 +243,9 @@ func run(t *testing.T, d *Dispatcher) {
 }
 
 // settle waits until d has no delivery in flight.
-func settle(d *Dispatcher) {
+func settle(d *dispatch.Dispatcher) {
 	for {
-		if len(d.inFlight()) == 0 {
+		if len(d.InFlight()) == 0 {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -251,7 +255,7 @@ func settle(d *Dispatcher) {
 // sweep runs one sweep and waits for what it started.
 func (h *harness) sweep(t *testing.T) {
 	t.Helper()
-	if _, err := h.d.sweep(context.Background()); err != nil {
+	if _, err := h.d.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	settle(h.d)
@@ -309,7 +313,14 @@ func wantHeader(t *testing.T, g got, name, want string) {
 // counter reads a counter of the harness's registry by name and source.
 func (h *harness) counter(t *testing.T, name, source string) float64 {
 	t.Helper()
-	mfs, err := h.reg.Gather()
+	return metricValue(t, h.reg, name, "source", source)
+}
+
+// metricValue reads the counter or gauge name from reg, the series whose
+// labels include the given name, value pairs (0 when there is none yet).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,12 +328,21 @@ func (h *harness) counter(t *testing.T, name, source string) float64 {
 		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "source" && l.GetValue() == source {
-					return m.GetCounter().GetValue()
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}
+				if !found {
+					continue series
 				}
 			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
@@ -332,9 +352,9 @@ func (h *harness) counter(t *testing.T, name, source string) float64 {
 // what is posted next waits in the store. It takes at least
 // forward.concurrency places and no more than takeAhead times that, and
 // releases at cleanup whatever the test has not.
-func fillHolds(t *testing.T, d *Dispatcher, source string) []ingress.Slot {
+func fillHolds(t *testing.T, d *dispatch.Dispatcher, source string) []*dispatch.Slot {
 	t.Helper()
-	var slots []ingress.Slot
+	var slots []*dispatch.Slot
 	for {
 		sl, ok := d.Reserve(context.Background(), source)
 		if !ok {
@@ -347,9 +367,9 @@ func fillHolds(t *testing.T, d *Dispatcher, source string) []ingress.Slot {
 			sl.Release()
 		}
 	})
-	c := d.sources[source].src.Queue().Concurrency
-	if len(slots) < c || len(slots) > takeAhead*c {
-		t.Fatalf("%d places reserved, want %d to %d", len(slots), c, takeAhead*c)
+	c := d.Concurrency(source)
+	if len(slots) < c || len(slots) > dispatch.TakeAhead*c {
+		t.Fatalf("%d places reserved, want %d to %d", len(slots), c, dispatch.TakeAhead*c)
 	}
 	return slots
 }

@@ -75,3 +75,78 @@ func (m *Metrics) observeDue(items []ledger.QueueItem, now time.Time) {
 		m.oldestDue.WithLabelValues(s).Set(oldest[s].Seconds())
 	}
 }
+
+// ConversationMetrics count what conversation-aware delivery did. One set
+// serves the gateway (settled at accept) and the dispatcher (settled at
+// take), so each figure has one name.
+type ConversationMetrics struct {
+	superseded *prometheus.CounterVec
+	coalesced  *prometheus.CounterVec
+	depth      *prometheus.HistogramVec
+	movedOn    *prometheus.CounterVec
+	cancels    *prometheus.CounterVec
+}
+
+// NewConversationMetrics creates and registers the instruments (reg may
+// be nil: unregistered). The gateway's ingress.NewMetrics makes one;
+// share that one with the dispatcher (Options.Conversation).
+func NewConversationMetrics(reg prometheus.Registerer) *ConversationMetrics {
+	m := &ConversationMetrics{
+		superseded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_events_superseded_total", Help: "Queued events settled superseded before delivery: a newer event's run on the scope superseded theirs (runs: supersede).",
+		}, []string{"source"}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_events_coalesced_total", Help: "Queued events settled coalesced: a newer debounced event on the scope covers them and is delivered in their place.",
+		}, []string{"source"}),
+		depth: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "replyonce_scope_queue_depth", Help: "Deliveries waiting or in flight on an event's scope once it is recorded (one observation per queued event; no per-scope label).",
+			Buckets: []float64{1, 2, 3, 5, 8, 13, 21, 34, 55, 100},
+		}, []string{"source"}),
+		movedOn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_scope_moved_on_total", Help: "Dead letters at the head of an ordered scope (forward.order: scope): the scope's later events went on without it.",
+		}, []string{"source"}),
+		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_cancel_notices_total", Help: "Cancellation notices posted to agents (forward.cancel: notify), by source and outcome (delivered, failed).",
+		}, []string{"source", "outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.superseded, m.coalesced, m.depth, m.movedOn, m.cancels)
+	}
+	return m
+}
+
+// Superseded counts events of source settled superseded.
+func (m *ConversationMetrics) Superseded(source string, n int) {
+	if n > 0 {
+		m.superseded.WithLabelValues(source).Add(float64(n))
+	}
+}
+
+// Coalesced counts events of source settled coalesced.
+func (m *ConversationMetrics) Coalesced(source string, n int) {
+	if n > 0 {
+		m.coalesced.WithLabelValues(source).Add(float64(n))
+	}
+}
+
+// MovedOn counts a dead head of an ordered scope.
+func (m *ConversationMetrics) MovedOn(source string) { m.movedOn.WithLabelValues(source).Inc() }
+
+// CancelNotice counts a cancellation notice by outcome.
+func (m *ConversationMetrics) CancelNotice(source, outcome string) {
+	m.cancels.WithLabelValues(source, outcome).Inc()
+}
+
+// Settled counts what one Enqueue settled, per source of the settled
+// events, and the scope's depth.
+func (m *ConversationMetrics) Settled(source string, res ledger.Enqueued) {
+	for _, q := range res.Superseded {
+		m.Superseded(q.Source, 1)
+	}
+	for _, q := range res.Coalesced {
+		m.Coalesced(q.Source, 1)
+	}
+	if res.Status == ledger.EnqueueQueued {
+		m.depth.WithLabelValues(source).Observe(float64(res.Depth))
+	}
+}

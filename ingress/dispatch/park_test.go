@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 	"github.com/replyonce/gateway/stores/memory"
@@ -28,6 +29,7 @@ func TestPausedBacklogHoldsBackNoOtherSource(t *testing.T) {
 	store := memory.New(nil)
 	l := ledger.New(store, ledger.Options{Clock: clock.Now})
 	var sources []*ingress.Source
+	var queued []*dispatch.Source
 	for _, name := range []string{"github", "held"} {
 		src, err := ingress.NewSource(queuedSource(func(c *ingress.SourceConfig) {
 			c.Name, c.Forward.URL = name, agent.URL+"/events"
@@ -35,13 +37,13 @@ func TestPausedBacklogHoldsBackNoOtherSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sources = append(sources, src)
+		sources, queued = append(sources, src), append(queued, src.Queued())
 	}
 	client := forward.NewClient(forward.ClientOptions{})
 	t.Cleanup(client.CloseIdleConnections)
 	fwd := forward.New(client, clock.Now)
 	const page = 4
-	d, err := New(Options{Ledger: l, Forwarder: fwd, Sources: sources, Clock: clock.Now, Batch: page})
+	d, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: queued, Clock: clock.Now, Batch: page})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestPausedBacklogHoldsBackNoOtherSource(t *testing.T) {
 	sweepAll := func() {
 		t.Helper()
 		for range 100 {
-			full, err := d.sweep(ctx)
+			full, err := d.Sweep(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"context"
@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -33,7 +32,7 @@ func TestConcurrencyBoundsAgentRequestsNotHolds(t *testing.T) {
 				break
 			}
 		}
-		if held := int64(len(h.d.sources["github"].holds)); held > heldMost.Load() {
+		if held := int64(h.d.Held("github")); held > heldMost.Load() {
 			heldMost.Store(held)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -106,7 +105,7 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 	if err != nil || len(atts) != 1 || atts[0].Outcome != "interrupted" {
 		t.Fatalf("attempt records %+v (%v), want one interrupted", atts, err)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.attempts.WithLabelValues("github", "given_back")); got != 1 {
+	if got := metricValue(t, h.dreg, "replyonce_delivery_attempts_total", "source", "github", "outcome", "given_back"); got != 1 {
 		t.Errorf("given-back attempts counted %v, want 1", got)
 	}
 	unblock()
@@ -120,11 +119,11 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 // not wait at all while the agent is slow.
 func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
-		c.Forward.Queue.AcceptWait = ingress.AcceptWaitOf(ingress.MaxAcceptWait)
+		c.Forward.Queue.AcceptWait = dispatch.AcceptWaitOf(dispatch.MaxAcceptWait)
 	}))
 	slots := fillHolds(t, h.d, "github")
 
-	got := make(chan ingress.Slot, 1)
+	got := make(chan *dispatch.Slot, 1)
 	go func() {
 		sl, _ := h.d.Reserve(context.Background(), "github")
 		got <- sl
@@ -146,12 +145,12 @@ func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 		t.Fatal("a place for a request that has gone away")
 	}
 
-	h.d.sources["github"].latency.Store(int64(time.Second))
+	h.d.SetLatency("github", time.Second)
 	start := time.Now()
 	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
 		t.Fatal("a place with every one taken")
 	}
-	if waited := time.Since(start); waited >= ingress.MaxAcceptWait {
+	if waited := time.Since(start); waited >= dispatch.MaxAcceptWait {
 		t.Errorf("an accept waited %s for a place although the agent is slow", waited)
 	}
 	for _, sl := range slots {
@@ -161,7 +160,7 @@ func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 
 // forward.accept_wait 0s: an accept never waits for a place.
 func TestNoAcceptWait(t *testing.T) {
-	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.AcceptWait = ingress.AcceptWaitOf(0) }))
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.AcceptWait = dispatch.AcceptWaitOf(0) }))
 	fillHolds(t, h.d, "github")
 	start := time.Now()
 	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
@@ -176,9 +175,9 @@ func TestNoAcceptWait(t *testing.T) {
 // would only wait and be given back.
 func TestSlowAgentGetsNoTakeAhead(t *testing.T) {
 	h := newHarness(t, queuedSource())
-	h.d.sources["github"].latency.Store(int64(takeAheadLatency))
+	h.d.SetLatency("github", dispatch.TakeAheadLatency)
 	slots := fillHolds(t, h.d, "github")
-	if n, c := len(slots), h.source.Queue().Concurrency; n != c {
+	if n, c := len(slots), h.source.Queued().Policy.Concurrency; n != c {
 		t.Fatalf("%d places for a slow agent, want forward.concurrency (%d)", n, c)
 	}
 	for _, sl := range slots {
@@ -191,17 +190,17 @@ func TestSlowAgentGetsNoTakeAhead(t *testing.T) {
 func TestSupersedeSourceGetsNoTakeAhead(t *testing.T) {
 	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
 		c.Runs = ledger.ModeSupersede
-		c.Forward.Queue.AcceptWait = ingress.AcceptWaitOf(ingress.MaxAcceptWait)
+		c.Forward.Queue.AcceptWait = dispatch.AcceptWaitOf(dispatch.MaxAcceptWait)
 	}))
 	slots := fillHolds(t, h.d, "github")
-	if n, c := len(slots), h.source.Queue().Concurrency; n != c {
+	if n, c := len(slots), h.source.Queued().Policy.Concurrency; n != c {
 		t.Fatalf("%d places for a runs: supersede source, want forward.concurrency (%d)", n, c)
 	}
 	start := time.Now()
 	if _, ok := h.d.Reserve(context.Background(), "github"); ok {
 		t.Fatal("a place with every one taken")
 	}
-	if waited := time.Since(start); waited >= ingress.MaxAcceptWait {
+	if waited := time.Since(start); waited >= dispatch.MaxAcceptWait {
 		t.Errorf("an accept of a runs: supersede source waited %s for a place", waited)
 	}
 }
@@ -212,20 +211,20 @@ func TestSupersedeSourceGetsNoTakeAhead(t *testing.T) {
 func TestQueueGaugesCountTheWholeBacklog(t *testing.T) {
 	h := newHarness(t, queuedSource())
 	fillHolds(t, h.d, "github")
-	const events = DefaultBatch + 36
+	const events = dispatch.DefaultBatch + 36
 	for i := range events {
 		if st, _ := h.post(t, "g-"+strconv.Itoa(i)); st != http.StatusAccepted {
 			t.Fatalf("post %d: %d", i, st)
 		}
 	}
-	if _, err := h.d.sweep(context.Background()); err != nil {
+	if _, err := h.d.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.dueScopes); got != events {
+	if got := metricValue(t, h.dreg, "replyonce_queue_due_scopes"); got != events {
 		t.Errorf("replyonce_queue_due_scopes = %v, want %d", got, events)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.due.WithLabelValues("github")); got != DefaultBatch {
-		t.Errorf("replyonce_queue_due{source=github} = %v, want one page (%d)", got, DefaultBatch)
+	if got := metricValue(t, h.dreg, "replyonce_queue_due", "source", "github"); got != dispatch.DefaultBatch {
+		t.Errorf("replyonce_queue_due{source=github} = %v, want one page (%d)", got, dispatch.DefaultBatch)
 	}
 }
 
@@ -245,7 +244,7 @@ func TestUncountableBacklogStillDelivers(t *testing.T) {
 	if q := h.item(t, "uncounted"); q.Status != ledger.DeliveryDelivered {
 		t.Fatalf("the event is %s, want delivered", q.Status)
 	}
-	if got := testutil.ToFloat64(h.d.metrics.sweepErrors); got != 1 {
+	if got := metricValue(t, h.dreg, "replyonce_dispatch_sweep_errors_total"); got != 1 {
 		t.Errorf("sweep errors %v, want 1 (the count)", got)
 	}
 }

@@ -48,7 +48,7 @@ func (d *Dispatcher) scopesTaking() map[string]bool {
 // event's record is read beside the take, not after it: the due index
 // names its blob, so a swept delivery waits for one store round trip
 // before its forward, not two.
-func (d *Dispatcher) take(s *source, sl *slot, q ledger.QueueItem, swept time.Time) {
+func (d *Dispatcher) take(s *source, sl *Slot, q ledger.QueueItem, swept time.Time) {
 	ctx, cancel := context.WithTimeout(d.forwards, settleTimeout)
 	type read struct {
 		ev  ledger.QueuedEvent

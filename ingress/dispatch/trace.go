@@ -2,34 +2,78 @@ package dispatch
 
 import (
 	"context"
+	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/replyonce/gateway/forward"
-	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 )
 
 // TracerName names the tracer the dispatcher's spans come from.
 const TracerName = "github.com/replyonce/gateway/ingress/dispatch"
 
+// SpanDispatch is the name of the span of one delivery attempt.
+const SpanDispatch = "dispatch"
+
+// TraceHeader is the key under which a queued event's stored headers keep
+// the trace context of the request that accepted it, so that each of its
+// delivery attempts joins that trace (EventTrace). It is a Replyonce-*
+// name, which the forwarder never passes to the agent, and it is always
+// the gateway's own: a value the provider sent under that name is
+// dropped (RememberTrace).
+const TraceHeader = "Replyonce-Traceparent"
+
+// traceContext reads and writes W3C traceparent and tracestate only.
+var traceContext propagation.TraceContext
+
+// RememberTrace stores the accepting request's trace context (the span in
+// ctx) in a queued event's headers under TraceHeader, or clears whatever
+// the provider sent under that name when ctx carries none.
+func RememberTrace(ctx context.Context, h http.Header) {
+	delete(h, TraceHeader)
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return // tracing is off
+	}
+	// Stored sampled or not, so the attempts follow the accept's sampling.
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(ctx, carrier)
+	if v := carrier.Get("traceparent"); v != "" {
+		h[TraceHeader] = []string{v}
+	}
+}
+
+// EventTrace is the trace context of the request that accepted a queued
+// event (the zero SpanContext when it was accepted without tracing). Each
+// delivery attempt's span is a child of it.
+func EventTrace(ev ledger.QueuedEvent) trace.SpanContext {
+	v := ev.Header[TraceHeader]
+	if len(v) == 0 {
+		return trace.SpanContext{}
+	}
+	ctx := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": v[0]})
+	return trace.SpanContextFromContext(ctx)
+}
+
 var noSpan = trace.SpanFromContext(context.Background())
 
 // startAttempt begins the span of one delivery attempt. It is a child of
 // the request that accepted the event, whose trace context the event
-// carries (ingress.EventTrace), so an event's accept and every attempt to
+// carries (EventTrace), so an event's accept and every attempt to
 // deliver it, hours later included, read as one trace. An event accepted
 // without tracing gets a new root per attempt.
 func (d *Dispatcher) startAttempt(ctx context.Context, s *source, t ledger.Taken, ev *ledger.QueuedEvent) (context.Context, trace.Span) {
 	if d.tracer == nil {
 		return ctx, noSpan
 	}
-	if parent := ingress.EventTrace(*ev); parent.IsValid() {
+	if parent := EventTrace(*ev); parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	}
-	return d.tracer.Start(ctx, ingress.SpanDispatch, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+	return d.tracer.Start(ctx, SpanDispatch, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 		attribute.String("replyonce.source", s.src.Name),
 		attribute.String("replyonce.event_id", t.Item.EventID),
 		attribute.String("replyonce.run_id", t.Run.ID),

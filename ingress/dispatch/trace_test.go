@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 )
 
 // Each delivery attempt of a queued event is a dispatch span, a child of
@@ -51,7 +52,7 @@ func TestTraceOfAQueuedDelivery(t *testing.T) {
 			root = &spans[i]
 		case ingress.SpanEnqueue:
 			enqueue = append(enqueue, s)
-		case ingress.SpanDispatch:
+		case dispatch.SpanDispatch:
 			dispatches = append(dispatches, s)
 		case forward.SpanForward:
 			forwards = append(forwards, s)
@@ -91,8 +92,8 @@ func TestTraceOfAQueuedDelivery(t *testing.T) {
 		if got := reqs[i].Header.Get("Traceparent"); got != want {
 			t.Errorf("attempt %d: agent got traceparent %q, want %q", i+1, got, want)
 		}
-		if v := reqs[i].Header.Get(ingress.TraceHeader); v != "" {
-			t.Errorf("attempt %d: agent got the stored %s %q", i+1, ingress.TraceHeader, v)
+		if v := reqs[i].Header.Get(dispatch.TraceHeader); v != "" {
+			t.Errorf("attempt %d: agent got the stored %s %q", i+1, dispatch.TraceHeader, v)
 		}
 	}
 }
@@ -105,20 +106,18 @@ func TestTraceOfAnUntracedAccept(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	h := newHarness(t, queuedSource())
 	h.tp = tp
-	d := h.newDispatcher(t, forward.New(nil, h.clock.Now).WithTracer(tp))
-	h.d.mu.Lock()
-	h.d.closed = true // the gateway's own dispatcher takes nothing: d does
-	h.d.mu.Unlock()
+	d := h.newDispatcher(t, forward.New(nil, h.clock.Now).WithTracer(tp), nil)
+	h.d.StopTaking() // the gateway's own dispatcher takes nothing: d does
 	if st, _ := h.post(t, "q-2"); st != http.StatusAccepted {
 		t.Fatalf("accept: %d", st)
 	}
-	if _, err := d.sweep(context.Background()); err != nil {
+	if _, err := d.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	settle(d)
 	var n int
 	for _, s := range exp.GetSpans() {
-		if s.Name == ingress.SpanDispatch {
+		if s.Name == dispatch.SpanDispatch {
 			n++
 			if s.Parent.IsValid() {
 				t.Errorf("dispatch span has parent %v, want a root", s.Parent)

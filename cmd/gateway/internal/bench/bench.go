@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 )
 
 // Config is one benchmark run. Zero fields take the defaults noted on each.
@@ -136,8 +136,8 @@ func (c Config) Validate() error {
 	if c.DispatchConcurrency < 0 {
 		return errors.New("bench: dispatch concurrency must not be negative")
 	}
-	if c.AcceptWait < 0 || c.AcceptWait > ingress.MaxAcceptWait {
-		return fmt.Errorf("bench: accept wait %s is not between 0 and %s", c.AcceptWait, ingress.MaxAcceptWait)
+	if c.AcceptWait < 0 || c.AcceptWait > dispatch.MaxAcceptWait {
+		return fmt.Errorf("bench: accept wait %s is not between 0 and %s", c.AcceptWait, dispatch.MaxAcceptWait)
 	}
 	switch c.Provider {
 	case "stripe", "standard-webhooks":

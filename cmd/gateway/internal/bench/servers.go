@@ -177,8 +177,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 
 	// The gateway, wired as `serve` wires it, but for the store timing
 	// around its store and its handler.
-	fc := ingress.ForwardConfig{URL: e.sinkSrv.url + "/events",
-		Queue: ingress.QueueConfig{Mode: ingress.DeliveryMode(cfg.Mode), Concurrency: cfg.DispatchConcurrency, AcceptWait: ingress.AcceptWaitOf(cfg.AcceptWait)}}
+	fc := ingress.ForwardConfig{Target: forward.Target{URL: e.sinkSrv.url + "/events"}, Queue: dispatch.Policy{Mode: dispatch.Mode(cfg.Mode), Concurrency: cfg.DispatchConcurrency, AcceptWait: dispatch.AcceptWaitOf(cfg.AcceptWait)}}
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
 	}
@@ -209,7 +208,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	fwd := forward.New(fwdClient, nil)
 	var handoff ingress.Handoff
 	if cfg.Mode == "queued" {
-		d, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: []*ingress.Source{src}, Logger: log,
+		d, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: []*dispatch.Source{src.Queued()}, Logger: log,
 			Metrics: dispatch.NewMetrics(prometheus.NewRegistry()), Poll: 50 * time.Millisecond})
 		if err != nil {
 			return nil, err

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/field"
 )
 
@@ -153,7 +155,7 @@ func TestQueueSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := defSrcs[0].Queue(); q.Mode != "queued" || q.Concurrency != 16 || *q.AcceptWait != 50*time.Millisecond || len(q.Retry.Schedule) != 10 || q.Retry.Schedule[9] != 24*time.Hour {
+	if q := defSrcs[0].Queued().Policy; q.Mode != "queued" || q.Concurrency != 16 || *q.AcceptWait != 50*time.Millisecond || !slices.Equal(q.Retry.Backoff.Schedule, dispatch.DefaultSchedule) {
 		t.Fatalf("default queue settings: %+v", q)
 	}
 	cfg, err := Parse([]byte(withForward("mode: queued, concurrency: 4, accept_wait: 0s, retry: {schedule: [0s, 1m], max_age: 1h}, reject: [402]")), vars)
@@ -164,8 +166,8 @@ func TestQueueSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := srcs[0].Queue()
-	if q.Mode != "queued" || q.Concurrency != 4 || *q.AcceptWait != 0 || len(q.Retry.Schedule) != 2 || q.Retry.Schedule[1] != time.Minute || q.Retry.MaxAge != time.Hour || q.Reject[0] != 402 {
+	q := srcs[0].Queued().Policy
+	if q.Mode != "queued" || q.Concurrency != 4 || *q.AcceptWait != 0 || len(q.Retry.Backoff.Schedule) != 2 || q.Retry.Backoff.Schedule[1] != time.Minute || q.Retry.Backoff.MaxAge != time.Hour || q.Retry.Reject[0] != 402 {
 		t.Fatalf("queue settings: %+v", q)
 	}
 }

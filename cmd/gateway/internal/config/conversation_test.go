@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -43,8 +43,8 @@ func TestConversationSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := srcs[0].Queue()
-	if q.Order != ledger.OrderScope || q.Debounce != (ledger.Debounce{Quiet: 2 * time.Second, MaxWait: 10 * time.Second}) || q.Cancel != ingress.CancelNotify {
+	q := srcs[0].Queued().Policy
+	if q.Order != ledger.OrderScope || q.Debounce != (ledger.Debounce{Quiet: 2 * time.Second, MaxWait: 10 * time.Second}) || q.Cancel != dispatch.CancelNotify {
 		t.Fatalf("conversation settings: %+v", q)
 	}
 	// Unset, nothing changes: unordered, no debounce, no notice.
@@ -56,7 +56,7 @@ func TestConversationSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := defSrcs[0].Queue(); q.Order != "" || q.Debounce != (ledger.Debounce{}) || q.Cancel != "" {
+	if q := defSrcs[0].Queued().Policy; q.Order != "" || q.Debounce != (ledger.Debounce{}) || q.Cancel != "" {
 		t.Fatalf("default conversation settings: %+v", q)
 	}
 }

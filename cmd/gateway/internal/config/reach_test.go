@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ledger"
 )
@@ -71,7 +72,7 @@ var reachCases = []reachCase{
 			"forward.order":             ledger.OrderScope,
 			"forward.debounce.quiet":    2 * time.Second,
 			"forward.debounce.max_wait": 9 * time.Second,
-			"forward.cancel":            ingress.CancelNotify,
+			"forward.cancel":            dispatch.CancelNotify,
 			"ignore[0].name":            "bots",
 			"ignore[0].headers":         map[string]any{"X-Bot": "yes"},
 			"ignore[0].query":           map[string]any{"q": "1"},
@@ -84,7 +85,7 @@ var reachCases = []reachCase{
 	{
 		source: map[string]any{"forward": map[string]any{"url": "http://127.0.0.1:9000/events", "mode": "inline", "respond": "agent", "respond_limit": "4KiB"}},
 		want: map[string]any{
-			"forward.mode":          ingress.ModeInline,
+			"forward.mode":          dispatch.ModeInline,
 			"forward.respond":       ingress.RespondAgent,
 			"forward.respond_limit": ingress.ByteSize(4096),
 		},
@@ -110,13 +111,16 @@ var reachCases = []reachCase{
 // reads the file as `gateway serve` does, builds the sources and checks
 // that the running source holds each value. A key whose tag is lost, that
 // a defaults function overwrites, or that is dropped on its way from the
-// file to the source fails here, naming the key.
+// file to the source fails here, naming the key. The dispatcher's view of
+// the source (ingress.Source.Queued) is checked too, for the runs mode and
+// the forward section's keys.
 func TestEveryKeyReachesTheSource(t *testing.T) {
 	keys := leafKeys(reflect.TypeOf(ingress.SourceConfig{}), "")
-	defaults := runningConfig(t, reachBase())
+	defaults := reflect.ValueOf(runningSource(t, reachBase()).Config())
 	covered := map[string]bool{}
 	for i, c := range reachCases {
-		got := runningConfig(t, merge(reachBase(), c.source))
+		src := runningSource(t, merge(reachBase(), c.source))
+		got := reflect.ValueOf(src.Config())
 		for key, want := range c.want {
 			covered[key] = true
 			v, ok := valueAt(got, key)
@@ -126,6 +130,9 @@ func TestEveryKeyReachesTheSource(t *testing.T) {
 			}
 			if !reflect.DeepEqual(v.Interface(), want) {
 				t.Errorf("case %d: %s: the file says %v, the running source holds %v", i, key, show(reflect.ValueOf(want)), show(v))
+			}
+			if dv, ok := dispatcherValue(src.Queued(), key); ok && !reflect.DeepEqual(dv.Interface(), want) {
+				t.Errorf("case %d: %s: the file says %v, the dispatcher's source holds %v", i, key, show(reflect.ValueOf(want)), show(dv))
 			}
 			if d, ok := valueAt(defaults, key); ok && reflect.DeepEqual(d.Interface(), want) {
 				t.Errorf("case %d: %s: %v is also its default, so the case cannot tell it arrived: pick another value", i, key, show(d))
@@ -139,9 +146,26 @@ func TestEveryKeyReachesTheSource(t *testing.T) {
 	}
 }
 
-// runningConfig parses a file holding one source, builds it, and returns
-// the configuration the running source has.
-func runningConfig(t *testing.T, source map[string]any) reflect.Value {
+// dispatcherValue is where the dispatcher's view of a source holds key,
+// if it holds it: runs, and the forward section's keys in its target and
+// policy.
+func dispatcherValue(q *dispatch.Source, key string) (reflect.Value, bool) {
+	if key == "runs" {
+		return reflect.ValueOf(q.Runs), true
+	}
+	rest, ok := strings.CutPrefix(key, "forward.")
+	if !ok {
+		return reflect.Value{}, false
+	}
+	if v, ok := valueAt(reflect.ValueOf(q.Target), rest); ok {
+		return v, true
+	}
+	return valueAt(reflect.ValueOf(q.Policy), rest)
+}
+
+// runningSource parses a file holding one source and builds it as serve
+// does.
+func runningSource(t *testing.T, source map[string]any) *ingress.Source {
 	t.Helper()
 	doc, err := yaml.Marshal(map[string]any{"store": map[string]any{"kind": "memory"}, "sources": map[string]any{"s": source}})
 	if err != nil {
@@ -155,7 +179,7 @@ func runningConfig(t *testing.T, source map[string]any) reflect.Value {
 	if err != nil {
 		t.Fatalf("%s\n%v", doc, err)
 	}
-	return reflect.ValueOf(srcs[0].Config())
+	return srcs[0]
 }
 
 // leafKeys lists the key paths of t's YAML leaves: a struct's keys by

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 	"github.com/replyonce/gateway/stores/memory"
@@ -253,7 +254,7 @@ func (w *burstWorld) naive() error {
 
 // through wires the platform to the real gateway with the given queue
 // policy; it returns the pieces the queued run's dispatch needs.
-func (w *burstWorld) through(q ingress.QueueConfig) (*ingress.Source, *ledger.Ledger, *forward.Forwarder, error) {
+func (w *burstWorld) through(q dispatch.Policy) (*ingress.Source, *ledger.Ledger, *forward.Forwarder, error) {
 	store := memory.New(w.clock.Now)
 	src, err := ingress.NewSource(ingress.SourceConfig{
 		Name: "chat", Provider: "standard-webhooks",
@@ -261,7 +262,7 @@ func (w *burstWorld) through(q ingress.QueueConfig) (*ingress.Source, *ledger.Le
 		Scope:     []string{"{json:conversation}"},
 		ContextAt: []string{"{json:message.created_at}"},
 		Runs:      ledger.ModeSupersede,
-		Forward:   ingress.ForwardConfig{URL: agentURL, Timeout: forwardTimeout, Queue: q},
+		Forward:   ingress.ForwardConfig{Target: forward.Target{URL: agentURL, Timeout: forwardTimeout}, Queue: q},
 	})
 	if err != nil {
 		return nil, nil, nil, err
@@ -293,12 +294,12 @@ func (w *burstWorld) through(q ingress.QueueConfig) (*ingress.Source, *ledger.Le
 }
 
 func (w *burstWorld) inline() error {
-	_, _, _, err := w.through(ingress.QueueConfig{Mode: ingress.ModeInline})
+	_, _, _, err := w.through(dispatch.Policy{Mode: dispatch.ModeInline})
 	return err
 }
 
 func (w *burstWorld) queued() error {
-	src, l, fwd, err := w.through(ingress.QueueConfig{Mode: ingress.ModeQueued,
+	src, l, fwd, err := w.through(dispatch.Policy{Mode: dispatch.ModeQueued,
 		Debounce: ledger.Debounce{Quiet: burstQuiet, MaxWait: burstMaxWait}})
 	if err != nil {
 		return err
@@ -309,7 +310,7 @@ func (w *burstWorld) queued() error {
 			return err
 		}
 		for _, q := range due {
-			t, err := l.TakeDelivery(ctx, q.Scope, q.EntryID, src.Lease())
+			t, err := l.TakeDelivery(ctx, q.Scope, q.EntryID, src.Queued().Lease())
 			if err != nil {
 				return err
 			}
@@ -320,7 +321,7 @@ func (w *burstWorld) queued() error {
 			if err != nil {
 				return err
 			}
-			out := fwd.Forward(ctx, src.ForwardRequest(ev, t))
+			out := fwd.Forward(ctx, src.Queued().ForwardRequest(ev, t))
 			fin := ledger.Finish{Taken: t, Status: ledger.DeliveryDelivered, Record: ledger.AttemptRecord{AgentStatus: out.Status}}
 			if out.Kind != forward.Delivered {
 				fin.Status, fin.NextAt = ledger.DeliveryQueued, w.clock.Now().Add(5*time.Second)

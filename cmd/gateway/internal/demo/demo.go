@@ -13,6 +13,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 	"github.com/replyonce/gateway/stores/bolt"
@@ -234,8 +235,7 @@ func (w *world) gateway(store ledger.Store, stats *Stats) error {
 		Runs:      ledger.ModeSupersede,
 		// Inline: the demo's gateway run shows the provider's retry as the
 		// queue (the burst run shows queued delivery).
-		Forward: ingress.ForwardConfig{URL: agentURL, Timeout: forwardTimeout, SigningSecret: forwardSecret,
-			Queue: ingress.QueueConfig{Mode: ingress.ModeInline}},
+		Forward: ingress.ForwardConfig{Target: forward.Target{URL: agentURL, Timeout: forwardTimeout, SigningSecret: forwardSecret}, Queue: dispatch.Policy{Mode: dispatch.ModeInline}},
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,41 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+)
+
+// What the external tests (package dispatch_test, which builds a real
+// gateway with package ingress) need to see of the Dispatcher's insides.
+
+// Tuning constants, for tests that step past them.
+const (
+	TakeAhead        = takeAhead
+	TakeAheadLatency = takeAheadLatency
+	GaugeEvery       = gaugeEvery
+)
+
+// Sweep runs one sweep, as Run does when woken.
+func (d *Dispatcher) Sweep(ctx context.Context) (bool, error) { return d.sweep(ctx) }
+
+// InFlight lists, per source, the deliveries held.
+func (d *Dispatcher) InFlight() map[string]int { return d.inFlight() }
+
+// Held is how many of source's deliveries are held.
+func (d *Dispatcher) Held(source string) int { return len(d.sources[source].holds) }
+
+// Concurrency is source's number of requests to the agent in flight.
+func (d *Dispatcher) Concurrency(source string) int { return cap(d.sources[source].agent) }
+
+// SetLatency sets source's moving average of the agent's answer time.
+func (d *Dispatcher) SetLatency(source string, l time.Duration) {
+	d.sources[source].latency.Store(int64(l))
+}
+
+// StopTaking makes d reserve and take nothing more, as Shutdown does,
+// without waiting for anything.
+func (d *Dispatcher) StopTaking() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+}

@@ -22,7 +22,11 @@ import (
 // HMAC of the raw body in the HmacSignature header instead. The key is the hex string from the
 // Customer Area, hex-decoded.
 //
-// The body is read with gjson; of members with the same name, the first counts.
+// The body is read with gjson, and only when it is valid JSON. gjson reads the first of members
+// with the same name where JSON.parse (the SDK, and most agents) reads the last, so a body
+// that names notificationItems, NotificationRequestItem, a signed field, amount,
+// additionalData or hmacSignature twice (in any letter case) is malformed: otherwise the
+// gateway could verify one value while the agent acts on another.
 type adyenScheme struct {
 	keys [][]byte
 }
@@ -61,21 +65,30 @@ func adyenValue(v gjson.Result) string {
 	return ""
 }
 
-// adyenMembers returns the members of obj with the given names, in one pass, absent ones as
-// gjson's zero Result; of members with the same name, the first.
-func adyenMembers(obj gjson.Result, _ string, names ...string) ([]gjson.Result, error) {
+// adyenMembers returns the members of obj with the given names, in one pass: absent ones as
+// gjson's zero Result, and an error when obj has two members whose names match one of them
+// ignoring case.
+func adyenMembers(obj gjson.Result, where string, names ...string) ([]gjson.Result, error) {
 	out := make([]gjson.Result, len(names))
 	seen := make([]bool, len(names))
+	var err error
 	obj.ForEach(func(k, v gjson.Result) bool {
 		for i, n := range names {
-			if k.Str == n && !seen[i] {
-				seen[i] = true
+			if !strings.EqualFold(k.Str, n) {
+				continue
+			}
+			if seen[i] {
+				err = fmt.Errorf("%w: body %s names %s twice", ErrMalformed, where, n)
+				return false
+			}
+			seen[i] = true
+			if k.Str == n {
 				out[i] = v
 			}
 		}
 		return true
 	})
-	return out, nil
+	return out, err
 }
 
 // adyenItem is what verification reads from one NotificationRequestItem: the signed fields in
@@ -146,6 +159,9 @@ func adyenMAC(key, msg []byte) []byte {
 func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if h := headerValue(r.Header, adyenHeader); h != "" {
 		return s.verifyBanking(h, r.Body)
+	}
+	if !gjson.ValidBytes(r.Body) {
+		return fmt.Errorf("%w: body is not JSON (and there is no header %s)", ErrMalformed, adyenHeader)
 	}
 	top, err := adyenMembers(gjson.ParseBytes(r.Body), "object", "notificationItems")
 	if err != nil {

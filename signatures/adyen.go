@@ -8,11 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"strings"
-	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -24,31 +21,14 @@ import (
 // key: a batch with one forged item is refused whole. Banking and platform webhooks carry the
 // HMAC of the raw body in the HmacSignature header instead. The key is the hex string from the
 // Customer Area, hex-decoded.
+//
+// The body is read with gjson, and only when it is valid JSON. gjson reads the first of members
+// with the same name where JSON.parse (the SDK, and most agents) reads the last, so a body
+// that names notificationItems, NotificationRequestItem, a signed field, amount,
+// additionalData or hmacSignature twice (in any letter case) is malformed: otherwise the
+// gateway could verify one value while the agent acts on another.
 type adyenScheme struct {
 	keys [][]byte
-	// macs[i] holds HMACs under keys[i]: a reset HMAC restarts from its keyed state instead
-	// of hashing the key's pads again on every request.
-	macs []*sync.Pool
-	// scratch holds *adyenScratch: a verification needs more memory than fits on its stack
-	// (the items read, the signed string of one), and allocating it was a tenth of the time.
-	scratch sync.Pool
-}
-
-type adyenScratch struct {
-	items []adyenItem
-	msg   []byte
-	sum   [sha256.Size]byte
-}
-
-// putScratch returns sc to the pool without the strings it points to (views of the body) and
-// unless a large batch grew it.
-func (s *adyenScheme) putScratch(sc *adyenScratch) {
-	clear(sc.items[:cap(sc.items)])
-	if cap(sc.items) > 64 || cap(sc.msg) > 4096 {
-		return
-	}
-	sc.items = sc.items[:0]
-	s.scratch.Put(sc)
 }
 
 const (
@@ -56,26 +36,25 @@ const (
 	maxAdyenItems = 1000
 )
 
-// adyenFields is the order of the signed fields of a notification item.
+// adyenFields is the order of the signed fields of a notification item; amount.value and
+// amount.currency are read from the amount object.
 var adyenFields = [...]string{"pspReference", "originalReference", "merchantAccountCode", "merchantReference",
 	"amount.value", "amount.currency", "eventCode", "success"}
 
 func newAdyen(cfg Config) (*adyenScheme, error) {
 	s := &adyenScheme{}
-	s.scratch.New = func() any { return &adyenScratch{items: make([]adyenItem, 0, 4), msg: make([]byte, 0, 512)} }
 	for i, k := range cfg.Secrets {
 		b, err := hex.DecodeString(strings.TrimSpace(k))
 		if err != nil || len(b) == 0 {
 			return nil, fmt.Errorf("%w: secrets[%d]: want the hex HMAC key from the Customer Area", ErrConfig, i)
 		}
 		s.keys = append(s.keys, b)
-		s.macs = append(s.macs, &sync.Pool{New: func() any { return hmac.New(sha256.New, b) }})
 	}
 	return s, nil
 }
 
 // adyenValue is a field as the SDK stringifies it: strings as they are, numbers and booleans in
-// their JSON spelling, absent or null as empty.
+// their JSON spelling, absent, null or anything else as empty.
 func adyenValue(v gjson.Result) string {
 	switch v.Type {
 	case gjson.String:
@@ -86,52 +65,65 @@ func adyenValue(v gjson.Result) string {
 	return ""
 }
 
+// adyenMembers returns the members of obj with the given names, in one pass: absent ones as
+// gjson's zero Result, and an error when obj has two members whose names match one of them
+// ignoring case.
+func adyenMembers(obj gjson.Result, where string, names ...string) ([]gjson.Result, error) {
+	out := make([]gjson.Result, len(names))
+	seen := make([]bool, len(names))
+	var err error
+	obj.ForEach(func(k, v gjson.Result) bool {
+		for i, n := range names {
+			if !strings.EqualFold(k.Str, n) {
+				continue
+			}
+			if seen[i] {
+				err = fmt.Errorf("%w: body %s names %s twice", ErrMalformed, where, n)
+				return false
+			}
+			seen[i] = true
+			if k.Str == n {
+				out[i] = v
+			}
+		}
+		return true
+	})
+	return out, err
+}
+
 // adyenItem is what verification reads from one NotificationRequestItem: the signed fields in
-// adyenFields order, and the hmacSignature. adyenRead reads them in one pass over the item's
-// members, keeping the first of duplicate keys as a path lookup would: looking each field up by
-// path scanned the whole item (a long reason or additionalData) once per field.
+// adyenFields order, and the hmacSignature.
 type adyenItem struct {
 	vals [len(adyenFields)]string
 	sig  gjson.Result
 }
 
-func adyenRead(nri gjson.Result) adyenItem {
+// adyenRead reads the signed fields and the signature of one NotificationRequestItem.
+func adyenRead(nri gjson.Result, where string) (adyenItem, error) {
 	var it adyenItem
-	var seen [len(adyenFields) + 2]bool // the plain fields, then amount and additionalData
-	set := func(i int, v gjson.Result) {
-		if !seen[i] {
-			seen[i] = true
-			it.vals[i] = adyenValue(v)
-		}
+	m, err := adyenMembers(nri, where, "pspReference", "originalReference", "merchantAccountCode", "merchantReference",
+		"eventCode", "success", "amount", "additionalData")
+	if err != nil {
+		return it, err
 	}
-	nri.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "pspReference":
-			set(0, v)
-		case "originalReference":
-			set(1, v)
-		case "merchantAccountCode":
-			set(2, v)
-		case "merchantReference":
-			set(3, v)
-		case "eventCode":
-			set(6, v)
-		case "success":
-			set(7, v)
-		case "amount":
-			if !seen[8] {
-				seen[8] = true
-				it.vals[4], it.vals[5] = adyenValue(v.Get("value")), adyenValue(v.Get("currency"))
-			}
-		case "additionalData":
-			if !seen[9] {
-				seen[9] = true
-				it.sig = v.Get("hmacSignature")
-			}
+	for i, j := range [...]int{0, 1, 2, 3, 6, 7} { // adyenFields' indexes of the plain fields
+		it.vals[j] = adyenValue(m[i])
+	}
+	if m[6].IsObject() {
+		amount, err := adyenMembers(m[6], where+".amount", "value", "currency")
+		if err != nil {
+			return it, err
 		}
-		return true
-	})
-	return it
+		it.vals[4], it.vals[5] = adyenValue(amount[0]), adyenValue(amount[1])
+	}
+	if m[7].IsObject() {
+		sig, err := adyenMembers(m[7], where+".additionalData", "hmacSignature")
+		if err != nil {
+			return it, err
+		}
+		it.sig = sig[0]
+	}
+	return it, nil
 }
 
 // adyenJoin returns the signed string of an item's fields. escaped=true applies the escaping some
@@ -152,10 +144,10 @@ func adyenJoin(vals *[len(adyenFields)]string, escaped bool) []byte {
 	return b.Bytes()
 }
 
-// adyenSigned is the signed string of a NotificationRequestItem.
-func adyenSigned(nri gjson.Result, escaped bool) []byte {
-	it := adyenRead(nri)
-	return adyenJoin(&it.vals, escaped)
+// adyenSigned is the signed string of a NotificationRequestItem given as JSON.
+func adyenSigned(nri []byte, escaped bool) ([]byte, error) {
+	it, err := adyenRead(gjson.ParseBytes(nri), "NotificationRequestItem")
+	return adyenJoin(&it.vals, escaped), err
 }
 
 func adyenMAC(key, msg []byte) []byte {
@@ -168,88 +160,58 @@ func (s *adyenScheme) Verify(r *Request, _ time.Time) error {
 	if h := headerValue(r.Header, adyenHeader); h != "" {
 		return s.verifyBanking(h, r.Body)
 	}
-	// The body is read through a string view instead of a copy: nothing read here outlives
-	// Verify, and the body is not written while it runs.
-	body := unsafe.String(unsafe.SliceData(r.Body), len(r.Body))
-	sc := s.scratch.Get().(*adyenScratch)
-	defer s.putScratch(sc)
-	batch := adyenBatch{items: sc.items[:0]}
-	if !adyenScan(body, &batch) {
-		batch = adyenBatch{items: sc.items[:0]}
-		adyenReadGJSON(body, &batch)
+	if !gjson.ValidBytes(r.Body) {
+		return fmt.Errorf("%w: body is not JSON (and there is no header %s)", ErrMalformed, adyenHeader)
 	}
-	sc.items = batch.items
-	if !batch.array {
+	top, err := adyenMembers(gjson.ParseBytes(r.Body), "object", "notificationItems")
+	if err != nil {
+		return err
+	}
+	list := top[0]
+	if !list.IsArray() {
 		return fmt.Errorf("%w: body notificationItems[] (or header %s)", ErrMissingHeader, adyenHeader)
 	}
-	if batch.n == 0 {
+	elems := list.Array()
+	if len(elems) == 0 {
 		return fmt.Errorf("%w: body notificationItems[] is empty", ErrMissingHeader)
 	}
-	if batch.n > maxAdyenItems {
+	if len(elems) > maxAdyenItems {
 		return fmt.Errorf("%w: body has more than %d notification items", ErrMalformed, maxAdyenItems)
 	}
-	var sigsA [4][sha256.Size]byte
-	sigs, read := sigsA[:0], batch.items
-	for i := range read {
-		raw := read[i].sig
-		if raw.Type != gjson.String || raw.Str == "" {
-			return fmt.Errorf("%w: body notificationItems[%d].NotificationRequestItem.additionalData.hmacSignature", ErrMissingHeader, i)
+	items := make([]adyenItem, len(elems))
+	sigs := make([][sha256.Size]byte, len(elems))
+	for i, e := range elems {
+		where := fmt.Sprintf("notificationItems[%d]", i)
+		nri, err := adyenMembers(e, where, "NotificationRequestItem")
+		if err != nil {
+			return err
 		}
-		sigs = append(sigs, [sha256.Size]byte{})
+		if items[i], err = adyenRead(nri[0], where+".NotificationRequestItem"); err != nil {
+			return err
+		}
+		raw := items[i].sig
+		if raw.Type != gjson.String || raw.Str == "" {
+			return fmt.Errorf("%w: body %s.NotificationRequestItem.additionalData.hmacSignature", ErrMissingHeader, where)
+		}
 		if l, ok := decodeSig(sigs[i][:], raw.Str, true); !ok || l != sha256.Size {
-			return fmt.Errorf("%w: body notificationItems[%d] hmacSignature", ErrMalformed, i)
+			return fmt.Errorf("%w: body %s hmacSignature", ErrMalformed, where)
 		}
 	}
-	for ki := range s.keys {
-		// One HMAC per key, reset per item; the escaped form is built only when the plain one
-		// does not match.
-		m := s.macs[ki].Get().(hash.Hash)
+	for _, key := range s.keys {
 		ok := true
-		for i := range read {
-			m.Reset()
-			sc.msg = adyenAppend(sc.msg[:0], &read[i].vals, false)
-			m.Write(sc.msg)
-			if hmac.Equal(m.Sum(sc.sum[:0]), sigs[i][:]) {
+		for i := range items {
+			if hmac.Equal(adyenMAC(key, adyenJoin(&items[i].vals, false)), sigs[i][:]) ||
+				hmac.Equal(adyenMAC(key, adyenJoin(&items[i].vals, true)), sigs[i][:]) {
 				continue
 			}
-			m.Reset()
-			sc.msg = adyenAppend(sc.msg[:0], &read[i].vals, true)
-			m.Write(sc.msg)
-			if !hmac.Equal(m.Sum(sc.sum[:0]), sigs[i][:]) {
-				ok = false
-				break
-			}
+			ok = false
+			break
 		}
-		s.macs[ki].Put(m)
 		if ok {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: body notificationItems[].hmacSignature (every item must verify under one key)", ErrNoMatch)
-}
-
-// adyenAppend appends the signed string of an item's fields to dst, as adyenJoin builds it.
-func adyenAppend(dst []byte, vals *[len(adyenFields)]string, escaped bool) []byte {
-	for i, v := range vals {
-		if i > 0 {
-			dst = append(dst, ':')
-		}
-		if !escaped {
-			dst = append(dst, v...)
-			continue
-		}
-		for len(v) > 0 {
-			j := strings.IndexAny(v, `\:`)
-			if j < 0 {
-				dst = append(dst, v...)
-				break
-			}
-			dst = append(dst, v[:j]...)
-			dst = append(dst, '\\', v[j])
-			v = v[j+1:]
-		}
-	}
-	return dst
 }
 
 func (s *adyenScheme) verifyBanking(h string, body []byte) error {
@@ -286,7 +248,11 @@ func (s *adyenScheme) Sign(r *Request, _ time.Time) error {
 			return fmt.Errorf("%w: notificationItems[%d] has no NotificationRequestItem object", ErrMalformed, i)
 		}
 		b, _ := json.Marshal(nri)
-		sig := base64.StdEncoding.EncodeToString(adyenMAC(s.keys[0], adyenSigned(gjson.ParseBytes(b), false)))
+		signed, err := adyenSigned(b, false)
+		if err != nil {
+			return err
+		}
+		sig := base64.StdEncoding.EncodeToString(adyenMAC(s.keys[0], signed))
 		ad, _ := nri["additionalData"].(map[string]any)
 		if ad == nil {
 			ad = map[string]any{}

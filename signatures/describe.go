@@ -17,7 +17,7 @@ var schemeNotes = map[string]string{
 	"resend":            "Standard Webhooks under svix-* headers",
 	"clerk":             "Standard Webhooks under svix-* headers",
 	"brex":              "Standard Webhooks (webhook-* headers, base64 key)",
-	"polar":             "Standard Webhooks (webhook-* headers; key = the secret's UTF-8 bytes, whatever its prefix, as polar-js does)",
+	"polar":             "Standard Webhooks (webhook-* headers; key = the secret's UTF-8 bytes, or its base64 decoding after an optional whsec_, as @polar-sh/sdk tries both)",
 	"twilio":            "HMAC-SHA1 (base64) of the public URL + sorted form params, in X-Twilio-Signature; HMAC-SHA256 when X-Twilio-Webhooks-Signature-Settings names HMAC_SHA256 (SharedKey webhooks)",
 	"gitlab":            "shared token in X-Gitlab-Token",
 	"telegram":          "shared token in X-Telegram-Bot-Api-Secret-Token",

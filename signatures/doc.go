@@ -56,8 +56,9 @@
 // PKCS#8 (PEM also accepted).
 //
 // Keys: a secret is used as its UTF-8 bytes unless the provider's key is hex (Onfleet), base64
-// (Airtable, Microsoft Teams) or whsec_ base64 (the Standard Webhooks family; OpenAI and Polar take
-// other secrets as raw bytes). Request-context schemes (Twilio, Plivo V3, Mandrill, Trello,
+// (Airtable, Microsoft Teams) or whsec_ base64 (the Standard Webhooks family; OpenAI takes other
+// secrets as raw bytes, and Polar tries a secret's bytes and then its base64 decoding).
+// Request-context schemes (Twilio, Plivo V3, Mandrill, Trello,
 // Contentful, HubSpot, Square) sign the public URL, so Config.URL is required for them.
 //
 // Secrets of the newer families: Telnyx, the base64 Ed25519 public key (a signer takes the base64

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/tidwall/gjson"
 )
 
 // pinWatch is a transport that never reaches the network and records which hosts were asked
@@ -126,17 +124,6 @@ func FuzzEmbeddedSignature(f *testing.F) {
 	f.Add("bt_signature=pub%7C00&bt_payload=PG5vdGlmaWNhdGlvbj4%3D", "x")
 	f.Add("bt_signature=a|b&b|c&bt_payload=20f9f8ed05f77439fe955c977e4c8a53", "")
 	f.Fuzz(func(t *testing.T, body, hdr string) {
-		// The one-pass read of an item agrees with a lookup per field path (on JSON: on
-		// broken input the two kinds of gjson lookup stop at different places, and Adyen's
-		// own signature, over the values it sent, is what decides).
-		for _, nri := range append([]gjson.Result{gjson.Parse(body)}, gjson.Get(body, "notificationItems.#.NotificationRequestItem").Array()...) {
-			if !gjson.Valid(body) {
-				break
-			}
-			if got, want := adyenRead(nri), adyenReadByPath(nri); !sameAdyenItem(got, want) {
-				t.Fatalf("adyenRead %q / %q, by path %q / %q", got.vals, got.sig.Raw, want.vals, want.sig.Raw)
-			}
-		}
 		fuzzVerify(t, "adyen", Config{Secrets: []string{"00ff"}}, &Request{Body: []byte(body)})
 		fuzzVerify(t, "adyen", Config{Secrets: []string{"00ff"}}, &Request{Header: http.Header{adyenHeader: {hdr}}, Body: []byte(body)})
 		fuzzVerify(t, "braintree", Config{Secrets: []string{"pub:priv"}}, &Request{Body: []byte(body)})

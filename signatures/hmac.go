@@ -71,6 +71,9 @@ const (
 	keyBase64                    // standard base64-decoded (Airtable, Microsoft Teams)
 	keyWhsec                     // base64 after an optional whsec_ prefix (Standard Webhooks)
 	keyWhsecOrRaw                // whsec_ → base64-decoded, anything else → its UTF-8 bytes (OpenAI)
+	// keyRawThenBase64: the secret's UTF-8 bytes, and also its base64 decoding (after an
+	// optional whsec_) when it has one (Polar).
+	keyRawThenBase64
 )
 
 // sigEnc is how the signature is written in the header.
@@ -115,6 +118,10 @@ type hmacDef struct {
 	// request (X's CRC answers are MACs of the token under the same key): such a body is refused
 	// whatever its signature, or the handshake would be a signing oracle for it.
 	challengeBody func([]byte) bool
+	// bodyForm, when set, gives a second form of the body that the provider may have signed
+	// instead (Box: its JSON with non-ASCII and "/" escaped); verification tries it when the
+	// body as received does not match.
+	bodyForm func([]byte) []byte
 }
 
 type hmacScheme struct {
@@ -122,7 +129,10 @@ type hmacScheme struct {
 	keys [][]byte
 	// macs[i] holds keyed HMACs under keys[i]: a reset HMAC restarts from its keyed state, where
 	// a new one hashes the key's pads again (a third of verifying a 1 KiB body).
-	macs    []*sync.Pool
+	macs []*sync.Pool
+	// alt[i], when not nil, holds HMACs under a second key derived from secret i
+	// (keyRawThenBase64).
+	alt     []*sync.Pool
 	tol     time.Duration
 	url     string
 	urlForm string // url after d.urlForm, computed once
@@ -139,7 +149,15 @@ func newHMAC(d *hmacDef, cfg Config) (*hmacScheme, error) {
 			return nil, fmt.Errorf("%w: secrets[%d]: %v", ErrConfig, i, err)
 		}
 		s.keys = append(s.keys, k)
-		s.macs = append(s.macs, &sync.Pool{New: func() any { return &keyedMAC{h: hmac.New(d.hash, k)} }})
+		s.macs = append(s.macs, macPool(d.hash, k))
+		var alt *sync.Pool
+		if d.key == keyRawThenBase64 {
+			b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec, "whsec_"))
+			if err == nil && len(b) > 0 && !bytes.Equal(b, k) {
+				alt = macPool(d.hash, b)
+			}
+		}
+		s.alt = append(s.alt, alt)
 	}
 	switch {
 	case d.tolerance > 0:
@@ -150,6 +168,10 @@ func newHMAC(d *hmacDef, cfg Config) (*hmacScheme, error) {
 		s.tol = cfg.Tolerance
 	}
 	return s, nil
+}
+
+func macPool(h func() hash.Hash, k []byte) *sync.Pool {
+	return &sync.Pool{New: func() any { return &keyedMAC{h: hmac.New(h, k)} }}
 }
 
 func deriveKey(f keyForm, sec string) ([]byte, error) {
@@ -351,11 +373,31 @@ func (s *hmacScheme) match(r *Request, now time.Time) (int, error) {
 		return -1, err
 	}
 
-	var sum [sha512.Size]byte
-	for k := range s.keys {
-		got := s.mac(k, r, ts, id, u, sum[:0])
-		for i := 0; i < decoded; i++ {
-			if hmac.Equal(got, sigs[i][:lens[i]]) {
+	try := func(r *Request) int {
+		var sum [sha512.Size]byte
+		for k := range s.keys {
+			for _, pool := range [2]*sync.Pool{s.macs[k], s.alt[k]} {
+				if pool == nil {
+					continue
+				}
+				got := s.mac(pool, r, ts, id, u, sum[:0])
+				for i := 0; i < decoded; i++ {
+					if hmac.Equal(got, sigs[i][:lens[i]]) {
+						return k
+					}
+				}
+			}
+		}
+		return -1
+	}
+	if k := try(r); k >= 0 {
+		return k, nil
+	}
+	if d.bodyForm != nil {
+		if b := d.bodyForm(r.Body); !bytes.Equal(b, r.Body) {
+			alt := *r
+			alt.Body = b
+			if k := try(&alt); k >= 0 {
 				return k, nil
 			}
 		}
@@ -408,11 +450,11 @@ type keyedMAC struct {
 	sum [sha512.Size]byte
 }
 
-// mac appends the scheme's MAC under keys[k] to dst, streaming the body into the hash without
-// copying it.
-func (s *hmacScheme) mac(k int, r *Request, ts, id, u string, dst []byte) []byte {
-	km := s.macs[k].Get().(*keyedMAC)
-	defer s.macs[k].Put(km)
+// mac appends the scheme's MAC with an HMAC from pool to dst, streaming the body into the hash
+// without copying it.
+func (s *hmacScheme) mac(pool *sync.Pool, r *Request, ts, id, u string, dst []byte) []byte {
+	km := pool.Get().(*keyedMAC)
+	defer pool.Put(km)
 	m := km.h
 	m.Reset()
 	for _, p := range s.d.content {
@@ -549,7 +591,7 @@ func (s *hmacScheme) Sign(r *Request, now time.Time) error {
 		setHeader(r, f[0], f[1])
 	}
 	value := func(k int) string {
-		enc := d.encode(s.mac(k, r, ts, id, u, nil))
+		enc := d.encode(s.mac(s.macs[k], r, ts, id, u, nil))
 		switch d.format {
 		case fmtKV:
 			return d.tsKey + "=" + ts + string(d.sep) + d.sigKey + "=" + enc

@@ -139,10 +139,16 @@ var registry = map[string]*def{
 		handshake: slackHandshake,
 	},
 	"shopify": {
-		info: Provider{EventID: []string{"{header:X-Shopify-Event-Id}", "{header:X-Shopify-Webhook-Id}"},
+		// @shopify/shopify-api 15 (lib/webhooks/validate, lib/types): "webhooks" carry
+		// X-Shopify-* headers with X-Shopify-Event-Id; "events" carry Shopify-* headers
+		// (Shopify-Hmac-Sha256, Shopify-Webhook-Id, Shopify-Handle, Shopify-Action) and no event
+		// id header, so their webhook id stands in.
+		info: Provider{EventID: []string{"{header:X-Shopify-Event-Id}", "{header:X-Shopify-Webhook-Id}", "{header:Shopify-Webhook-Id}"},
 			ContextAt: "{header:X-Shopify-Triggered-At}",
 			ForwardHeaders: []string{"X-Shopify-Topic", "X-Shopify-Shop-Domain", "X-Shopify-Webhook-Id",
-				"X-Shopify-Event-Id", "X-Shopify-Triggered-At", "X-Shopify-Api-Version"},
+				"X-Shopify-Event-Id", "X-Shopify-Triggered-At", "X-Shopify-Api-Version",
+				"Shopify-Topic", "Shopify-Shop-Domain", "Shopify-Webhook-Id", "Shopify-Triggered-At", "Shopify-Api-Version",
+				"Shopify-Handle", "Shopify-Action"},
 			SignatureHeaders: []string{"X-Shopify-Hmac-Sha256", "Shopify-Hmac-Sha256"}, BodySigned: true},
 		hmac: &hmacDef{hash: sha256.New, b64: true, headers: []string{"X-Shopify-Hmac-Sha256", "Shopify-Hmac-Sha256"},
 			content: bodyOnlySeg()},

@@ -4,10 +4,13 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
+	"fmt"
 	"hash"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Batch 2 of the registry (the rows not built on certificates, JWTs, Ed25519 or body-embedded
@@ -73,15 +76,18 @@ var registryA = map[string]*def{
 	},
 	// box/box-node-sdk webhooks manager and its test vectors: base64 HMAC-SHA256 of the body then
 	// box-delivery-timestamp, primary and secondary keys each signing its own header; version 1,
-	// HmacSHA256. The SDK (box-node-sdk 10) refuses messages older than 10 min and any from the
-	// future; we allow 10 min either way, for clocks a little apart.
+	// HmacSHA256. box-node-sdk 10 also tries the body with its non-ASCII characters and "/"
+	// escaped (boxEscaped), so Box may sign that form: both are tried here. The SDK refuses
+	// messages older than 10 min and any from the future; we allow 10 min either way, for
+	// clocks a little apart.
 	"box": {
 		info: sigHeaders("Box-Signature-Primary", "Box-Signature-Secondary").
 			with("{header:Box-Delivery-Timestamp}", "{json:id}", "{header:Box-Delivery-Id}").
 			fwd("Box-Delivery-Id", "Box-Delivery-Timestamp").timed(600),
 		hmac: &hmacDef{hash: sha256.New, enc: encBase64, headers: []string{"Box-Signature-Primary", "Box-Signature-Secondary"},
 			allHeaders: true, fixed: [][2]string{{"Box-Signature-Version", "1"}, {"Box-Signature-Algorithm", "HmacSHA256"}},
-			tsHeader: "Box-Delivery-Timestamp", tsFormat: tsRFC3339, content: []seg{sBody, sTS}, tolerance: 600 * sec},
+			tsHeader: "Box-Delivery-Timestamp", tsFormat: tsRFC3339, content: []seg{sBody, sTS}, tolerance: 600 * sec,
+			bodyForm: boxEscaped},
 	},
 	// muxinc/mux-node-sdk webhooks and its test vector: t=<unix>,v1=<hex>[,v1=…], 300 s.
 	"mux": {
@@ -177,12 +183,11 @@ var registryA = map[string]*def{
 	"clerk": stdAlias("svix", keyWhsec, "{header:svix-id}"),
 	// Brex: webhook-* headers and a base64 secret without whsec_ (?); no official SDK verifier found in the search index (#16).
 	"brex": stdAlias("webhook", keyWhsec, "{header:webhook-id}"),
-	// polarsource/polar-js src/webhooks.ts validateEvent: the secret is base64-encoded before the
-	// Standard Webhooks library decodes it, so the key is the secret's UTF-8 bytes, under the
-	// webhook-* headers. The SDK does this for every secret, whatever its form: a secret that
-	// begins "whsec_" is keyed as its own text too, and so is it here (until #16 we decoded a
-	// whsec_ secret as base64, which followed third-party verifiers only).
-	"polar": stdAlias("webhook", keyRaw, "{header:webhook-id}"),
+	// polarsource/polar-js src/webhooks.ts (@polar-sh/sdk 1.0): Standard Webhooks under the
+	// webhook-* headers, keyed with the secret's UTF-8 bytes, whatever its form, and also with
+	// its base64 decoding (after an optional "whsec_") when it has one: the SDK tries both keys,
+	// and so does the gateway (0.x tried the UTF-8 bytes only).
+	"polar": stdAlias("webhook", keyRawThenBase64, "{header:webhook-id}"),
 	// Ingenico-ePayments/connect-sdk-go webhooks/validation/SignatureValidator.go and the fixed
 	// vector of webhooks/Helper_test.go (testdata/vectors.yaml): X-GCS-Signature is the standard
 	// base64 of HMAC-SHA256 over the body, keyed with the secret's UTF-8 bytes; X-GCS-KeyId
@@ -477,4 +482,29 @@ var splitDefaults = map[string]struct {
 	"xero":       {"events", []string{"{json:resourceId}:{json:eventType}:{json:eventDateUtc}"}},
 	"meta": {"entry", []string{"{json:changes.0.value.messages.0.id}", "{json:changes.0.value.statuses.0.id}",
 		"{json:messaging.0.message.mid}"}},
+}
+
+// boxEscaped is body as box-node-sdk's jsonStringifyWithEscapedUnicode writes it: every UTF-16
+// code unit from U+007F up as \uXXXX (lower-case hex; a character beyond U+FFFF is two), then
+// every "/" not preceded by a backslash as "\/". Invalid UTF-8 reads as U+FFFD, as Node
+// decodes it. Both forms are the same JSON, so accepting either admits no other content.
+func boxEscaped(body []byte) []byte {
+	var out []byte
+	for i := 0; i < len(body); {
+		c := body[i]
+		if c < 0x7f {
+			if c == '/' && (len(out) == 0 || out[len(out)-1] != '\\') {
+				out = append(out, '\\')
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(body[i:])
+		i += size
+		for _, u := range utf16.Encode([]rune{r}) {
+			out = fmt.Appendf(out, "\\u%04x", u)
+		}
+	}
+	return out
 }

@@ -30,6 +30,9 @@ type App struct {
 	Ready func(public, admin string)
 	// Reload receives a value on SIGHUP: serve reloads its TLS certificate.
 	Reload <-chan struct{}
+	// TLSCheck, when set, replaces the tls.check_every ticker: on each
+	// value serve reloads the TLS files if they changed (tests).
+	TLSCheck <-chan time.Time
 	// StoreRetry is the first wait between attempts to open a store that
 	// is down at start (default DefaultStoreRetry, doubling to 30 s).
 	StoreRetry time.Duration

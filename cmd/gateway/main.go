@@ -11,9 +11,14 @@ import (
 )
 
 func main() {
+	// SIGINT and SIGTERM drain and stop on every platform: on Windows, Go
+	// delivers Ctrl+C as SIGINT and a console's close, logoff or shutdown
+	// event as SIGTERM.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	if sigs := reloadSignals(); len(sigs) > 0 { // Notify with none would relay every signal
+		signal.Notify(hup, sigs...)
+	}
 	reload := make(chan struct{})
 	forwarded := make(chan struct{})
 	go func() {

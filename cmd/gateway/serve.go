@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -156,13 +157,19 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	errs := make(chan error, len(servers))
 	var wg sync.WaitGroup
 	stopWatch := func() {}
-	if certs != nil && a.Reload != nil {
+	if certs != nil {
+		check := a.TLSCheck
+		if every := cmp.Or(cfg.TLS.CheckEvery, defaultTLSCheck); check == nil && every > 0 {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			check = t.C
+		}
 		var watchCtx context.Context
 		watchCtx, stopWatch = context.WithCancel(ctx)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			certs.watch(watchCtx, a.Reload, log)
+			certs.watch(watchCtx, a.Reload, check, log)
 		}()
 	}
 	dispCtx, stopDispatch := context.WithCancel(context.Background())

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -18,6 +20,26 @@ import (
 type certReloader struct {
 	cert, key string
 	current   atomic.Pointer[tls.Certificate]
+	// seen is what the two files looked like at the last load attempt,
+	// so a timed check reloads only after a change, and reports a broken
+	// pair once rather than on every check.
+	seen [2]fileStamp
+}
+
+// fileStamp is what a timed check compares: a renewal rewrites the file,
+// which changes its modification time, its size, or both.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+	err  bool
+}
+
+func stampOf(path string) fileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{err: true}
+	}
+	return fileStamp{mod: fi.ModTime(), size: fi.Size()}
 }
 
 func newCertReloader(c config.TLS) (*certReloader, error) {
@@ -29,12 +51,18 @@ func newCertReloader(c config.TLS) (*certReloader, error) {
 }
 
 func (r *certReloader) load() error {
+	r.seen = [2]fileStamp{stampOf(r.cert), stampOf(r.key)}
 	pair, err := tls.LoadX509KeyPair(r.cert, r.key)
 	if err != nil {
 		return fmt.Errorf("tls: load %s and %s: %w", r.cert, r.key, err)
 	}
 	r.current.Store(&pair)
 	return nil
+}
+
+// changed reports whether either file differs from the last load attempt.
+func (r *certReloader) changed() bool {
+	return r.seen != [2]fileStamp{stampOf(r.cert), stampOf(r.key)}
 }
 
 func (r *certReloader) config() *tls.Config {
@@ -46,19 +74,24 @@ func (r *certReloader) config() *tls.Config {
 	}
 }
 
-// watch reloads on every signal from reload (SIGHUP in production) until
-// ctx ends.
-func (r *certReloader) watch(ctx context.Context, reload <-chan struct{}, log *zap.Logger) {
+// watch reloads on every signal from reload (SIGHUP in production), and on
+// every tick of check when the files changed (Windows, or tls.check_every),
+// until ctx ends. Either channel may be nil.
+func (r *certReloader) watch(ctx context.Context, reload <-chan struct{}, check <-chan time.Time, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reload:
-			if err := r.load(); err != nil {
-				log.Error("tls: reload failed; keeping the previous certificate", zap.Error(err))
+		case <-check:
+			if !r.changed() {
 				continue
 			}
-			log.Info("tls: certificate reloaded", zap.String("cert", r.cert))
 		}
+		if err := r.load(); err != nil {
+			log.Error("tls: reload failed; keeping the previous certificate", zap.Error(err))
+			continue
+		}
+		log.Info("tls: certificate reloaded", zap.String("cert", r.cert))
 	}
 }

@@ -53,24 +53,28 @@ func servedName(t *testing.T, addr string) string {
 	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
 }
 
-// With tls: {cert, key} the public listener serves HTTPS; a reload (SIGHUP)
-// picks up new files, and a reload of broken files keeps the old pair.
-func TestTLSListenerReloads(t *testing.T) {
+// tlsGateway is serve with a tls section, started on fresh certificate
+// files (common name "first").
+type tlsGateway struct {
+	addr, cert, key string
+	logs            *syncBuffer
+}
+
+func startTLSGateway(t *testing.T, tlsExtra string, reload <-chan struct{}, check <-chan time.Time) *tlsGateway {
+	t.Helper()
 	dir := t.TempDir()
-	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeSelfSigned(t, certPath, keyPath, "first")
+	g := &tlsGateway{cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem"), logs: &syncBuffer{}}
+	writeSelfSigned(t, g.cert, g.key, "first")
 	sink := newSink(t)
 	cfgPath := writeConfig(t, "{kind: memory}", "", sink.srv.URL)
 	raw, _ := os.ReadFile(cfgPath)
-	cfg := "tls: {cert: " + certPath + ", key: " + keyPath + "}\n" + string(raw)
+	cfg := "tls: {cert: " + g.cert + ", key: " + g.key + tlsExtra + "}\n" + string(raw)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reload := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
-	logs := &syncBuffer{}
-	app := &App{Stdout: io.Discard, Stderr: logs, LookupEnv: env(nil), Clock: time.Now, Reload: reload,
+	app := &App{Stdout: io.Discard, Stderr: g.logs, LookupEnv: env(nil), Clock: time.Now, Reload: reload, TLSCheck: check,
 		Ready: func(public, _ string) { ready <- public }}
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, []string{"serve", "--config", cfgPath}) }()
@@ -80,15 +84,23 @@ func TestTLSListenerReloads(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	var addr string
 	select {
-	case addr = <-ready:
+	case g.addr = <-ready:
 	case err := <-done:
-		t.Fatalf("serve: %v\n%s", err, logs.String())
+		t.Fatalf("serve: %v\n%s", err, g.logs.String())
 	}
-	if got := servedName(t, addr); got != "first" {
+	if got := servedName(t, g.addr); got != "first" {
 		t.Fatalf("served %q, want first", got)
 	}
+	return g
+}
+
+// With tls: {cert, key} the public listener serves HTTPS; a reload (SIGHUP)
+// picks up new files, and a reload of broken files keeps the old pair.
+func TestTLSListenerReloads(t *testing.T) {
+	reload := make(chan struct{})
+	g := startTLSGateway(t, "", reload, nil)
+	certPath, keyPath, addr, logs := g.cert, g.key, g.addr, g.logs
 	writeSelfSigned(t, certPath, keyPath, "second")
 	reload <- struct{}{}
 	for deadline := time.Now().Add(10 * time.Second); servedName(t, addr) != "second"; {
@@ -109,5 +121,49 @@ func TestTLSListenerReloads(t *testing.T) {
 	}
 	if got := servedName(t, addr); got != "second" {
 		t.Fatalf("after a failed reload: served %q, want second", got)
+	}
+}
+
+// Where no signal reloads (Windows), serve checks the files on a timer
+// (tls.check_every): a check reloads a changed pair, leaves an unchanged
+// one alone, and reports a broken pair once, not on every check.
+func TestTLSTimedCheckReloadsChangedFiles(t *testing.T) {
+	check := make(chan time.Time)
+	g := startTLSGateway(t, ", check_every: 1h", nil, check)
+	// The check channel is unbuffered and read by one loop: the second
+	// send returns only once the first check is done.
+	tick := func() { check <- time.Now(); check <- time.Now() }
+	tick()
+	if strings.Contains(g.logs.String(), "reload") {
+		t.Fatalf("a check of unchanged files reloaded them\n%s", g.logs.String())
+	}
+	writeSelfSigned(t, g.cert, g.key, "second")
+	tick()
+	if got := servedName(t, g.addr); got != "second" {
+		t.Fatalf("after a check of renewed files: served %q, want second\n%s", got, g.logs.String())
+	}
+	if err := os.WriteFile(g.key, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	tick()
+	if n := strings.Count(g.logs.String(), "reload failed"); n != 1 {
+		t.Fatalf("a broken pair was reported %d times over two checks, want once\n%s", n, g.logs.String())
+	}
+	if got := servedName(t, g.addr); got != "second" {
+		t.Fatalf("after a failed reload: served %q, want second", got)
+	}
+}
+
+// tls.check_every runs the check on its own, with no signal and no test
+// hook: a renewed pair is served without anyone asking.
+func TestTLSCheckEveryReloadsByItself(t *testing.T) {
+	g := startTLSGateway(t, ", check_every: 20ms", nil, nil)
+	writeSelfSigned(t, g.cert, g.key, "second")
+	for deadline := time.Now().Add(10 * time.Second); servedName(t, g.addr) != "second"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the renewed certificate was never served\n%s", g.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

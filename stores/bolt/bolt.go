@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,7 +38,8 @@ type Options struct {
 	// one (default DefaultMaxBatch; 1 commits every Transact alone).
 	MaxBatch int
 	// OpenTimeout bounds the wait for another process's file lock
-	// (default 5 s).
+	// (default 5 s); past it Open fails with an error that says the file
+	// is in use and wraps bbolt.ErrTimeout.
 	OpenTimeout time.Duration
 }
 
@@ -61,7 +63,14 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = 5 * time.Second
 	}
+	// bbolt locks the file for as long as it is open, with flock(2) on
+	// Linux and macOS and LockFileEx on Windows, so a second process on
+	// the same file waits here, then fails, on every platform.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("bolt store: %s is open in another process (one gateway per bolt file; waited %s for its lock): %w",
+			path, opts.OpenTimeout, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)
 	}

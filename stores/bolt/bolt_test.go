@@ -2,10 +2,14 @@ package bolt_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/bolt"
@@ -120,4 +124,25 @@ func BenchmarkEnqueueBacklog(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchmarkEnqueueBacklog(b, s)
+}
+
+// One process at a time: a second Open of a file that is open waits for
+// the lock, then fails saying so; once the first closes, the file opens.
+// bbolt's lock is per open file (flock on Linux and macOS, LockFileEx on
+// Windows), so a second Open in this process stands for a second gateway.
+func TestSecondOpenWaitsForTheLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	first := open(t, path)
+	_, err := bolt.Open(path, bolt.Options{OpenTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, bbolt.ErrTimeout) || !strings.Contains(err.Error(), "is open in another process") {
+		t.Fatalf("second open of a locked file: %v, want the lock named", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := bolt.Open(path, bolt.Options{OpenTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	_ = second.Close()
 }

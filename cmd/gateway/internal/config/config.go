@@ -39,11 +39,16 @@ type Config struct {
 	Sources map[string]ingress.SourceConfig `yaml:"sources"`
 }
 
-// TLS, when set, makes the public listener serve HTTPS itself; SIGHUP
-// reloads both files.
+// TLS, when set, makes the public listener serve HTTPS itself. SIGHUP
+// reloads both files on Linux and macOS; Windows has no SIGHUP, so there
+// serve checks the files every CheckEvery instead.
 type TLS struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
+	// CheckEvery is how often serve looks at the two files and reloads
+	// them when either changed (size or modification time). Unset: off
+	// where SIGHUP reloads (Linux, macOS), one minute on Windows.
+	CheckEvery time.Duration `yaml:"check_every"`
 }
 
 // Admin is the private listener for the ledger API, metrics and health.
@@ -493,6 +498,9 @@ func (c Config) Validate() error {
 	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		bad("tls", "set both cert and key, or neither")
+	}
+	if c.TLS.CheckEvery < 0 {
+		bad("tls.check_every", "%s is negative; leave it unset for the platform's default", c.TLS.CheckEvery)
 	}
 	if c.Admin.Listen != "" {
 		host, _, err := net.SplitHostPort(c.Admin.Listen)

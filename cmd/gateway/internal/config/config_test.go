@@ -54,6 +54,7 @@ func TestFieldNamedErrors(t *testing.T) {
 		{"bad duration", strings.Replace(base, "${TIMEOUT}", "soon", 1), "sources.s.forward.timeout"},
 		{"unknown top-level key", "lisen: x\n" + base, "lisen: unknown field"},
 		{"bad variable name", strings.Replace(base, "${TIMEOUT}", "${1X}", 1), "a variable name is letters"},
+		{"negative tls check", "tls: {cert: c.pem, key: k.pem, check_every: -1m}\n" + base, "tls.check_every: -1m0s is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml), lookup(map[string]string{"SECRET": "s", "TIMEOUT": "1s"}))

@@ -45,6 +45,8 @@ func TestCheckNamesTheField(t *testing.T) {
 		{"unknown key", validSource + "    retries: 3\n", "sources.stripe.retries: unknown field"},
 		{"bad store", "store: {kind: mongo}\n" + validSource, "store.kind"},
 		{"open admin without token", "admin: {listen: 0.0.0.0:8081}\n" + validSource, "admin.token"},
+		{"allowed host with a port", "admin: {listen: 127.0.0.1:8081, allowed_hosts: [gateway, \"gw:8081\"]}\n" + validSource, "admin.allowed_hosts[1]"},
+		{"allowed host wildcard", "admin: {listen: 127.0.0.1:8081, allowed_hosts: [\"*.example\"]}\n" + validSource, "admin.allowed_hosts[0]"},
 		{"bad size", validSource + "    max_body: lots\n", "max_body"},
 		{"no sources", "listen: 127.0.0.1:8080\n", "sources"},
 		{"cap without a max", "ledger: {caps: {reply: {window: 5m}}}\n" + validSource, "ledger.caps.reply.max: must be at least 1"},

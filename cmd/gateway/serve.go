@@ -141,7 +141,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return err
 		}
 		servers = append(servers, &http.Server{
-			Handler:           adminH,
+			Handler:           newHostGuard(cfg.Admin.Listen, cfg.Admin.AllowedHosts, log.Named("admin"), adminH),
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			ReadTimeout:       cfg.Server.ReadTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,

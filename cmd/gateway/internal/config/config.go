@@ -55,6 +55,11 @@ type TLS struct {
 type Admin struct {
 	Listen string `yaml:"listen"`
 	Token  string `yaml:"token"`
+	// AllowedHosts are host names, besides the listen address's own, that
+	// requests to the admin listener may carry in Host (a service name such
+	// as "gateway" that agents use, a name in front of a proxy). Anything
+	// else is refused: see docs/security.md, DNS rebinding.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Store picks the ledger backend.
@@ -509,6 +514,11 @@ func (c Config) Validate() error {
 			bad("admin.listen", "%q is not host:port", c.Admin.Listen)
 		case c.Admin.Token == "" && !isLoopback(host):
 			bad("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+		}
+	}
+	for i, h := range c.Admin.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/:@ *?#") && net.ParseIP(strings.Trim(h, "[]")) == nil {
+			bad(fmt.Sprintf("admin.allowed_hosts[%d]", i), "%q is not a host name or address (no scheme, port or wildcard)", h)
 		}
 	}
 	switch c.Store.Kind {

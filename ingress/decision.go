@@ -43,6 +43,7 @@ const (
 	decBatchRefused                    // a batch that does not split: 400
 	decBatchEmpty                      // a batch with no element: 200
 	decBatchIncomplete                 // an element of a batch failed: its answer
+	decReplay                          // another event id already carried this signed content: 200 duplicate (replay.go)
 	numDecisions
 )
 
@@ -87,6 +88,7 @@ var decisions = [numDecisions]struct {
 	decBatchRefused:    {"batch_refused", zapcore.InfoLevel, false},
 	decBatchEmpty:      {"batch_empty", zapcore.InfoLevel, false},
 	decBatchIncomplete: {"batch_incomplete", zapcore.InfoLevel, false},
+	decReplay:          {"replay", zapcore.WarnLevel, false},
 }
 
 func (d decision) String() string { return decisions[d].name }

@@ -18,7 +18,7 @@ func TestDecisionNamesAreTheShippedOnes(t *testing.T) {
 		decDuplicate: "duplicate", decInFlight: "in_flight", decRefused: "refused", decAmbiguous: "ambiguous", decFailed: "failed",
 		decClaimExpiring: "claim_expiring", decShuttingDown: "shutting_down", decDelivered: "delivered", decRejected: "rejected",
 		decRetry: "retry", decFault: "fault", decBatch: "batch", decBatchRefused: "batch_refused", decBatchEmpty: "batch_empty",
-		decBatchIncomplete: "batch_incomplete",
+		decBatchIncomplete: "batch_incomplete", decReplay: "replay",
 	}
 	seen := map[string]decision{}
 	for d := decNone + 1; d < numDecisions; d++ {

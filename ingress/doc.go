@@ -64,6 +64,13 @@
 //     reads the store. With split they apply per element.
 //   - Every error becomes an HTTP answer in one place, errorHandler; an
 //     error it does not recognise is a 503, never a 2xx and never a 400.
+//   - A scope starting with "replyonce:" is a 400: the gateway's own
+//     records live there (ledger.ReservedScope).
+//   - Where a source's event id reads what the signature does not cover,
+//     a request whose signed content another event id already carried is
+//     answered 200 duplicate (outcome replay), never forwarded (replay.go;
+//     the ledger's "Content claims" say why a crash cannot lose an event
+//     or let a replay through).
 //
 // # Tracing
 //

@@ -166,6 +166,11 @@ type delivery struct {
 	collect *answer
 	note    string // a handshake's note for the operator
 	warn    bool   // something the operator must see, though the answer is a 2xx
+	// digest and recordBy: the content this event holds (replay.go), and
+	// when it must have been recorded; zero when the source does not
+	// refuse replays or the event was recorded before.
+	digest   string
+	recordBy time.Time
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -329,6 +334,11 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 	} else if echo {
 		d.runID = ""
 		return g.ignored(c, d, src, ruleEcho)
+	}
+	if src.replays {
+		if done, err := g.holdContent(c, d, src, sreq); done {
+			return err
+		}
 	}
 	if src.cfg.Forward.Queue.Mode == dispatch.ModeQueued {
 		return g.enqueue(c, d, src, body, contextAt, now)
@@ -579,13 +589,22 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	ctx := c.Request().Context()
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
 	cctx, cancel := g.storeCtx(ctx)
-	cctx, span := g.startStep(cctx, SpanClaim, d)
-	run, claim, err := g.ledger.BeginClaim(cctx,
+	rctx, rcancel, err := g.recordCtx(cctx, d, src)
+	if err != nil {
+		cancel()
+		return err
+	}
+	rctx, span := g.startStep(rctx, SpanClaim, d)
+	run, claim, err := g.ledger.BeginClaim(rctx,
 		ledger.RunOptions{RunID: d.runID, Mode: src.cfg.Runs, ContextAt: contextAt},
 		ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: g.pendingTTL(src),
 			Redeliverable: true, MaxAttempts: deliverAttempts})
 	endStep(span, err, "store error", string(claim.Status))
+	rcancel()
 	cancel()
+	if err == nil {
+		g.confirmContent(ctx, d, src)
+	}
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = decStoreError

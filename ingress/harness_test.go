@@ -373,8 +373,11 @@ func sign(t *testing.T, provider string, cfg signatures.Config, at time.Time, me
 }
 
 // githubSource is a GitHub source forwarding to the sink, changed by mods.
+// Replay refusal is off: these tests send one body under many ids, and
+// count the store's writes; replay_test.go tests it on.
 func githubSource(name string, mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
-	c := ingress.SourceConfig{Name: name, Provider: "github", Signature: signatures.Config{Secrets: []string{githubSecret}}}
+	off := false
+	c := ingress.SourceConfig{Name: name, Provider: "github", Signature: signatures.Config{Secrets: []string{githubSecret}}, RefuseReplays: &off}
 	for _, m := range mods {
 		m(&c)
 	}

@@ -18,6 +18,7 @@ type Metrics struct {
 	storeErrors    *prometheus.CounterVec
 	queued         *prometheus.CounterVec
 	ignored        *prometheus.CounterVec
+	replays        *prometheus.CounterVec
 	// Conversation counts conversation-aware delivery; the dispatcher
 	// shares it (dispatch.Options.Conversation).
 	Conversation *dispatch.ConversationMetrics
@@ -54,10 +55,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replyonce_events_ignored_total", Help: "Verified events answered 200 ignored and not forwarded, by source and rule (a rule's name or ignore[i], preset:NAME, echo_of).",
 		}, []string{"source", "rule"}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replyonce_replays_refused_total", Help: "Requests answered duplicate because another event id already carried their signed content (a replayed request), by source.",
+		}, []string{"source"}),
 	}
 	m.Conversation = dispatch.NewConversationMetrics(reg)
 	if reg != nil {
-		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued, m.ignored)
+		reg.MustRegister(m.requests, m.verifyFailures, m.duplicates, m.inFlight, m.forwards, m.forwardLatency, m.storeErrors, m.queued, m.ignored, m.replays)
 	}
 	return m
 }

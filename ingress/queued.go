@@ -51,7 +51,12 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 		Header: pickHeaders(req.Header, src.passHeaders), ReceivedAt: now, ContextAt: contextAt, Body: body}
 	dispatch.RememberTrace(ctx, ev.Header)
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
-	ectx, span := g.startStep(ctx, SpanEnqueue, d)
+	rctx, rcancel, err := g.recordCtx(ctx, d, src)
+	if err != nil {
+		return err
+	}
+	defer rcancel()
+	ectx, span := g.startStep(rctx, SpanEnqueue, d)
 	res, err := g.ledger.Enqueue(ectx, ledger.EnqueueRequest{
 		Event:    ev,
 		Run:      ledger.RunOptions{RunID: d.runID, Mode: src.cfg.Runs, ContextAt: contextAt},
@@ -62,6 +67,9 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 		Debounce: src.queued.Policy.Debounce,
 	})
 	endStep(span, err, "store error", string(res.Status))
+	if err == nil {
+		g.confirmContent(ctx, d, src)
+	}
 	if err != nil {
 		g.metrics.storeErrors.WithLabelValues(src.Name).Inc()
 		d.decision = decStoreError

@@ -38,6 +38,9 @@ type Source struct {
 	// queued is the source as the dispatcher delivers it, made of the
 	// same configuration (cfg.Forward's target and policy).
 	queued *dispatch.Source
+	// replays: a request whose signed content an earlier event id already
+	// carried is refused as a replay (replay.go).
+	replays bool
 }
 
 // SourceConfig is one source as the configuration file writes it, under
@@ -73,6 +76,10 @@ type SourceConfig struct {
 	// EchoOf gives the provider id of the thing an event is about; an event
 	// whose id an effect committed on its scope holds is the agent's echo.
 	EchoOf extract.Templates `yaml:"echo_of"`
+	// RefuseReplays turns refusal of replayed content on or off (replay.go);
+	// nil: on when the event id reads a header or query parameter the
+	// provider's signature does not cover, off otherwise.
+	RefuseReplays *bool `yaml:"refuse_replays"`
 }
 
 // ForwardConfig says where and how accepted events go (forward: in the
@@ -212,6 +219,9 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	}
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
+	}
+	if s.replays, err = refuseReplays(cfg, s, path); err != nil {
+		return nil, err
 	}
 	if err := cfg.Forward.Queue.Validate(path + ".forward"); err != nil {
 		return nil, err

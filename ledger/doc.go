@@ -280,4 +280,15 @@
 // (it never lands, so no run's conflict check sees it) and the item is
 // kept, listed by scope, like a delivered one; a redelivery of its event
 // is a duplicate.
+//
+// # Content claims
+//
+// ClaimContent and ConfirmContent let the gateway refuse a signed request
+// replayed under a new event id, where the provider's id is not signed: the
+// content's digest is recorded beside the first event id that carried it,
+// in a reserved scope, for the retention. The digest's record and the
+// event's claim live in different scopes, so the record is held, then
+// confirmed, around the event's own recording, with a lease that makes a
+// crash between the two writes lose no event and let no replay through;
+// content.go explains the protocol and why it holds.
 package ledger

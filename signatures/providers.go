@@ -3,6 +3,7 @@ package signatures
 import (
 	"crypto/sha1"
 	"crypto/sha256"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,25 @@ type def struct {
 	build     func(Config) (any, error) // others: returns a Scheme (and Signer when it can sign)
 	sign      func(Config) (any, error) // public-key schemes: a separate signer from a private key
 	handshake handshakeFunc
+}
+
+// signedHeaders lists the headers the scheme puts in its signed content.
+// Only the HMAC core says; the other schemes list none, so an id read from
+// a header of theirs counts as unsigned (the safe side).
+func (d *def) signedHeaders() []string {
+	if d.hmac == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range d.hmac.content {
+		switch {
+		case s.kind == segID && d.hmac.idHeader != "":
+			out = append(out, http.CanonicalHeaderKey(d.hmac.idHeader))
+		case s.kind == segTS && d.hmac.tsHeader != "":
+			out = append(out, http.CanonicalHeaderKey(d.hmac.tsHeader))
+		}
+	}
+	return out
 }
 
 func (d *def) verifier(cfg Config) (Scheme, error) {

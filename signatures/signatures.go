@@ -110,6 +110,11 @@ type Provider struct {
 	BodySigned bool
 	// Handshake is true when Handshake answers an endpoint verification for this provider.
 	Handshake bool
+	// SignedHeaders are the headers, besides the signature's own, whose
+	// values the signature covers (an id or timestamp header the scheme
+	// signs), canonical; filled in by Lookup. An event id read from any
+	// other header can be changed by whoever holds a copy of a request.
+	SignedHeaders []string
 	// HandshakeByGET is true when the handshake arrives as a GET (Meta, Nylas, Dropbox, X): the
 	// only GET the gateway answers on a source.
 	HandshakeByGET bool
@@ -177,6 +182,7 @@ func Lookup(provider string) (Provider, error) {
 	p.ForwardHeaders = slices.Clone(p.ForwardHeaders)
 	p.SignatureHeaders = slices.Clone(p.SignatureHeaders)
 	p.Handshake = d.handshake != nil
+	p.SignedHeaders = d.signedHeaders()
 	p.Scheme = describe(provider, d)
 	p.Timestamp = timestampRule(provider, d)
 	if sd, ok := splitDefaults[provider]; ok {

@@ -353,6 +353,24 @@ func (r Rule) Templates() []Template {
 	return append([]Template(nil), r.templates...)
 }
 
+// Reads lists what the rule's templates read from outside the body: the
+// canonical names of the headers, and whether any reads the query string.
+// The gateway asks it which parts of an event id a signature may not
+// cover.
+func (r Rule) Reads() (headers []string, query bool) {
+	for _, t := range r.templates {
+		for _, p := range t.parts {
+			switch p.kind {
+			case kindHeader:
+				headers = append(headers, p.text)
+			case kindQuery:
+				query = true
+			}
+		}
+	}
+	return headers, query
+}
+
 // String renders the rule for logs and error messages, e.g. `"{json:id}" or "{header:X-Id}"`.
 func (r Rule) String() string {
 	var b strings.Builder

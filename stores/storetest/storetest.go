@@ -109,6 +109,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"AmbiguousWriteConflicts", testAmbiguousWriteConflicts},
 		{"ControlRecords", testControlRecords},
 		{"PausedSourcesRecord", testPausedSourcesRecord},
+		{"ContentClaims", testContentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ var reachCases = []reachCase{
 				"order": "scope", "debounce": map[string]any{"quiet": "2s", "max_wait": "9s"}, "cancel": "notify"},
 			"ignore": []any{map[string]any{"name": "bots", "headers": map[string]any{"X-Bot": "yes"}, "query": map[string]any{"q": "1"},
 				"path": map[string]any{"$startsWith": "/hooks"}, "body": map[string]any{"type": "ping"}}},
-			"ignore_presets": false, "echo_of": "{json:message_id}"},
+			"ignore_presets": false, "echo_of": "{json:message_id}", "refuse_replays": false},
 		want: map[string]any{
 			"provider":                  "stripe",
 			"secrets":                   []string{"one", "two"},
@@ -80,6 +80,7 @@ var reachCases = []reachCase{
 			"ignore[0].body":            map[string]any{"type": "ping"},
 			"ignore_presets":            boolOf(false),
 			"echo_of":                   extract.Templates{"{json:message_id}"},
+			"refuse_replays":            boolOf(false),
 		},
 	},
 	{

@@ -53,18 +53,19 @@ const (
 // rejected, retry, fault). level is the least level of the line: a 5xx
 // answer makes it a warning and a store failure an error whatever the
 // decision (see logLevel). throttled lines are rate-limited per source
-// and rule, since an unauthenticated caller or a bot talking to itself
-// can send many; 401 and 413 answers are throttled per status too.
+// and rule (404s of every unknown source together), since an
+// unauthenticated caller or a bot talking to itself can send many; 401
+// and 413 answers are throttled per status too.
 var decisions = [numDecisions]struct {
 	name      string
 	level     zapcore.Level
 	throttled bool
 }{
 	decNone:            {"", zapcore.InfoLevel, false},
-	decUnknownSource:   {"unknown_source", zapcore.InfoLevel, false},
-	decMethod:          {"method", zapcore.InfoLevel, false},
+	decUnknownSource:   {"unknown_source", zapcore.InfoLevel, true},
+	decMethod:          {"method", zapcore.InfoLevel, true},
 	decBody:            {"body", zapcore.InfoLevel, false},
-	decHandshake:       {"handshake", zapcore.InfoLevel, false},
+	decHandshake:       {"handshake", zapcore.InfoLevel, true},
 	decUnauthorized:    {"unauthorized", zapcore.InfoLevel, false},
 	decNoEventID:       {"no_event_id", zapcore.InfoLevel, false},
 	decBadEventID:      {"bad_event_id", zapcore.InfoLevel, false},

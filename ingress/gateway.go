@@ -203,7 +203,8 @@ func (g *Gateway) handle(c echo.Context) error {
 		g.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
 	}
 	fields := []zap.Field{
-		zap.String("source", name), zap.Int("status", status), zap.String("decision", d.decision.String()),
+		// An unknown source's name is the caller's text: clipped.
+		zap.String("source", clip(name)), zap.Int("status", status), zap.String("decision", d.decision.String()),
 		zap.Duration("latency", time.Since(d.start)),
 	}
 	if d.eventID != "" {
@@ -226,10 +227,18 @@ func (g *Gateway) handle(c echo.Context) error {
 	}
 	level := logLevel(d.decision, status, d.reason, d.warn)
 	if level == zapcore.InfoLevel && (status == http.StatusUnauthorized || status == http.StatusRequestEntityTooLarge || decisions[d.decision].throttled) {
+		// Lines anyone can cause without a secret are throttled.
 		key := name + " " + strconv.Itoa(status)
-		if decisions[d.decision].throttled {
+		switch {
+		case d.source == nil:
+			// Unknown sources share one budget: a key per made-up name
+			// would be no bound at all.
+			key = "unknown source"
+		case d.decision == decIgnored:
 			// A bot talking to itself can send many: throttled per rule.
 			key = ignoreLogKey(name, d.reason)
+		case d.decision == decHandshake:
+			key = name + " handshake"
 		}
 		ok, suppressed := g.refusals.allow(key, g.now())
 		if !ok {

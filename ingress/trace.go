@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -48,9 +49,10 @@ func (g *Gateway) startWebhook(c echo.Context) trace.Span {
 		return noSpan
 	}
 	req := c.Request()
+	method := spanMethod(req.Method)
 	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
-			attribute.String("http.request.method", req.Method),
+			attribute.String("http.request.method", method),
 			attribute.String("http.route", "/hooks/{source}"),
 			attribute.String("url.path", req.URL.Path),
 		)}
@@ -60,9 +62,26 @@ func (g *Gateway) startWebhook(c echo.Context) trace.Span {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: pc,
 			Attributes: []attribute.KeyValue{attribute.String("replyonce.link", "provider_traceparent")}}))
 	}
-	ctx, span := g.tracer.Start(req.Context(), req.Method+" /hooks/{source}", opts...)
+	name := "HTTP /hooks/{source}"
+	if method == http.MethodPost {
+		name = "POST /hooks/{source}"
+	}
+	ctx, span := g.tracer.Start(req.Context(), name, opts...)
 	c.SetRequest(req.WithContext(ctx))
 	return span
+}
+
+// spanMethod is the request's method as spans record it: a method of
+// HTTP's own, or "_OTHER" (OpenTelemetry's word) for any other token, which
+// is the caller's text. Span names carry no method but POST: a caller
+// choosing its method must not choose span names.
+func spanMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
 }
 
 // endWebhook records what the request came to and ends its span. Only

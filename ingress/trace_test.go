@@ -311,3 +311,23 @@ func TestTraceOfABatch(t *testing.T) {
 		}
 	}
 }
+
+// The caller chooses its method, never a span's name: any method but
+// POST names the server span "HTTP /hooks/{source}", and a method that is
+// not HTTP's own is recorded as "_OTHER".
+func TestSpanNamesCarryNoCallerMethod(t *testing.T) {
+	h, exp := newTracedHarness(t, githubSource("gh"))
+	for _, m := range []string{"BREW-COFFEE-" + strings.Repeat("X", 200), http.MethodGet, "PROPFIND"} {
+		h.do(t, h.newRequest(t, m, "/hooks/gh", nil, nil))
+		h.do(t, h.newRequest(t, m, "/hooks/nope", nil, nil))
+	}
+	h.gw.Wait()
+	for _, s := range exp.GetSpans() {
+		if s.Name != "HTTP /hooks/{source}" {
+			t.Errorf("span %q, want HTTP /hooks/{source}", s.Name)
+		}
+		if m := attrsOf(s)["http.request.method"]; m != http.MethodGet && m != "_OTHER" {
+			t.Errorf("method attribute %q", m)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/net/netutil"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/tracing"
@@ -114,8 +115,12 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		}
 		public = tls.NewListener(public, certs.config())
 	}
+	// Beyond the limit, connections wait in the kernel's accept queue
+	// instead of each costing a goroutine and its buffers.
+	public = netutil.LimitListener(public, cfg.Server.MaxConnections)
 	publicSrv := &http.Server{
 		Handler:           gw,
+		MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
@@ -142,6 +147,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		}
 		servers = append(servers, &http.Server{
 			Handler:           newHostGuard(cfg.Admin.Listen, cfg.Admin.AllowedHosts, log.Named("admin"), adminH),
+			MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			ReadTimeout:       cfg.Server.ReadTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,

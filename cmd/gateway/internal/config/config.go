@@ -92,7 +92,19 @@ type Server struct {
 	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
 	// StoreTimeout bounds each ledger call made for a webhook.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// MaxHeaderBytes bounds a request's line and headers, on both
+	// listeners (default 64 KiB; no provider sends more than a few KiB).
+	MaxHeaderBytes ingress.ByteSize `yaml:"max_header_bytes"`
+	// MaxConnections bounds the public listener's open connections; more
+	// wait in the kernel's accept queue (default 4096).
+	MaxConnections int `yaml:"max_connections"`
 }
+
+// Defaults of the server limits.
+const (
+	DefaultMaxHeaderBytes = 64 << 10
+	DefaultMaxConnections = 4096
+)
 
 // Default returns the configuration every file starts from.
 func Default() Config {
@@ -102,7 +114,7 @@ func Default() Config {
 		Store:  Store{Kind: "bolt", Path: "data/ledger.db"},
 		Log:    Log{Level: "info", Format: "json"},
 		Server: Server{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, ShutdownGrace: 30 * time.Second,
-			StoreTimeout: ingress.DefaultStoreTimeout},
+			StoreTimeout: ingress.DefaultStoreTimeout, MaxHeaderBytes: DefaultMaxHeaderBytes, MaxConnections: DefaultMaxConnections},
 	}
 }
 
@@ -515,6 +527,12 @@ func (c Config) Validate() error {
 		case c.Admin.Token == "" && !isLoopback(host):
 			bad("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
 		}
+	}
+	if c.Server.MaxHeaderBytes < 4<<10 || c.Server.MaxHeaderBytes > 1<<20 {
+		bad("server.max_header_bytes", "%d: want 4KiB to 1MiB", c.Server.MaxHeaderBytes)
+	}
+	if c.Server.MaxConnections < 1 {
+		bad("server.max_connections", "%d: must be at least 1", c.Server.MaxConnections)
 	}
 	for i, h := range c.Admin.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/:@ *?#") && net.ParseIP(strings.Trim(h, "[]")) == nil {

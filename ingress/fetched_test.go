@@ -172,7 +172,7 @@ func TestSNSSubscriptionAtTheEdge(t *testing.T) {
 // monday.com's challenge POST is echoed as the same JSON at the edge and writes nothing.
 func TestMondayChallengeAtTheEdge(t *testing.T) {
 	h := newHarness(t, ingress.SourceConfig{Name: "monday", Provider: "monday",
-		Signature: signatures.Config{Secrets: []string{"monday-signing-secret"}}})
+		Signature: signatures.Config{Secrets: []string{"monday-signing-secret"}, URL: "https://hooks.example.com/hooks/monday"}})
 	const body = `{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}`
 	r := h.do(t, h.newRequest(t, http.MethodPost, "/hooks/monday", http.Header{"Content-Type": {"application/json"}}, []byte(body)))
 	wantStatus(t, r, http.StatusOK)

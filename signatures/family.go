@@ -59,8 +59,10 @@ var familyRegistry = map[string]*def{
 		// produce (?). It does not cover the body, so BodySigned is false. Webhooks created with a
 		// personal API key are not signed at all and cannot use this provider.
 		// The event id and time fields are the research notes' (?).
+		// Since the JWT does not cover the body, its aud is what ties a token to this endpoint:
+		// url is required (NeedsURL), so aud is always checked.
 		info: Provider{EventID: []string{"{json:event.triggerUuid}"}, ContextAt: "{json:event.triggerTime}",
-			SignatureHeaders: []string{"Authorization"}},
+			SignatureHeaders: []string{"Authorization"}, NeedsURL: true},
 		build:     wrap(newHS("monday", "", 0, false, "", true)),
 		handshake: mondayHandshake,
 	},

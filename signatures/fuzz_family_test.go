@@ -109,7 +109,7 @@ func FuzzJWT(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, tok string) {
 		fuzzVerify(t, "vonage", Config{Secrets: []string{"k"}}, &Request{Header: http.Header{"Authorization": {tok}}, Body: []byte("{}")})
-		fuzzVerify(t, "monday", Config{Secrets: []string{"k"}}, &Request{Header: http.Header{"Authorization": {tok}}, Body: []byte("{}")})
+		fuzzVerify(t, "monday", Config{Secrets: []string{"k"}, URL: "https://h/m"}, &Request{Header: http.Header{"Authorization": {tok}}, Body: []byte("{}")})
 		fetch, w := offlineFetcher()
 		fuzzVerify(t, "plaid", Config{Secrets: []string{"c:s"}, Fetcher: fetch}, &Request{Header: http.Header{plaidHeader: {tok}}, Body: []byte("{}")})
 		w.check(t, func(h string) bool { return h == "production.plaid.com" })

@@ -346,6 +346,9 @@ func TestConfigErrors(t *testing.T) {
 		{"hmac", Config{Secrets: []string{"k"}, HMAC: &HMACConfig{Header: "X", Template: "{url}{body}"}}, "url"},
 		{"hmac", Config{Secrets: []string{"k"}, HMAC: &HMACConfig{Header: "X", Template: "{nope}{body}"}}, "{nope}"},
 		{"hmac", Config{Secrets: []string{"k"}, HMAC: &HMACConfig{Header: "X", Template: "{body"}}, "unclosed"},
+		// A timestamp the template does not sign proves nothing.
+		{"hmac", Config{Secrets: []string{"k"}, HMAC: &HMACConfig{Header: "X", TimestampHeader: "X-Ts"}}, "hmac.timestamp_header"},
+		{"monday", Config{Secrets: []string{"k"}}, "url"},
 	}
 	for _, c := range cases {
 		_, err := New(c.provider, c.cfg)

@@ -674,6 +674,10 @@ func newGenericHMAC(cfg Config) (*hmacScheme, error) {
 	if has[segTS] && c.TimestampHeader == "" {
 		return nil, fmt.Errorf("%w: hmac.timestamp_header is required by {timestamp}", ErrConfig)
 	}
+	if c.TimestampHeader != "" && !has[segTS] {
+		// An unsigned timestamp proves nothing: anyone replaying a request sets a fresh one.
+		return nil, fmt.Errorf("%w: hmac.timestamp_header is set but hmac.template does not sign {timestamp}: add it to the template, or drop timestamp_header", ErrConfig)
+	}
 	if c.TimestampHeader != "" {
 		d.tsHeader = textproto.CanonicalMIMEHeaderKey(c.TimestampHeader)
 		d.tsFormat = tsAuto

@@ -92,7 +92,7 @@ type hsScheme struct {
 	// unsignedRetry: a request without Authorization wraps ErrUnavailable (answered 503).
 	unsignedRetry bool
 	issuer        string // iss the signer writes
-	audience      bool   // aud must equal Config.URL when that is set; exp is required
+	audience      bool   // aud must equal Config.URL (required for such providers); exp is required
 	aud           string
 }
 
@@ -137,7 +137,7 @@ func (s *hsScheme) Verify(r *Request, now time.Time) error {
 			if _, ok := c["exp"]; !ok {
 				return fmt.Errorf("%w: Authorization claim exp", ErrMissingHeader)
 			}
-			if aud, _ := c.GetAudience(); s.aud != "" && !slices.Contains(aud, s.aud) {
+			if aud, _ := c.GetAudience(); !slices.Contains(aud, s.aud) {
 				return fmt.Errorf("%w: Authorization claim aud %q is not this endpoint's url", ErrNoMatch, aud)
 			}
 		}

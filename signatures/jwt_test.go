@@ -84,7 +84,7 @@ func TestVonageClaims(t *testing.T) {
 
 func TestMonday(t *testing.T) {
 	const key = "monday-signing-secret"
-	cfg := Config{Secrets: []string{key}}
+	cfg := Config{Secrets: []string{key}, URL: "https://example.com/monday"}
 	body := familyBody("monday", t0)
 	claims := jwt.MapClaims{"accountId": 1, "userId": 2, "aud": "https://example.com/monday", "iat": t0.Unix(),
 		"exp": t0.Add(5 * time.Minute).Unix(), "shortLivedToken": "slt"}
@@ -111,9 +111,15 @@ func TestMonday(t *testing.T) {
 		{"Bearer token", cfg, "Bearer " + with("x", nil), nil},
 		{"aud is our url", withURL, with("x", nil), nil},
 		{"aud is another endpoint", withURL, with("aud", "https://other.example/hook"), ErrNoMatch},
+		// The JWT does not cover the body: a token for another endpoint,
+		// or one without aud, must never pass here.
+		{"no aud", withURL, with("aud", nil), ErrNoMatch},
 		{"expired", cfg, with("exp", t0.Add(-time.Minute).Unix()), ErrStale},
 		{"no exp", cfg, with("exp", nil), ErrMissingHeader},
 		{"wrong secret", cfg, hsToken(t, "other", claims), ErrNoMatch},
+	}
+	if _, err := New("monday", Config{Secrets: []string{key}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "url") {
+		t.Errorf("monday without url: %v, want ErrConfig naming url", err)
 	}
 	for _, c := range cases {
 		err := verify(t, "monday", c.cfg, &Request{Header: http.Header{"Authorization": {c.auth}}, Body: body}, t0)

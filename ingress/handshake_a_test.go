@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,13 @@ func TestNotionTokenLogged(t *testing.T) {
 	}
 	if found != 1 {
 		t.Fatalf("token logged %d times: %v", found, logs.All())
+	}
+	// Anyone can send it: a flood of them is throttled like 401s.
+	for i := range 200 {
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/hooks/notion", strings.NewReader(`{"verification_token":"secret_flood_`+strconv.Itoa(i)+`"}`)))
+	}
+	if n := logs.Len(); n > 10 {
+		t.Fatalf("201 Notion handshakes logged %d lines, want at most 10 a minute", n)
 	}
 }

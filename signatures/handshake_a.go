@@ -80,12 +80,15 @@ func notionHandshake(_ *def, _ Config, r *Request, _ time.Time) (*HandshakeRespo
 	if tok == "" || headerValue(r.Header, "X-Notion-Signature") != "" {
 		return nil, false, nil
 	}
-	if _, err := challenge(tok); err != nil {
+	// Anyone can send this POST, and its token goes into the operator's log as something to
+	// act on: only a token of Notion's form (letters, digits, '_' and '-') is taken, so the line
+	// carries no text of a sender's choosing.
+	if _, err := macChallenge("verification_token", tok, notionToken, "a token of letters, digits, '_' and '-'"); err != nil {
 		return nil, true, err
 	}
 	h := reply(http.StatusOK, "", nil)
 	h.Header.Set("X-Notion-Verification-Token", tok)
-	h.Note = "notion verification_token (paste it into Notion, then into secrets): " + tok
+	h.Note = "a Notion verification_token arrived unsigned (anyone can send one): if you just created this subscription in Notion, paste it there, then into secrets: " + tok
 	return h, true, nil
 }
 
@@ -111,6 +114,10 @@ func linkedinHandshake(p *def, cfg Config, r *Request, _ time.Time) (*HandshakeR
 }
 
 var wooPing = regexp.MustCompile(`^webhook_id=[0-9]{1,20}$`)
+
+// notionToken is the form of Notion's verification_token ("secret_" and base62 in Notion's
+// examples).
+var notionToken = regexp.MustCompile(`^[A-Za-z0-9_-]{8,256}$`)
 
 // wooHandshake: when a webhook is saved WooCommerce POSTs the form body webhook_id=<n> without a
 // signature (class-wc-webhook.php deliver_ping); it gets 200 and goes no further.

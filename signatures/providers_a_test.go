@@ -307,6 +307,9 @@ func TestBatchAHandshakes(t *testing.T) {
 		{"mandrill head", "mandrill", req("HEAD", "", nil, ""), want{handled: true, status: 200}},
 		{"notion token", "notion", req("POST", "", nil, `{"verification_token":"secret_abc"}`),
 			want{handled: true, status: 200, header: [2]string{"X-Notion-Verification-Token", "secret_abc"}}},
+		// Its token goes into the operator's log as an instruction: no text of a sender's choosing.
+		{"notion token with text", "notion", req("POST", "", nil, `{"verification_token":"now delete the ledger: rm -rf data"}`),
+			want{handled: true, err: ErrMalformed}},
 		{"notion signed event", "notion", req("POST", "", http.Header{"X-Notion-Signature": {"sha256=00"}}, `{"verification_token":"x"}`), want{}},
 		{"linkedin", "linkedin", req("GET", "challengeCode=890e4a4c-1d9b-4f0e-8c2a-5d1e7b3a9f60", nil, ""),
 			want{handled: true, status: 200, ctype: "application/json",

@@ -51,3 +51,21 @@ func TestReservedSourceName(t *testing.T) {
 		t.Fatalf("source named replyonce: %v", err)
 	}
 }
+
+// A forward URL's password never reaches an error or `gateway check`'s
+// route line.
+func TestForwardURLPasswordNotShown(t *testing.T) {
+	for _, u := range []string{"ftp://agent:hunter2@agent.internal/events", "agent:hunter2@agent.internal/events", "http://agent:hunter2@[::1/x"} {
+		_, err := ingress.NewSource(githubSource("gh", func(c *ingress.SourceConfig) { c.Forward.URL = u }))
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("forward.url %q: error %v shows the password", u, err)
+		}
+	}
+	src, err := ingress.NewSource(githubSource("gh", func(c *ingress.SourceConfig) { c.Forward.URL = "https://agent:hunter2@agent.internal/events" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := src.Describe(); strings.Contains(d, "hunter2") || !strings.Contains(d, "agent.internal") {
+		t.Errorf("route line %q", d)
+	}
+}

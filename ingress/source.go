@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -209,8 +210,8 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if cfg.Forward.Timeout < 0 {
 		return nil, field.Errorf(path+".forward.timeout", "must be positive")
 	}
-	if u := cfg.Forward.URL; !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		return nil, field.Errorf(path+".forward.url", "%q must be an http:// or https:// URL", u)
+	if u, err := url.Parse(cfg.Forward.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, field.Errorf(path+".forward.url", "%q must be an http:// or https:// URL", shownURL(cfg.Forward.URL))
 	}
 	if cfg.Forward.SigningSecret != "" {
 		if err := forward.ValidateSigningSecret(cfg.Forward.SigningSecret); err != nil {
@@ -258,6 +259,20 @@ func (s *Source) Config() SourceConfig { return s.cfg }
 // Queued is the source as the dispatcher delivers it (its mode says
 // whether it does).
 func (s *Source) Queued() *dispatch.Source { return s.queued }
+
+// shownURL is a forward URL as errors and `gateway check` show it: without
+// the password it may carry (user:password@host), and not at all when it
+// cannot be parsed and has an '@' that might start one.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err == nil && u.Opaque == "" {
+		return u.Redacted()
+	}
+	if strings.Contains(raw, "@") {
+		return "(a malformed URL, not shown: it may hold a password)"
+	}
+	return raw
+}
 
 // MaxSourceName bounds a source's name, which every run id starts with.
 const MaxSourceName = 64
@@ -332,5 +347,5 @@ func (s *Source) Describe() string {
 		ignore += " echo_of=" + s.echoOf.String()
 	}
 	return fmt.Sprintf("POST /hooks/%s  provider=%s%s event_id=%s %s context_at=%s runs=%s → %s (timeout %s, %s%s)%s",
-		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.cfg.Runs, s.cfg.Forward.URL, s.cfg.Forward.Timeout, s.cfg.Forward.Queue.Mode, respond, ignore)
+		s.Name, s.Provider, split, s.eventIDText, scope, ctxAt, s.cfg.Runs, shownURL(s.cfg.Forward.URL), s.cfg.Forward.Timeout, s.cfg.Forward.Queue.Mode, respond, ignore)
 }

@@ -46,6 +46,7 @@ func TestCheckNamesTheField(t *testing.T) {
 		{"bad store", "store: {kind: mongo}\n" + validSource, "store.kind"},
 		{"open admin without token", "admin: {listen: 0.0.0.0:8081}\n" + validSource, "admin.token"},
 		{"allowed host with a port", "admin: {listen: 127.0.0.1:8081, allowed_hosts: [gateway, \"gw:8081\"]}\n" + validSource, "admin.allowed_hosts[1]"},
+		{"short admin token", "admin: {listen: 0.0.0.0:8081, token: short}\n" + validSource, "admin.token: is 5 bytes, want at least 16"},
 		{"allowed host wildcard", "admin: {listen: 127.0.0.1:8081, allowed_hosts: [\"*.example\"]}\n" + validSource, "admin.allowed_hosts[0]"},
 		{"bad size", validSource + "    max_body: lots\n", "max_body"},
 		{"no sources", "listen: 127.0.0.1:8080\n", "sources"},

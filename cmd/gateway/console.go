@@ -19,7 +19,7 @@ import (
 // admin listener serves under /v1/: the console's client calls that very
 // handler in process, token and all, so the console, the CLI and any other
 // API caller see and do exactly the same things.
-func newConsole(api http.Handler, token string, sources []*ingress.Source, reg prometheus.Gatherer, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
+func newConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
 	client, err := ledgerapi.NewClient("http://console.internal", token, &http.Client{Transport: inProcess{api}})
 	if err != nil {
 		return nil, err
@@ -28,7 +28,8 @@ func newConsole(api http.Handler, token string, sources []*ingress.Source, reg p
 	for _, s := range sources {
 		names = append(names, s.Name)
 	}
-	return console.New(console.Options{API: client, Token: token, Sources: names, Metrics: reg, Clock: clock, Logger: log})
+	return console.New(console.Options{API: client, Token: token, Sources: names, Metrics: reg, Clock: clock, Logger: log,
+		TrustForwardedProto: trustProto})
 }
 
 // inProcess is an http.RoundTripper that serves each request with a

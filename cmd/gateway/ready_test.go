@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -38,7 +39,7 @@ func (downStore) ScopesToReview(context.Context, time.Time, int) ([]string, erro
 func TestReadyzRevealsNothingAboutTheStore(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	a := &App{Clock: time.Now}
-	h, err := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), "secret-token", nil, zap.New(core), new(atomic.Bool), nil)
+	h, err := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), config.Admin{Token: "secret-token"}, nil, zap.New(core), new(atomic.Bool), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

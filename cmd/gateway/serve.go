@@ -139,7 +139,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		adminAddr = admin.Addr().String()
-		adminH, err := a.adminHandler(reg, store, l, cfg.Admin.Token, sources, log, &stopping, tp)
+		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp)
 		if err != nil {
 			_ = public.Close()
 			_ = admin.Close()
@@ -266,8 +266,9 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 // probes need no credentials (they reveal only up or down), and the admin
 // console on every other path, behind a session signed in with the token.
 // The console calls the same ledger API handler (traced when tp is set).
-func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, token string, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
+func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, admin config.Admin, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
 	tp trace.TracerProvider) (http.Handler, error) {
+	token := admin.Token
 	mux := http.NewServeMux()
 	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp)
 	mux.Handle("/v1/", api)
@@ -275,7 +276,7 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	if clock == nil {
 		clock = time.Now
 	}
-	con, err := newConsole(api, token, sources, reg, clock, log.Named("console"))
+	con, err := newConsole(api, token, admin.TrustForwardedProto, sources, reg, clock, log.Named("console"))
 	if err != nil {
 		return nil, err
 	}

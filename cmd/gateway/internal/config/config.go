@@ -60,7 +60,15 @@ type Admin struct {
 	// as "gateway" that agents use, a name in front of a proxy). Anything
 	// else is refused: see docs/security.md, DNS rebinding.
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	// TrustForwardedProto: the admin listener is reached only through a
+	// TLS proxy that sets X-Forwarded-Proto, so the console may believe
+	// it (its session cookie is then Secure and __Host-).
+	TrustForwardedProto bool `yaml:"trust_forwarded_proto"`
 }
+
+// MinAdminToken is the shortest admin.token accepted: it guards every
+// event body and the ledger, and /login lets ten guesses a minute.
+const MinAdminToken = 16
 
 // Store picks the ledger backend.
 type Store struct {
@@ -526,6 +534,8 @@ func (c Config) Validate() error {
 			bad("admin.listen", "%q is not host:port", c.Admin.Listen)
 		case c.Admin.Token == "" && !isLoopback(host):
 			bad("admin.token", "required when admin.listen (%s) is not a loopback address", c.Admin.Listen)
+		case c.Admin.Token != "" && len(c.Admin.Token) < MinAdminToken:
+			bad("admin.token", "is %d bytes, want at least %d (e.g. openssl rand -hex 24)", len(c.Admin.Token), MinAdminToken)
 		}
 	}
 	if c.Server.MaxHeaderBytes < 4<<10 || c.Server.MaxHeaderBytes > 1<<20 {

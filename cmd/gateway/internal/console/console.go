@@ -45,6 +45,11 @@ type Options struct {
 	Metrics prometheus.Gatherer
 	Clock   func() time.Time
 	Logger  *zap.Logger
+	// TrustForwardedProto: the console is reached through a TLS proxy that
+	// sets X-Forwarded-Proto; "https" there makes the session cookie
+	// Secure (and __Host-). Leave it off unless such a proxy is the only
+	// way in: anyone else could send the header.
+	TrustForwardedProto bool
 }
 
 // Console serves the admin console. Mount it at "/" beside the API.
@@ -75,6 +80,7 @@ func New(o Options) (*Console, error) {
 	}
 	c := &Console{api: o.API, token: sha256.Sum256([]byte(o.Token)), open: o.Token == "", now: o.Clock, log: o.Logger,
 		sessions: newSessions(o.Clock), rates: newRateSampler(), metrics: o.Metrics}
+	c.sessions.trustProto = o.TrustForwardedProto
 	c.sources = append([]string{}, o.Sources...)
 	sort.Strings(c.sources)
 	var err error

@@ -138,8 +138,73 @@ func TestSecureCookieOverTLS(t *testing.T) {
 	e.hc.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the test server's own certificate
 	resp := e.signIn(t, "tok")
 	ck := resp.Cookies()
-	if len(ck) != 1 || !ck[0].Secure || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
+	if len(ck) != 1 || !ck[0].Secure || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode ||
+		ck[0].Name != console.HostCookieName || ck[0].Path != "/" || ck[0].Domain != "" {
 		t.Fatalf("cookie over TLS: %+v", ck)
+	}
+	if resp, _ := e.get(t, "/events"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("with the __Host- cookie: %d", resp.StatusCode)
+	}
+}
+
+// Behind a TLS proxy the operator trusts, X-Forwarded-Proto: https makes
+// the cookie Secure (and __Host-); without that trust the header is
+// anyone's and changes nothing.
+func TestSecureCookieBehindTrustedProxy(t *testing.T) {
+	for _, trust := range []bool{true, false} {
+		c := &clock{t: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+		client, err := ledgerapi.NewClient("http://127.0.0.1:9", "tok", http.DefaultClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		con, err := console.New(console.Options{API: client, Token: "tok", Clock: c.Now, TrustForwardedProto: trust})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "http://console.example/login", strings.NewReader(url.Values{"token": {"tok"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-Proto", "https")
+		rec := httptest.NewRecorder()
+		con.ServeHTTP(rec, req)
+		ck := rec.Result().Cookies()
+		if len(ck) != 1 || ck[0].Secure != trust || (ck[0].Name == console.HostCookieName) != trust {
+			t.Errorf("trust %v: cookie %+v", trust, ck)
+		}
+	}
+}
+
+// A session nobody used for 30 minutes ends; one in use goes on.
+func TestSessionIdleTimeout(t *testing.T) {
+	e := newEnv(t, "tok", false)
+	e.signIn(t, "tok")
+	for range 3 {
+		e.clock.Add(20 * time.Minute)
+		if resp, _ := e.get(t, "/events"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a session used every 20 minutes ended: %d", resp.StatusCode)
+		}
+	}
+	e.clock.Add(31 * time.Minute)
+	if resp, _ := e.get(t, "/events"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a session idle for 31 minutes still works: %d", resp.StatusCode)
+	}
+}
+
+// Guessing the token is throttled: after ten failed sign-ins in a minute,
+// /login answers 429, even to the right token, until the minute is over.
+func TestLoginThrottled(t *testing.T) {
+	e := newEnv(t, "tok", false)
+	for i := range 10 {
+		if resp := e.signIn(t, "guess"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := e.signIn(t, "tok")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("eleventh attempt: %d (Retry-After %q), want 429", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	e.clock.Add(time.Minute)
+	if resp := e.signIn(t, "tok"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a minute later: %d", resp.StatusCode)
 	}
 }
 

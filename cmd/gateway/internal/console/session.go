@@ -6,15 +6,32 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
-// CookieName is the session cookie's name.
-const CookieName = "replyonce_console"
+// CookieName is the session cookie's name over plain HTTP (loopback);
+// HostCookieName its name over HTTPS, where the __Host- prefix makes the
+// browser refuse it unless it is Secure, host-only and for the whole path,
+// so no sibling subdomain can plant or shadow it.
+const (
+	CookieName     = "replyonce_console"
+	HostCookieName = "__Host-replyonce_console"
+)
 
 // sessionTTL bounds a session's life; a person signs in again after it.
-const sessionTTL = 12 * time.Hour
+// idleTTL ends a session nobody used for that long.
+const (
+	sessionTTL = 12 * time.Hour
+	idleTTL    = 30 * time.Minute
+)
+
+// Failed sign-ins are throttled: at most loginFailures a minute, for the
+// whole console (a per-address budget would mean nothing behind a proxy);
+// past it, /login answers 429 until the minute is over.
+const loginFailures = 10
 
 // maxSessions bounds the memory sessions take; the oldest goes first.
 const maxSessions = 1000
@@ -23,6 +40,7 @@ type session struct {
 	id      string
 	csrf    string
 	expires time.Time
+	seen    time.Time // the last request it signed; idleTTL after it, it ends
 }
 
 // sessions lives in memory: a restart signs everyone out, which is the
@@ -31,6 +49,12 @@ type sessions struct {
 	mu  sync.Mutex
 	m   map[string]*session
 	now func() time.Time
+	// trustProto: the console sits behind a TLS proxy that sets
+	// X-Forwarded-Proto, and says so (admin.trust_forwarded_proto).
+	trustProto bool
+	// failures counts failed sign-ins in the minute from failWindow.
+	failures   int
+	failWindow time.Time
 }
 
 func newSessions(now func() time.Time) *sessions {
@@ -50,8 +74,21 @@ func key(id string) string {
 	return string(sum[:])
 }
 
+// secure reports whether the browser reached the console over HTTPS: its
+// own TLS, or a proxy's that the operator said to trust.
+func (ss *sessions) secure(r *http.Request) bool {
+	return r.TLS != nil || ss.trustProto && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func (ss *sessions) cookieName(r *http.Request) string {
+	if ss.secure(r) {
+		return HostCookieName
+	}
+	return CookieName
+}
+
 func (ss *sessions) get(r *http.Request) *session {
-	ck, err := r.Cookie(CookieName)
+	ck, err := r.Cookie(ss.cookieName(r))
 	if err != nil || ck.Value == "" {
 		return nil
 	}
@@ -61,15 +98,44 @@ func (ss *sessions) get(r *http.Request) *session {
 	if s == nil {
 		return nil
 	}
-	if !ss.now().Before(s.expires) {
+	now := ss.now()
+	if !now.Before(s.expires) || now.Sub(s.seen) >= idleTTL {
 		delete(ss.m, key(ck.Value))
 		return nil
 	}
+	s.seen = now
 	return s
 }
 
+// failed counts a failed sign-in; allowed reports whether another may be
+// tried now, and if not, for how long it may not.
+func (ss *sessions) failed() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.rollWindow()
+	ss.failures++
+}
+
+func (ss *sessions) allowed() (bool, time.Duration) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.rollWindow()
+	if ss.failures < loginFailures {
+		return true, 0
+	}
+	return false, ss.failWindow.Add(time.Minute).Sub(ss.now())
+}
+
+// rollWindow starts a new minute of failures when the last one is over;
+// the caller holds mu.
+func (ss *sessions) rollWindow() {
+	if now := ss.now(); now.Sub(ss.failWindow) >= time.Minute {
+		ss.failWindow, ss.failures = now, 0
+	}
+}
+
 func (ss *sessions) start(w http.ResponseWriter, r *http.Request) *session {
-	s := &session{id: randomID(), csrf: randomID(), expires: ss.now().Add(sessionTTL)}
+	s := &session{id: randomID(), csrf: randomID(), expires: ss.now().Add(sessionTTL), seen: ss.now()}
 	ss.mu.Lock()
 	now := ss.now()
 	for k, old := range ss.m {
@@ -92,7 +158,7 @@ func (ss *sessions) start(w http.ResponseWriter, r *http.Request) *session {
 	// so a gateway whose clock is off (or injected, in tests) cannot hand out
 	// a cookie that is already expired on arrival. The server still ends the
 	// session at s.expires by its own clock.
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: ss.cookieName(r), Value: s.id, Path: "/", HttpOnly: true, Secure: ss.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second)})
 	return s
 }
@@ -101,7 +167,7 @@ func (ss *sessions) end(w http.ResponseWriter, r *http.Request, s *session) {
 	ss.mu.Lock()
 	delete(ss.m, key(s.id))
 	ss.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: ss.cookieName(r), Value: "", Path: "/", HttpOnly: true, Secure: ss.secure(r),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
@@ -124,10 +190,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, err)
 		return
 	}
+	if ok, wait := c.sessions.allowed(); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		http.Error(w, "too many failed sign-ins: wait a minute", http.StatusTooManyRequests)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	sum := sha256.Sum256([]byte(r.PostFormValue("token")))
 	next := localPath(r.PostFormValue("next"))
 	if subtle.ConstantTimeCompare(sum[:], c.token[:]) != 1 {
+		c.sessions.failed()
 		c.render(w, r, nil, http.StatusUnauthorized, "login", "Sign in", map[string]any{"Next": next, "Wrong": true})
 		return
 	}

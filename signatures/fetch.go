@@ -42,6 +42,12 @@ type FetcherOptions struct {
 	MaxEntries int
 	// MaxBytes bounds one response body. Default 64 KiB.
 	MaxBytes int64
+	// MaxFetches bounds the fetches of certificates and keys not in the
+	// cache, per minute, whatever their URL or key id: made-up key ids or
+	// certificate URLs, each remembered as refused, would otherwise cost
+	// one outbound request each. Past it a verification that needs a
+	// fetch is ErrUnavailable (503: the provider retries). Default 60.
+	MaxFetches int
 }
 
 // Fetcher fetches, verifies and caches the signing certificates (SNS, PayPal) and keys (Plaid)
@@ -60,6 +66,10 @@ type Fetcher struct {
 	mu    sync.Mutex
 	cache map[string]cacheEntry
 	group singleflight.Group
+	// maxFetches a minute; fetches counts those since window began.
+	maxFetches int
+	fetches    int
+	window     time.Time
 }
 
 type cacheEntry struct {
@@ -70,7 +80,10 @@ type cacheEntry struct {
 // NewFetcher builds a Fetcher.
 func NewFetcher(o FetcherOptions) *Fetcher {
 	f := &Fetcher{client: o.Client, timeout: o.Timeout, roots: o.Roots, ttl: o.TTL, max: o.MaxEntries,
-		maxBytes: o.MaxBytes, cache: map[string]cacheEntry{}}
+		maxBytes: o.MaxBytes, cache: map[string]cacheEntry{}, maxFetches: o.MaxFetches}
+	if f.maxFetches <= 0 {
+		f.maxFetches = 60
+	}
 	if f.client == nil {
 		f.client = &http.Client{}
 	}
@@ -228,6 +241,9 @@ func (f *Fetcher) load(key string, now time.Time, negTTL time.Duration, fetch fu
 		return v, nil
 	}
 	v, err, _ := f.group.Do(key, func() (any, error) {
+		if !f.allowFetch(now) {
+			return nil, fmt.Errorf("%w: more than %d certificate or key fetches this minute", ErrUnavailable, f.maxFetches)
+		}
 		v, exp, err := fetch()
 		if err != nil {
 			if negTTL > 0 && errors.Is(err, ErrNoMatch) {
@@ -239,6 +255,21 @@ func (f *Fetcher) load(key string, now time.Time, negTTL time.Duration, fetch fu
 		return v, nil
 	})
 	return v, err
+}
+
+// allowFetch counts a fetch against the minute's budget, on the
+// verification clock.
+func (f *Fetcher) allowFetch(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Sub(f.window) >= time.Minute || now.Before(f.window) {
+		f.window, f.fetches = now, 0
+	}
+	if f.fetches >= f.maxFetches {
+		return false
+	}
+	f.fetches++
+	return true
 }
 
 // certificate fetches the signing certificate at raw (pinned by p), verifies its chain against

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -178,5 +179,44 @@ func TestPlaid(t *testing.T) {
 	}
 	if _, err := New("plaid", Config{Secrets: []string{"a:b", "c:d"}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "secrets") {
 		t.Errorf("two credentials: %v", err)
+	}
+}
+
+// Made-up key ids cost at most MaxFetches outbound requests a minute, all
+// together: past the budget a verification that needs a fetch is
+// ErrUnavailable (the provider retries), and known keys still verify.
+func TestPlaidFetchesAreBounded(t *testing.T) {
+	e := newPKIEnv(t)
+	pk := plaidServer(t, e, "production.plaid.com")
+	k1 := pk.add("kid-1")
+	cfg := Config{Secrets: []string{"client-abc:secret-xyz"}, Fetcher: e.fetcher(FetcherOptions{MaxFetches: 5})}
+	body := []byte(`{"webhook_type":"ITEM"}`)
+	req := func(kid string) *Request {
+		return &Request{Header: http.Header{"Plaid-Verification": {plaidToken(t, k1, kid, body, t0)}}, Body: body}
+	}
+	if err := verify(t, "plaid", cfg, req("kid-1"), t0); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := 0
+	for i := range 100 {
+		err := verify(t, "plaid", cfg, req(fmt.Sprintf("made-up-%d", i)), t0)
+		if errors.Is(err, ErrUnavailable) {
+			unavailable++
+		} else if !errors.Is(err, ErrNoMatch) {
+			t.Fatalf("made-up kid %d: %v", i, err)
+		}
+	}
+	if n := pk.requests(); n != 5 {
+		t.Fatalf("101 kids asked %d fetches, want the budget of 5", n)
+	}
+	if unavailable != 96 {
+		t.Fatalf("%d answered unavailable, want 96", unavailable)
+	}
+	if err := verify(t, "plaid", cfg, req("kid-1"), t0); err != nil {
+		t.Fatalf("a cached key past the budget: %v", err)
+	}
+	// A minute later the budget is back.
+	if err := verify(t, "plaid", cfg, req("made-up-late"), t0.Add(time.Minute)); !errors.Is(err, ErrNoMatch) {
+		t.Fatalf("a minute later: %v", err)
 	}
 }

@@ -432,6 +432,8 @@ func TestSNSCertificateChain(t *testing.T) {
 		"expired":     e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(-48*time.Hour), t0.Add(-time.Hour)),
 		"not yet":     e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(time.Hour), t0.Add(48*time.Hour)),
 		"self-signed": newTestCA(t, "sns.amazonaws.com", key).cert,
+		// From the trusted CA, at a pinned URL, but issued to someone else: AWS's SDKs refuse it.
+		"not issued to SNS": e.ca.issue(t, &key.PublicKey, "uploads.example.com", nil, t0.Add(-time.Hour), t0.Add(time.Hour)),
 	}
 	encOnly := e.ca.issue(t, &key.PublicKey, "sns.amazonaws.com", nil, t0.Add(-time.Hour), t0.Add(time.Hour))
 	tmpl := *encOnly

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +46,12 @@ const (
 var paypalHosts = []string{"api.paypal.com", "api-m.paypal.com", "api.sandbox.paypal.com", "api-m.sandbox.paypal.com"}
 
 var paypalCertPin = pin{name: paypalCertURL, host: func(h string) bool { return slices.Contains(paypalHosts, h) },
-	path: func(u *url.URL) bool { return strings.HasPrefix(u.Path, "/v1/notifications/certs/") }}
+	// A path with "." or ".." segments, or escaped characters, could name another path of the
+	// pinned host once the server normalises it: only a clean path counts.
+	path: func(u *url.URL) bool {
+		return strings.HasPrefix(u.Path, "/v1/notifications/certs/") && u.RawPath == "" && path.Clean(u.Path) == u.Path &&
+			!strings.Contains(u.Path, "%")
+	}}
 
 func newPaypal(cfg Config) (*paypalScheme, error) {
 	for i, id := range cfg.Secrets {

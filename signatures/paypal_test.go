@@ -101,7 +101,10 @@ func TestPaypal(t *testing.T) {
 		e.signingCert(t, "evil.example.com/v1/notifications/certs/CERT-1", key)
 		start := len(e.tr.seen())
 		for _, u := range []string{"https://evil.example.com/v1/notifications/certs/CERT-1", "http://api.paypal.com/v1/notifications/certs/CERT-1",
-			"https://api.paypal.com/v1/oauth2/token", "https://api.paypal.com.evil.com/v1/notifications/certs/CERT-1"} {
+			"https://api.paypal.com/v1/oauth2/token", "https://api.paypal.com.evil.com/v1/notifications/certs/CERT-1",
+			// Paths that the server would normalise out of the pinned prefix.
+			"https://api.paypal.com/v1/notifications/certs/../../oauth2/token", "https://api.paypal.com/v1/notifications/certs/./x/../../../x",
+			"https://api.paypal.com/v1/notifications/certs/%2e%2e/%2e%2e/oauth2/token"} {
 			if err := verify(t, "paypal", cfg, paypalSigned(t, key, u, paypalWebhookID, body, t0), t0); !errors.Is(err, ErrNoMatch) {
 				t.Errorf("%s: %v", u, err)
 			}

@@ -183,6 +183,12 @@ func (s *snsScheme) verify(r *Request, now time.Time) (*snsMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As AWS's SDKs do: the certificate must be issued to SNS, not merely chain to a public
+	// root from a pinned host.
+	if cn := strings.ToLower(cert.Subject.CommonName); cn != "sns.amazonaws.com" && cn != "sns.amazonaws.com.cn" &&
+		!(strings.HasPrefix(cn, "sns.") && (strings.HasSuffix(cn, ".amazonaws.com") || strings.HasSuffix(cn, ".amazonaws.com.cn"))) {
+		return nil, fmt.Errorf("%w: SigningCertURL certificate is issued to %q, not to SNS", ErrNoMatch, cn)
+	}
 	pub, ok := cert.PublicKey.(*rsa.PublicKey)
 	if !ok {
 		return nil, fmt.Errorf("%w: SigningCertURL certificate has no RSA key", ErrNoMatch)

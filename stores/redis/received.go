@@ -26,7 +26,7 @@ func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit
 	for round := 0; ; round++ {
 		cands, err := s.receivedCandidates(ctx, before, limit)
 		if err != nil {
-			return nil, fmt.Errorf("redis store: scopes received: %w", err)
+			return nil, s.failed(fmt.Errorf("redis store: scopes received: %w", err))
 		}
 		exists := make([]*goredis.IntCmd, len(cands))
 		if len(cands) > 0 {
@@ -37,7 +37,7 @@ func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit
 				return nil
 			})
 			if err != nil {
-				return nil, fmt.Errorf("redis store: scopes received: %w", err)
+				return nil, s.failed(fmt.Errorf("redis store: scopes received: %w", err))
 			}
 		}
 		out := make([]ledger.ScopeAt, 0, len(cands))
@@ -55,7 +55,7 @@ func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit
 		for _, scope := range gone {
 			err := pruneScript.Run(ctx, s.client, []string{s.receivedKeys[bucketOf(scope)], s.docKey(scope)}, scope).Err()
 			if err != nil {
-				return nil, fmt.Errorf("redis store: scopes received: prune %q: %w", scope, err)
+				return nil, s.failed(fmt.Errorf("redis store: scopes received: prune %q: %w", scope, err))
 			}
 		}
 	}

@@ -46,14 +46,6 @@ func (s *Store) nodeFor(ctx context.Context, key string) (*goredis.Client, error
 	return nil, fmt.Errorf("replicas need a go-redis Client or ClusterClient, not %T", s.client)
 }
 
-// clusterMoved tells a Cluster client that its map may be stale: a
-// node-addressed pipeline bypasses the redirects that would have told it.
-func (s *Store) clusterMoved(ctx context.Context) {
-	if c, ok := s.client.(*goredis.ClusterClient); ok {
-		c.ReloadState(ctx)
-	}
-}
-
 // waitCmd queues the WAIT that follows the writes on p's connection. Its
 // server-side timeout is the store's; the caller's context still ends the
 // call sooner.
@@ -145,7 +137,7 @@ func (s *Store) runPipelineReplicated(ctx context.Context, batch []*groupcommit.
 func (s *Store) replicatedReply(ctx context.Context, script *goredis.Cmd, wait *goredis.IntCmd) casReply {
 	r := parseCASReply(script)
 	if r.err != nil {
-		s.clusterMoved(ctx)
+		s.refreshClusterMap(ctx)
 		return r
 	}
 	if !r.won {
@@ -207,7 +199,7 @@ func (s *Store) confirm(ctx context.Context, key, token string) error {
 	}
 	same, err := script.Int()
 	if err != nil {
-		s.clusterMoved(ctx)
+		s.refreshClusterMap(ctx)
 		return fmt.Errorf("confirm: %w", err)
 	}
 	if same == 0 {

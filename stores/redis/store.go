@@ -247,7 +247,7 @@ func (s *Store) Close() error {
 // Ping reports whether the server answers, for readiness checks.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis store: ping: %w", err)
+		return s.failed(fmt.Errorf("redis store: ping: %w", err))
 	}
 	return nil
 }
@@ -276,7 +276,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 				// change the answer.
 				cur, curDoc, lerr := s.load(ctx, key)
 				if lerr != nil {
-					return fmt.Errorf("redis store: transact %q: %w", scope, lerr)
+					return s.failed(fmt.Errorf("redis store: transact %q: %w", scope, lerr))
 				}
 				s.remember(scope, cur, curDoc)
 				fresh = true
@@ -299,13 +299,13 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 					}
 					cur, curDoc, lerr := s.load(ctx, key)
 					if lerr != nil {
-						return fmt.Errorf("redis store: transact %q: %w", scope, lerr)
+						return s.failed(fmt.Errorf("redis store: transact %q: %w", scope, lerr))
 					}
 					s.remember(scope, cur, curDoc)
 					token, doc = cur, curDoc
 					continue
 				case cerr != nil:
-					return fmt.Errorf("redis store: transact %q: %w", scope, cerr)
+					return s.failed(fmt.Errorf("redis store: transact %q: %w", scope, cerr))
 				}
 			}
 			return err
@@ -318,7 +318,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 		if r.err != nil {
 			// The write may or may not have landed; forget the guess.
 			s.cache.drop(scope)
-			return fmt.Errorf("redis store: transact %q: %w", scope, r.err)
+			return s.failed(fmt.Errorf("redis store: transact %q: %w", scope, r.err))
 		}
 		cur, curDoc := r.token, r.doc
 		if r.won {
@@ -346,7 +346,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 	token, doc, err := s.load(ctx, s.docKey(scope))
 	if err != nil {
-		return nil, fmt.Errorf("redis store: read %q: %w", scope, err)
+		return nil, s.failed(fmt.Errorf("redis store: read %q: %w", scope, err))
 	}
 	s.remember(scope, token, doc)
 	return bytes.Clone(doc), nil
@@ -364,7 +364,7 @@ const maxPruneRounds = 4
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
 	out, err := s.scopesIn(ctx, &s.indexKeys, time.Time{}, notAfter, limit)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: scopes to review: %w", err)
+		return nil, s.failed(fmt.Errorf("redis store: scopes to review: %w", err))
 	}
 	return out, nil
 }
@@ -373,7 +373,7 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
 	out, err := s.scopesIn(ctx, &s.dueKeys, time.Time{}, notAfter, limit)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: scopes due: %w", err)
+		return nil, s.failed(fmt.Errorf("redis store: scopes due: %w", err))
 	}
 	return out, nil
 }
@@ -383,7 +383,7 @@ func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([
 func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
 	out, err := s.scopesIn(ctx, &s.dueKeys, from, notAfter, limit)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: scopes due: %w", err)
+		return nil, s.failed(fmt.Errorf("redis store: scopes due: %w", err))
 	}
 	return out, nil
 }
@@ -401,7 +401,7 @@ func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("redis store: count scopes due: %w", err)
+		return 0, s.failed(fmt.Errorf("redis store: count scopes due: %w", err))
 	}
 	n := 0
 	for _, c := range cmds {
@@ -418,7 +418,7 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 	case errors.Is(err, goredis.Nil):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("redis store: read blob %q of %q: %w", name, scope, err)
+		return nil, s.failed(fmt.Errorf("redis store: read blob %q of %q: %w", name, scope, err))
 	}
 	return v, nil
 }
@@ -524,6 +524,24 @@ func (s *Store) reviewCandidates(ctx context.Context, index *[reviewBuckets]stri
 		all = all[:limit]
 	}
 	return all, nil
+}
+
+// failed returns err, a failed call's, after asking a Cluster client to
+// read the slot map again. go-redis does so by itself after a MOVED
+// redirect, but not when a node stops answering: without this, the slots
+// of a master that died would keep failing after its replica took over,
+// until the client's periodic refresh (a minute). The refresh runs in the
+// background, at most one at a time.
+func (s *Store) failed(err error) error {
+	s.refreshClusterMap(context.Background())
+	return err
+}
+
+// refreshClusterMap asks a Cluster client to read the slot map again.
+func (s *Store) refreshClusterMap(ctx context.Context) {
+	if c, ok := s.client.(*goredis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
 }
 
 // load reads a scope's token and document; token "" means no document.

@@ -68,6 +68,10 @@ type Process struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when it has exited (not for detached ones)
 	pid    int
+	// how it was started, for Restart: the same program and arguments,
+	// and the same wait until it is up
+	opts  startOptions
+	ready func(context.Context) error
 }
 
 // Addr is 127.0.0.1:Port.
@@ -176,7 +180,7 @@ func start(o startOptions) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.name, err)
 	}
-	p := &Process{Name: o.name, Dir: o.dir, cmd: cmd, pid: cmd.Process.Pid}
+	p := &Process{Name: o.name, Dir: o.dir, cmd: cmd, pid: cmd.Process.Pid, opts: o}
 	if o.detach {
 		_ = cmd.Process.Release()
 	} else {
@@ -191,6 +195,26 @@ func start(o startOptions) (*Process, error) {
 
 func logName(name string) string {
 	return strings.NewReplacer(" ", "-", "/", "-").Replace(name) + ".log"
+}
+
+// Restart starts a server that has exited (killed, crashed) again, with
+// the same port, arguments and files, and waits until it is up as it did
+// at first.
+func (p *Process) Restart(ctx context.Context) error {
+	if p.Running() {
+		return fmt.Errorf("%s is running", p.Name)
+	}
+	q, err := start(p.opts)
+	if err != nil {
+		return err
+	}
+	p.cmd, p.exited, p.pid = q.cmd, q.exited, q.pid
+	if p.ready == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return waitUntil(wctx, p, "up again", p.ready)
 }
 
 // Log returns the end of the server's log, for a failure message.

@@ -55,12 +55,10 @@ func startRedis(ctx context.Context, o RedisOptions, port int, extra []string) (
 		return nil, err
 	}
 	p.Port = port
-	c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: time.Second})
-	defer c.Close()
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	tlsOnly := slices.Contains(o.Args, "--tls-port")
-	err = waitUntil(wctx, p, "answering", func(ctx context.Context) error {
+	p.ready = func(ctx context.Context) error {
 		if tlsOnly {
 			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.Addr())
 			if err == nil {
@@ -68,13 +66,16 @@ func startRedis(ctx context.Context, o RedisOptions, port int, extra []string) (
 			}
 			return err
 		}
+		c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+		defer c.Close()
 		err := c.Ping(ctx).Err()
 		var reply goredis.Error
 		if errors.As(err, &reply) {
 			return nil // a refusal is an answer
 		}
 		return err
-	})
+	}
+	err = waitUntil(wctx, p, "answering", p.ready)
 	if err != nil {
 		_ = p.Kill()
 		if strings.Contains(p.Log(), "Address already in use") {
@@ -227,6 +228,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 				"--cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10),
 				"--cluster-port", strconv.Itoa(ports[1]),
 				"--cluster-replica-validity-factor", "0",
+				// replicas copy their master as soon as they join, so
+				// the cluster is in step when it is declared up
+				"--repl-diskless-sync-delay", "0",
 				"--appendonly", "no",
 			})
 		})
@@ -242,7 +246,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 		c.Stop()
 		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}
-	if err := c.WaitHealthy(ctx, n); err != nil {
+	if err := c.WaitHealthy(ctx, o.Masters, o.Masters*o.ReplicasPerMaster); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -250,14 +254,15 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 }
 
 // WaitHealthy waits until every running node says the cluster is ok and
-// sees want nodes of which none is failing, and redis-cli --cluster check
-// finds every slot served and agreed on.
-func (c *Cluster) WaitHealthy(ctx context.Context, want int) error {
+// sees masters masters serving slots and replicas replicas, none failing;
+// every replica has copied its master and follows it; and redis-cli
+// --cluster check finds every slot served and agreed on.
+func (c *Cluster) WaitHealthy(ctx context.Context, masters, replicas int) error {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var last error
 	for {
-		if last = c.healthy(wctx, want); last == nil {
+		if last = c.healthy(wctx, masters, replicas); last == nil {
 			return nil
 		}
 		select {
@@ -268,7 +273,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context, want int) error {
 	}
 }
 
-func (c *Cluster) healthy(ctx context.Context, want int) error {
+func (c *Cluster) healthy(ctx context.Context, masters, replicas int) error {
 	var live *Process
 	for _, p := range c.Nodes {
 		if !p.Running() {
@@ -281,22 +286,33 @@ func (c *Cluster) healthy(ctx context.Context, want int) error {
 		if err == nil {
 			nodes, err = readNodes(ctx, cl)
 		}
+		var repl string
+		if err == nil {
+			repl, err = cl.Info(ctx, "replication").Result()
+		}
 		_ = cl.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
+		if strings.Contains(repl, "role:slave") &&
+			(!strings.Contains(repl, "master_link_status:up") || !strings.Contains(repl, "master_sync_in_progress:0")) {
+			return fmt.Errorf("%s: a replica that has not copied its master yet", p.Name)
+		}
 		if !strings.Contains(info, "cluster_state:ok") {
 			return fmt.Errorf("%s: cluster_state is not ok", p.Name)
 		}
-		seen := 0
+		m, r := 0, 0
 		for _, n := range nodes {
-			if n.Failing {
-				continue
+			switch {
+			case n.Failing:
+			case n.Master && len(n.Slots) > 0:
+				m++
+			case !n.Master && n.MasterID != "":
+				r++
 			}
-			seen++
 		}
-		if seen != want {
-			return fmt.Errorf("%s sees %d healthy nodes, want %d", p.Name, seen, want)
+		if m != masters || r != replicas {
+			return fmt.Errorf("%s sees %d masters and %d replicas, want %d and %d", p.Name, m, r, masters, replicas)
 		}
 	}
 	if live == nil {

@@ -106,6 +106,22 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A killed node started again rejoins with its files.
+	var replica *Process
+	for _, n := range nodes {
+		if !n.Master {
+			replica = c.Node(n.Addr)
+		}
+	}
+	if err := replica.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx, 3, 3); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A primary with a streaming standby: a row committed on the primary is

@@ -64,6 +64,11 @@ export async function startAgent(forwardSecret) {
       res.end('{"ok":true}');
     });
   });
+  // Node closes an idle keep-alive connection after 5 s by default, and the gateway may reuse
+  // it in that instant ("connection reset by peer", a 503 that no provider caused) when an SDK
+  // takes that long to load: idle connections stay open for the whole run instead.
+  srv.keepAliveTimeout = 10 * 60 * 1000;
+  srv.headersTimeout = srv.keepAliveTimeout + 1000;
   srv.listen(0, '127.0.0.1');
   await once(srv, 'listening');
   return {

@@ -35,8 +35,10 @@ func benchEmbedded(b *testing.B, provider string, size int) {
 	secret := map[string]string{"adyen": "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
 		"braintree": "bench_public:bench_private"}[provider]
 	cfg := signatures.Config{Secrets: []string{secret}}
-	src, err := ingress.NewSource(ingress.SourceConfig{Name: provider, Provider: provider, Signature: cfg,
-		Forward: ingress.ForwardConfig{Target: forward.Target{URL: "http://agent.invalid/events"}, Queue: dispatch.Policy{Mode: dispatch.ModeInline}}})
+	sc := ingress.SourceConfig{Name: provider, Provider: provider, Signature: cfg}
+	sc.Forward.URL = "http://agent.invalid/events"
+	sc.Forward.Queue.Mode = dispatch.ModeInline // the request waits for the forward and the settle
+	src, err := ingress.NewSource(sc)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package signatures
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -86,6 +87,29 @@ func TestTimestampRuleIsWhatVerifyDoes(t *testing.T) {
 					t.Errorf("%s: rule %q, but signed %s from now: %v", p, rule, d, err)
 				}
 			}
+		}
+	}
+}
+
+// docs/provider-proofs.md says of every provider whether it has an SDK oracle, a published
+// vector, or neither and why: a provider added without a line there fails here.
+func TestProviderProofsNamesEveryProvider(t *testing.T) {
+	doc, err := os.ReadFile("../docs/provider-proofs.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	oracles, _, _ := strings.Cut(strings.SplitN(text, "<!-- oracles:begin -->", 2)[1], "<!-- oracles:end -->")
+	_, neither, _ := strings.Cut(text, "## Neither, and why")
+	neither, _, _ = strings.Cut(neither, "\n## ")
+	for _, p := range Providers() {
+		name := "`" + p + "`"
+		n := strings.Count(oracles, "| "+name+" |") + strings.Count(neither, name)
+		if p == "recurly" {
+			n++ // the published vector without an oracle, named in its own paragraph
+		}
+		if n != 1 {
+			t.Errorf("%s is named %d times in docs/provider-proofs.md's lists, want once", p, n)
 		}
 	}
 }

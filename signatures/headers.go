@@ -173,7 +173,8 @@ func checkTime(ts, now time.Time, tol time.Duration, name string) error {
 	case d > tol:
 		return fmt.Errorf("%w: %s is %s ago, tolerance %s", ErrStale, name, d.Round(time.Second), tol)
 	case d < -tol:
-		return fmt.Errorf("%w: %s is %s ahead of this clock, tolerance %s", ErrStale, name, (-d).Round(time.Second), tol)
+		// ts.Sub(now), not -d: a timestamp so far ahead that d saturates has no negation.
+		return fmt.Errorf("%w: %s is %s ahead of this clock, tolerance %s", ErrStale, name, ts.Sub(now).Round(time.Second), tol)
 	}
 	return nil
 }

@@ -229,7 +229,8 @@ var registry = map[string]*def{
 			content: []seg{sMethod, sURL, sBody, sTS}, tolerance: tol5m, urlForm: hubspotURI},
 	},
 	"linear": {
-		// The timestamp is webhookTimestamp (ms) inside the signed body; Linear's SDK allows 60 s.
+		// The timestamp is webhookTimestamp (ms) inside the signed body; Linear's SDK
+		// (@linear/sdk LinearWebhookClient.verify) allows 60 s either way.
 		info: Provider{EventID: []string{"{header:Linear-Delivery}"}, ContextAt: "{json:webhookTimestamp}",
 			ForwardHeaders:   []string{"Linear-Delivery", "Linear-Event"},
 			SignatureHeaders: []string{"Linear-Signature"}, Timestamped: true, DefaultTolerance: 60 * sec, BodySigned: true},
@@ -283,7 +284,8 @@ var registry = map[string]*def{
 			content: []seg{sURL, sBody}},
 	},
 	"zoom": {
-		// Zoom documents no window for x-zm-request-timestamp; 300 s like Slack's identical scheme.
+		// Zoom documents no window for x-zm-request-timestamp and its SDK (@zoom/rivet) checks
+		// none; 300 s like Slack's identical scheme.
 		// Zoom events carry no event id; event type, object id and event time together stand in.
 		info: Provider{EventID: []string{"{json:event}:{json:payload.object.id}:{json:event_ts}", "{json:event}:{json:event_ts}"},
 			ContextAt:        "{json:event_ts}",

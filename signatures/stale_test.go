@@ -18,6 +18,11 @@ func TestStaleSaysAgoOrAhead(t *testing.T) {
 	if !errors.Is(future, ErrStale) || !strings.Contains(future.Error(), "t is 7m0s ahead") {
 		t.Errorf("future signature: %v", future)
 	}
+	// Milliseconds read as seconds: the difference saturates, and is still said to be ahead.
+	far := checkTime(time.Unix(now.UnixMilli(), 0), now, 5*time.Minute, "t")
+	if !errors.Is(far, ErrStale) || !strings.Contains(far.Error(), "t is 2562047h47m16") {
+		t.Errorf("timestamp in milliseconds read as seconds: %v", far)
+	}
 	if err := checkTime(now.Add(-time.Minute), now, 5*time.Minute, "t"); err != nil {
 		t.Errorf("fresh: %v", err)
 	}

@@ -10,5 +10,10 @@
 // as keys of the call's _meta for transports without headers. A run
 // already in the handler's context comes first.
 //
+// Every answer is a tool result in one shape (Result), a run named wrongly
+// included (status invalid_run, terminal); only a ledger outage is a
+// JSON-RPC error, the internal error -32603 with a short message, its
+// details logged on the server (Options.Logger).
+//
 // It is its own Go module so that only users of MCP pull in the SDK.
 package mcptool

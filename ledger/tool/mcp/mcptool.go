@@ -3,11 +3,13 @@ package mcptool
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/replyonce/gateway/ledger/tool"
@@ -37,30 +39,58 @@ func Tool(t *tool.Tool) *mcp.Tool {
 	}
 }
 
+// Options tune the handlers.
+type Options struct {
+	// Logger receives the details of a ledger outage (the ledger's
+	// address, the dial or store error), which the client hears only as
+	// an internal error. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// OutageMessage is the message of the JSON-RPC internal error (code
+// -32603) a call gets when the ledger cannot be asked.
+const OutageMessage = "replyonce: the ledger could not be reached, so nothing was done or decided; try again later"
+
 // AddTools registers tools on s, each calling under the run its request
 // names.
 func AddTools(s *mcp.Server, runRef RunRef, tools ...*tool.Tool) {
+	AddToolsWith(s, runRef, Options{}, tools...)
+}
+
+// AddToolsWith is AddTools with options.
+func AddToolsWith(s *mcp.Server, runRef RunRef, opts Options, tools ...*tool.Tool) {
 	for _, t := range tools {
-		s.AddTool(Tool(t), Handler(t, runRef))
+		s.AddTool(Tool(t), HandlerWith(t, runRef, opts))
 	}
 }
 
-// Handler is t as an MCP tool handler. A tool's outcome is always a
-// result, with IsError set when the action was not done by this call, and
-// its status, terminal, retryable and escalate flags under the result's
-// _meta "replyonce" key. Only a ledger outage is a protocol error, since
-// the ledger decided nothing.
+// Handler is t as an MCP tool handler, with the default options.
+func Handler(t *tool.Tool, runRef RunRef) mcp.ToolHandler { return HandlerWith(t, runRef, Options{}) }
+
+// HandlerWith is t as an MCP tool handler. Every answer of the tool, the
+// model's mistakes and a run named wrongly included, is a result in one
+// shape (Result): the outcome's JSON text, IsError set when the action
+// was not done by this call, and the status, terminal, retryable and
+// escalate flags under the result's _meta "replyonce" key. Only a ledger
+// outage is a protocol error, the JSON-RPC internal error -32603 with
+// OutageMessage, since the ledger decided nothing; its details go to the
+// logger, not to the client.
 //
 // The effect runs on a context that the client's cancellation does not
 // end: a client that gives up (a timeout) must not turn an effect under
 // way into an ambiguous one. The ledger still bounds it by the claim's
 // pending TTL.
-func Handler(t *tool.Tool, runRef RunRef) mcp.ToolHandler {
+func HandlerWith(t *tool.Tool, runRef RunRef, opts Options) mcp.ToolHandler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	name := t.Definition().Name
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if _, ok := tool.RunFrom(ctx); !ok {
 			scope, runID, token, found, err := RunOf(req)
 			if err != nil {
-				return errorResult(err), nil
+				return Result(tool.InvalidRun(err)), nil
 			}
 			if found {
 				ctx = tool.WithRun(ctx, runRef(scope, runID, token))
@@ -68,7 +98,8 @@ func Handler(t *tool.Tool, runRef RunRef) mcp.ToolHandler {
 		}
 		out, err := t.Call(context.WithoutCancel(ctx), req.Params.Arguments)
 		if err != nil {
-			return nil, err
+			log.ErrorContext(ctx, "replyonce tool: ledger outage, the call was answered -32603", "tool", name, "error", err)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: OutageMessage}
 		}
 		return Result(out), nil
 	}
@@ -83,10 +114,6 @@ func Result(out tool.Outcome) *mcp.CallToolResult {
 			"status": string(out.Status), "terminal": out.Terminal, "retryable": out.Retryable, "escalate": out.Escalate,
 		}},
 	}
-}
-
-func errorResult(err error) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}, IsError: true}
 }
 
 // RunOf reads the run a request names, from its HTTP headers when it has

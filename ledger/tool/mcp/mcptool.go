@@ -116,10 +116,68 @@ func Result(out tool.Outcome) *mcp.CallToolResult {
 	}
 }
 
+// The _meta keys that name the run under this package's namespace, the
+// form MCP recommends for _meta keys (a prefix, then a slash). The header
+// names (HeaderScope, ...) are accepted as keys too.
+const (
+	MetaScope        = "replyonce/scope"
+	MetaRunID        = "replyonce/run-id"
+	MetaFencingToken = "replyonce/fencing-token"
+)
+
+// metaField maps an accepted _meta key, lower-cased, to the header name
+// it stands for.
+func metaField(key string) (string, bool) {
+	switch key {
+	case "replyonce-scope", MetaScope:
+		return HeaderScope, true
+	case "replyonce-run-id", MetaRunID:
+		return HeaderRunID, true
+	case "replyonce-fencing-token", MetaFencingToken:
+		return HeaderFencingToken, true
+	}
+	return "", false
+}
+
+// ours reports whether a lower-cased _meta key is in this package's
+// namespace, where a key it does not know is refused rather than ignored:
+// a misspelt run key would otherwise let the call through with no run.
+func ours(key string) bool {
+	return key == "replyonce" || strings.HasPrefix(key, "replyonce/") || strings.HasPrefix(key, "replyonce-")
+}
+
 // RunOf reads the run a request names, from its HTTP headers when it has
-// Replyonce-Scope, else from its _meta. found is false when neither names
-// one; err names the header or key that is malformed.
+// Replyonce-Scope, else from its _meta (MetaScope, MetaRunID and
+// MetaFencingToken, or the header names as keys, in any case). found is
+// false when neither names one; err names the header or key that is
+// malformed, or a _meta key in the replyonce namespace that this package
+// does not know. Other _meta keys (the SDK's own, a host's) are ignored.
 func RunOf(req *mcp.CallToolRequest) (scope, runID string, token uint64, found bool, err error) {
+	var meta map[string]any
+	if req.Params != nil {
+		meta = req.Params.Meta
+	}
+	values := map[string]string{}
+	from := map[string]string{}
+	for k, v := range meta {
+		lk := strings.ToLower(k)
+		field, known := metaField(lk)
+		if !known {
+			if ours(lk) {
+				return "", "", 0, false, fmt.Errorf("_meta key %q is not one this server understands (the run is named by %s, %s and %s)",
+					k, MetaScope, MetaRunID, MetaFencingToken)
+			}
+			continue
+		}
+		val, err := metaString(k, v)
+		if err != nil {
+			return "", "", 0, false, err
+		}
+		if prev, twice := from[field]; twice && values[field] != val {
+			return "", "", 0, false, fmt.Errorf("_meta keys %q and %q name different values for %s", prev, k, field)
+		}
+		values[field], from[field] = val, k
+	}
 	var h http.Header
 	if req.Extra != nil {
 		h = req.Extra.Header
@@ -127,41 +185,26 @@ func RunOf(req *mcp.CallToolRequest) (scope, runID string, token uint64, found b
 	if h.Get(HeaderScope) != "" {
 		return parse("header", h.Get(HeaderScope), h.Get(HeaderRunID), h.Get(HeaderFencingToken))
 	}
-	var meta map[string]any
-	if req.Params != nil {
-		meta = req.Params.Meta
-	}
-	get := func(name string) (string, error) {
-		for k, v := range meta {
-			if !strings.EqualFold(k, name) {
-				continue
-			}
-			switch x := v.(type) {
-			case string:
-				return x, nil
-			case float64: // a token sent as a JSON number
-				if x < 0 || x != math.Trunc(x) || x > 1<<53 {
-					return "", fmt.Errorf("_meta %s: %v is not a token; send it as a string", name, x)
-				}
-				return strconv.FormatUint(uint64(x), 10), nil
-			default:
-				return "", fmt.Errorf("_meta %s must be a string, not %T", name, v)
-			}
-		}
-		return "", nil
-	}
-	s, err1 := get(HeaderScope)
-	id, err2 := get(HeaderRunID)
-	tok, err3 := get(HeaderFencingToken)
-	for _, e := range []error{err1, err2, err3} {
-		if e != nil {
-			return "", "", 0, false, e
-		}
-	}
-	if s == "" && id == "" && tok == "" {
+	if len(values) == 0 {
 		return "", "", 0, false, nil
 	}
-	return parse("_meta", s, id, tok)
+	return parse("_meta", values[HeaderScope], values[HeaderRunID], values[HeaderFencingToken])
+}
+
+// metaString reads one run key's value: a string, or a token sent as a
+// JSON number.
+func metaString(key string, v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case float64:
+		if x < 0 || x != math.Trunc(x) || x > 1<<53 {
+			return "", fmt.Errorf("_meta %s: %v is not a token; send it as a string", key, x)
+		}
+		return strconv.FormatUint(uint64(x), 10), nil
+	default:
+		return "", fmt.Errorf("_meta %s must be a string, not %T", key, v)
+	}
 }
 
 func parse(where, scope, runID, token string) (string, string, uint64, bool, error) {

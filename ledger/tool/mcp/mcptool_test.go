@@ -401,3 +401,48 @@ func TestOutageIsAnInternalError(t *testing.T) {
 		t.Fatalf("%d refunds while the ledger was down", n)
 	}
 }
+
+// _meta names the run under the documented namespaced keys as well as
+// under the header names; a key in the replyonce namespace that the
+// adapter does not know is refused, naming it, and nothing runs, while
+// other vendors' keys are ignored.
+func TestMetaNamespacedKeys(t *testing.T) {
+	ctx := context.Background()
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	run, err := l.Begin(ctx, "conv-ns", ledger.RunOptions{RunID: "r-ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := tooltest.NewRefund()
+	cs := connect(t, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund.Tool)
+	tok := strconv.FormatUint(run.Token, 10)
+	call := func(order string, meta mcp.Meta) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order": order, "cents": 100}, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := call("A-ns", mcp.Meta{mcptool.MetaScope: "conv-ns", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok, "com.example/trace": "x"})
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusExecuted {
+		t.Fatalf("namespaced keys: %s, want executed", text(t, res))
+	}
+	for _, c := range []struct {
+		meta mcp.Meta
+		want string
+	}{
+		{mcp.Meta{"replyonce/scop": "conv-ns", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok}, `"replyonce/scop"`},
+		{mcp.Meta{mcptool.MetaScope: "conv-ns", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok, "Replyonce-Delivery": "2"}, `"Replyonce-Delivery"`},
+		{mcp.Meta{mcptool.MetaScope: "conv-ns", mcptool.HeaderScope: "other", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok}, "different values"},
+	} {
+		res := call("B-ns", c.meta)
+		body := text(t, res)
+		if st, _ := tooltest.StatusOf(body); st != tool.StatusInvalidRun || !strings.Contains(body, strings.ReplaceAll(c.want, `"`, `\"`)) {
+			t.Errorf("_meta %v: %s, want invalid_run naming %s", c.meta, body, c.want)
+		}
+	}
+	if n := refund.Executions.Load(); n != 1 {
+		t.Fatalf("%d refunds, want only the first", n)
+	}
+}

@@ -32,6 +32,10 @@ const (
 	StatusUnknownTool      Status = "unknown_tool"
 	StatusUnknownRun       Status = "unknown_run"
 	StatusNoRun            Status = "no_run"
+	// StatusInvalidRun is a call whose run is named wrongly (a fencing
+	// token that is not a number, a scope without a run id): a fault of
+	// the host, not of the model.
+	StatusInvalidRun Status = "invalid_run"
 
 	// Answers of check_already_done.
 	StatusDone    Status = "done"
@@ -100,7 +104,7 @@ func FromResult(r ledger.Result) Outcome {
 		o.Message = "Already done earlier; this call did nothing. Do not tell the customer again and do not repeat it."
 	case ledger.StatusInFlight:
 		o.Status, o.IsError, o.Retryable = StatusInFlight, true, true
-		o.Message = "The same action is being done right now by another attempt. Do not repeat it; use check_already_done later to see how it ended."
+		o.Message = "The same action is being done right now by another attempt, and this call did nothing. Wait a moment, then call again with the same arguments (it will not be done twice) or use check_already_done to see how it ended."
 	case ledger.StatusFailed:
 		o.Status, o.IsError, o.Retryable = StatusFailed, true, true
 		o.Message = "It failed and certainly did not happen" + errorText(r.Err) + ". It is safe to try again."
@@ -160,6 +164,14 @@ func errorText(err error) string {
 func invalidArguments(err error) Outcome {
 	return Outcome{Status: StatusInvalidArguments, IsError: true, Retryable: true,
 		Message: err.Error() + ". Nothing was done; fix the arguments and call again."}.finish()
+}
+
+// InvalidRun is the outcome of a call whose run could not be read (err
+// says which header or key, and why). The model cannot fix it, so it is
+// terminal and escalated.
+func InvalidRun(err error) Outcome {
+	return Outcome{Status: StatusInvalidRun, IsError: true, Terminal: true, Escalate: true,
+		Message: "Nothing was done: " + err.Error() + ". The run this call acts for could not be read, which you cannot fix. Stop here; a person will look."}.finish()
 }
 
 func noRun(name string) Outcome {

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command redis-cluster starts a throwaway Redis Cluster on loopback for
 // CI (three masters, three replicas, redis-server from PATH, ports from
 // REPLYONCE_TEST_PORTS) and leaves it running, or stops one it started:

@@ -20,4 +20,9 @@
 // PostgreSQL refuses to run as root, so when the tests run as root the
 // Postgres helpers run its binaries as the "postgres" user and give that
 // user the data directory.
+//
+// It builds on Unix only (Linux, macOS, the BSDs): it runs the servers
+// as Unix processes, pauses them with SIGSTOP and runs PostgreSQL under
+// another user's credentials. The tests that use it build on Unix only
+// too; on Windows they are not compiled.
 package testservers

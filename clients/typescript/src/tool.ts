@@ -86,7 +86,7 @@ export function toolOutcome(r: Result): ToolOutcome {
     case 'replayed':
       return finish({ ...base, ...v, status: 'replayed', message: 'Already done earlier; this call did nothing. Do not tell the customer again and do not repeat it.' });
     case 'in_flight':
-      return finish({ ...base, ...v, status: 'in_flight', isError: true, retryable: true, message: 'The same action is being done right now by another attempt. Do not repeat it; use check_already_done later to see how it ended.' });
+      return finish({ ...base, ...v, status: 'in_flight', isError: true, retryable: true, message: 'The same action is being done right now by another attempt, and this call did nothing. Wait a moment, then call again with the same arguments (it will not be done twice) or use check_already_done to see how it ended.' });
     case 'failed':
       return finish({ ...base, ...v, status: 'failed', isError: true, retryable: true, message: `It failed and certainly did not happen${errorText(r.error)}. It is safe to try again.` });
     case 'ambiguous':

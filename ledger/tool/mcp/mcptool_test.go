@@ -1,9 +1,11 @@
 package mcptool_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/ledger/ledgerapi"
 	"github.com/replyonce/gateway/ledger/tool"
 	mcptool "github.com/replyonce/gateway/ledger/tool/mcp"
 	"github.com/replyonce/gateway/ledger/tool/tooltest"
@@ -302,5 +306,143 @@ func TestHeadersComeBeforeMeta(t *testing.T) {
 	}
 	if len(hist) != 1 || hist[0].RunID != "from-headers" || refund.Executions.Load() != 1 {
 		t.Fatalf("history %+v, %d executions; want one refund under run from-headers", hist, refund.Executions.Load())
+	}
+}
+
+// flags reads the result's _meta "replyonce" flags.
+func flags(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	m, ok := res.Meta["replyonce"].(map[string]any)
+	if !ok {
+		t.Fatalf("result has no _meta replyonce: %v", res.Meta)
+	}
+	return m
+}
+
+// A run named wrongly, in _meta or in the headers, is a tool result in the
+// one shape every answer has: the JSON text with its status, the flags in
+// _meta, and words telling the model to stop, since it cannot fix it.
+func TestMalformedRunIsAResultThatStops(t *testing.T) {
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	refund := tooltest.NewRefund()
+	cs := connect(t, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund.Tool)
+	for _, meta := range []mcp.Meta{
+		{mcptool.HeaderScope: "conv", mcptool.HeaderRunID: "r1", mcptool.HeaderFencingToken: "not-a-number"},
+		{mcptool.HeaderScope: "conv", mcptool.HeaderFencingToken: "3"},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order": "A-1", "cents": 100}, Meta: meta})
+		if err != nil {
+			t.Fatalf("_meta %v: a protocol error (%v), want a tool result", meta, err)
+		}
+		body := text(t, res)
+		var out struct{ Status, Message string }
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatalf("_meta %v: text %q is not the outcome's JSON: %v", meta, body, err)
+		}
+		f := flags(t, res)
+		if !res.IsError || out.Status != string(tool.StatusInvalidRun) || f["status"] != out.Status || f["terminal"] != true || f["escalate"] != true || f["retryable"] != false {
+			t.Errorf("_meta %v: %s isError=%v flags=%v, want invalid_run, terminal and escalated", meta, body, res.IsError, f)
+		}
+		if !strings.Contains(out.Message, "Stop here") || !strings.Contains(out.Message, "Replyonce-") {
+			t.Errorf("_meta %v: message %q must name what is wrong and tell the model to stop", meta, out.Message)
+		}
+	}
+	if n := refund.Executions.Load(); n != 0 {
+		t.Fatalf("%d refunds under a malformed run", n)
+	}
+}
+
+// A ledger that cannot be reached is the JSON-RPC internal error -32603
+// with a short message, never the ledger's address or the dial error; the
+// details go to the server's log.
+func TestOutageIsAnInternalError(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	adminURL := down.URL
+	down.Close() // nothing listens there now
+	api, err := ledgerapi.NewClient(adminURL, "token", &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	refund := tooltest.NewRefund()
+	ctx := context.Background()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "shop", Version: "v0.0.1"}, nil)
+	mcptool.AddToolsWith(srv, func(scope, id string, token uint64) tool.Run { return api.RunRef(scope, id, token) },
+		mcptool.Options{Logger: logger}, refund.Tool)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "v0.0.1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close(); _ = ss.Wait() }()
+
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order": "A-1", "cents": 100},
+		Meta: mcp.Meta{mcptool.HeaderScope: "conv", mcptool.HeaderRunID: "r1", mcptool.HeaderFencingToken: "1"}})
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) {
+		t.Fatalf("outage: %v (%T), want a JSON-RPC error", err, err)
+	}
+	if rpc.Code != jsonrpc.CodeInternalError || rpc.Message != mcptool.OutageMessage {
+		t.Fatalf("outage: code %d %q, want -32603 %q", rpc.Code, rpc.Message, mcptool.OutageMessage)
+	}
+	host := strings.TrimPrefix(adminURL, "http://")
+	if strings.Contains(err.Error(), host) {
+		t.Errorf("the client was told the ledger's address: %v", err)
+	}
+	if !strings.Contains(logs.String(), host) || !strings.Contains(logs.String(), "tool=refund") {
+		t.Errorf("the server log lacks the outage's details:\n%s", logs.String())
+	}
+	if n := refund.Executions.Load(); n != 0 {
+		t.Fatalf("%d refunds while the ledger was down", n)
+	}
+}
+
+// _meta names the run under the documented namespaced keys as well as
+// under the header names; a key in the replyonce namespace that the
+// adapter does not know is refused, naming it, and nothing runs, while
+// other vendors' keys are ignored.
+func TestMetaNamespacedKeys(t *testing.T) {
+	ctx := context.Background()
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	run, err := l.Begin(ctx, "conv-ns", ledger.RunOptions{RunID: "r-ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := tooltest.NewRefund()
+	cs := connect(t, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund.Tool)
+	tok := strconv.FormatUint(run.Token, 10)
+	call := func(order string, meta mcp.Meta) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order": order, "cents": 100}, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := call("A-ns", mcp.Meta{mcptool.MetaScope: "conv-ns", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok, "com.example/trace": "x"})
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusExecuted {
+		t.Fatalf("namespaced keys: %s, want executed", text(t, res))
+	}
+	for _, c := range []struct {
+		meta mcp.Meta
+		want string
+	}{
+		{mcp.Meta{"replyonce/scop": "conv-ns", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok}, `"replyonce/scop"`},
+		{mcp.Meta{mcptool.MetaScope: "conv-ns", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok, "Replyonce-Delivery": "2"}, `"Replyonce-Delivery"`},
+		{mcp.Meta{mcptool.MetaScope: "conv-ns", mcptool.HeaderScope: "other", mcptool.MetaRunID: "r-ns", mcptool.MetaFencingToken: tok}, "different values"},
+	} {
+		res := call("B-ns", c.meta)
+		body := text(t, res)
+		if st, _ := tooltest.StatusOf(body); st != tool.StatusInvalidRun || !strings.Contains(body, strings.ReplaceAll(c.want, `"`, `\"`)) {
+			t.Errorf("_meta %v: %s, want invalid_run naming %s", c.meta, body, c.want)
+		}
+	}
+	if n := refund.Executions.Load(); n != 1 {
+		t.Fatalf("%d refunds, want only the first", n)
 	}
 }

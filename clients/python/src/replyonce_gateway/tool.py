@@ -76,7 +76,7 @@ def tool_outcome(r: Result) -> ToolOutcome:
     if r.status == "replayed":
         return ToolOutcome("replayed", "Already done earlier; this call did nothing. Do not tell the customer again and do not repeat it.", value=v)
     if r.status == "in_flight":
-        return ToolOutcome("in_flight", "The same action is being done right now by another attempt. Do not repeat it; use check_already_done later to see how it ended.",
+        return ToolOutcome("in_flight", "The same action is being done right now by another attempt, and this call did nothing. Wait a moment, then call again with the same arguments (it will not be done twice) or use check_already_done to see how it ended.",
                            is_error=True, retryable=True, value=v)
     if r.status == "failed":
         return ToolOutcome("failed", f"It failed and certainly did not happen{_err(r.error)}. It is safe to try again.",

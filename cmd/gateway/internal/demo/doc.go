@@ -78,7 +78,9 @@
 //     whose view is current.
 //   - FORCE_COLOR wins over NO_COLOR (it is the narrower request); an empty
 //     NO_COLOR counts as unset, FORCE_COLOR=0 or false turns colour off. A
-//     terminal is a character device to Stat, so /dev/null counts as one.
+//     terminal is a character device to Stat, so /dev/null counts as one;
+//     on Windows it is a console that takes ANSI colours (virtual terminal
+//     processing, switched on when it can be), so NUL does not.
 //   - A bolt StorePath must not exist yet: a ledger that already knows the
 //     demo's events would answer them all as repeats.
 package demo

@@ -3,7 +3,6 @@ package demo
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 )
 
@@ -38,18 +37,6 @@ func Colour(out io.Writer, lookupEnv func(string) (string, bool)) bool {
 		return false
 	}
 	return isTerminal(out)
-}
-
-// isTerminal reports whether out is a character device, which is what a
-// terminal is to Stat; golang.org/x/term would ask more precisely, but is
-// not worth a dependency for colour.
-func isTerminal(out io.Writer) bool {
-	f, ok := out.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
 // Write prints the report, in colour when colour is true.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/replyonce/gateway/ledger"
 )
@@ -67,7 +68,7 @@ func Open(path string, opts Options) (*Store, error) {
 	// Linux and macOS and LockFileEx on Windows, so a second process on
 	// the same file waits here, then fails, on every platform.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("bolt store: %s is open in another process (one gateway per bolt file; waited %s for its lock): %w",
 			path, opts.OpenTimeout, err)
 	}

@@ -37,15 +37,3 @@ func (c Config) validateCaps(bad func(field, format string, args ...any)) {
 		}
 	}
 }
-
-// ledgerCaps converts ledger.caps, or nil when there are none.
-func (c Config) ledgerCaps() map[string]ledger.Cap {
-	if len(c.Ledger.Caps) == 0 {
-		return nil
-	}
-	out := make(map[string]ledger.Cap, len(c.Ledger.Caps))
-	for intent, cp := range c.Ledger.Caps {
-		out[intent] = ledger.Cap{Max: cp.Max, Window: cp.Window}
-	}
-	return out
-}

@@ -1,0 +1,6 @@
+package main
+
+import "syscall"
+
+// setParentDeath has the kernel kill a gateway when this program dies.
+func setParentDeath(attr *syscall.SysProcAttr) { attr.Pdeathsig = syscall.SIGKILL }

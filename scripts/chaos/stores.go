@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replyonce/gateway/stores/postgres"
+	"github.com/replyonce/gateway/stores/testservers"
+)
+
+// freePort is a loopback port of REPLYONCE_TEST_PORTS nothing listens on.
+func freePort() (int, error) { return testservers.FreePort() }
+
+// newRelay starts a relay on a free port of the range to target.
+func newRelay(target string) (*Relay, error) {
+	var err error
+	for range 5 {
+		var port int
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+		var r *Relay
+		if r, err = NewRelay(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), target); err == nil {
+			return r, nil
+		}
+	}
+	return nil, err
+}
+
+// Store is one store a scenario runs on: the store section of each
+// instance's configuration, through a relay of the instance's own for
+// the stores reached over TCP.
+type Store struct {
+	Kind   string
+	relays []*Relay
+	// section returns an instance's store section, given the address of
+	// its relay ("" for bolt).
+	section func(relay string) string
+	target  string // the server's address, for relays
+	cleanup func()
+	redis   *testservers.Process // the Redis server of this run's own
+}
+
+// Section is instance i's store section; for a networked store it adds
+// the instance's relay.
+func (s *Store) Section() (string, error) {
+	if s.target == "" {
+		return s.section(""), nil
+	}
+	r, err := newRelay(s.target)
+	if err != nil {
+		return "", err
+	}
+	s.relays = append(s.relays, r)
+	return s.section(r.Addr()), nil
+}
+
+// Close stops the relays and drops what the run wrote.
+func (s *Store) Close() {
+	for _, r := range s.relays {
+		r.Close()
+	}
+	if s.cleanup != nil {
+		s.cleanup()
+	}
+}
+
+// Outage settings of every relay.
+func (s *Store) Stall() {
+	for _, r := range s.relays {
+		r.Stall()
+	}
+}
+func (s *Store) Cut() {
+	for _, r := range s.relays {
+		r.Cut()
+	}
+}
+func (s *Store) Heal() {
+	for _, r := range s.relays {
+		r.Heal()
+	}
+}
+
+// boltStore is a file in dir.
+func boltStore(dir string) *Store {
+	path := filepath.Join(dir, "ledger.db")
+	return &Store{Kind: "bolt", section: func(string) string { return fmt.Sprintf("{kind: bolt, path: %q}", path) }}
+}
+
+// postgresStore is a table of its own (name) on the server of dsn, which
+// Close drops.
+func postgresStore(dsn, table string) (*Store, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres DSN: %w", err)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	return &Store{Kind: "postgres", target: target,
+		section: func(relay string) string {
+			v := *u
+			v.Host = relay
+			return fmt.Sprintf("{kind: postgres, url: %q, table: %s}", v.String(), table)
+		},
+		cleanup: func() { dropTable(dsn, table) },
+	}, nil
+}
+
+// dropTable drops the objects the store made for table.
+func dropTable(dsn, table string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15e9)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	for _, o := range postgres.SchemaObjects(table) {
+		switch o.Kind {
+		case "table":
+			_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+o.Name+" CASCADE")
+		case "sequence":
+			_, _ = conn.Exec(ctx, "DROP SEQUENCE IF EXISTS "+o.Name)
+		}
+	}
+}
+
+// redisStore is a key prefix of its own on srv, the run's own server.
+func redisStore(srv *testservers.Process, prefix string) *Store {
+	return &Store{Kind: "redis", target: srv.Addr(), redis: srv,
+		section: func(relay string) string {
+			return fmt.Sprintf("{kind: redis, url: \"redis://%s/0\", prefix: %q}", relay, prefix)
+		}}
+}

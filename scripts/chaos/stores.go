@@ -124,7 +124,10 @@ func dropTable(dsn, table string) {
 		return
 	}
 	defer conn.Close(ctx)
-	for _, o := range postgres.SchemaObjects(table) {
+	// The queued events' blobs live in table_blobs, which SchemaObjects
+	// does not list.
+	objects := append(postgres.SchemaObjects(table), postgres.SchemaObject{Kind: "table", Name: table + "_blobs"})
+	for _, o := range objects {
 		switch o.Kind {
 		case "table":
 			_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+o.Name+" CASCADE")

@@ -51,6 +51,7 @@ type Instance struct {
 	config string
 	log    string
 	listen string
+	ports  []int // listen and admin, given back after the scenario
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -60,13 +61,13 @@ func (g *Instance) URL() string { return "http://" + g.listen }
 
 // newInstance writes the instance's configuration: store is the YAML
 // flow map of its store section.
-func newInstance(dir, name, bin, store, sources string) (*Instance, error) {
-	port, err := freePort()
+func newInstance(ports *Ports, dir, name, bin, store, sources string) (*Instance, error) {
+	port, err := ports.Take()
 	if err != nil {
 		return nil, err
 	}
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	adminPort, err := freePort()
+	adminPort, err := ports.Take()
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,8 @@ func newInstance(dir, name, bin, store, sources string) (*Instance, error) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	return &Instance{Name: name, bin: bin, config: path, log: filepath.Join(dir, name+".log"), listen: listen}, nil
+	return &Instance{Name: name, bin: bin, config: path, log: filepath.Join(dir, name+".log"), listen: listen,
+		ports: []int{port, adminPort}}, nil
 }
 
 // Start starts the process and waits until its listener accepts.

@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -53,6 +54,7 @@ type options struct {
 	bin      string
 	postgres string
 	keep     bool
+	ports    *Ports
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -61,6 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	runPat := fs.String("run", "", "only the scenarios whose name matches this regular expression")
 	storeList := fs.String("stores", "bolt,postgres,redis", "stores to run on")
 	bin := fs.String("gateway", "", "a gateway binary to test (default: go build ./cmd/gateway)")
+	sequential := fs.Bool("sequential", false, "run one scenario at a time (default: the stores side by side)")
 	keep := fs.Bool("keep", false, "keep the run's directory (configurations, gateway logs)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -69,14 +72,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-run: %w", err)
 	}
-	o := options{short: *short, runRE: re, stores: strings.Split(*storeList, ","), bin: *bin, keep: *keep,
+	o := options{short: *short, runRE: re, stores: strings.Split(*storeList, ","), bin: *bin, keep: *keep, ports: NewPorts(),
 		postgres: os.Getenv("REPLYONCE_TEST_POSTGRES")}
 	if o.postgres == "" {
 		o.postgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
-	for _, s := range o.stores {
+	for i, s := range o.stores {
 		if s != "bolt" && s != "postgres" && s != "redis" {
 			return fmt.Errorf("-stores: %q is not one of bolt, postgres, redis", s)
+		}
+		if slices.Contains(o.stores[:i], s) {
+			return fmt.Errorf("-stores: %q named twice", s)
 		}
 	}
 
@@ -105,33 +111,59 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("redis-server of the run's own: %w", err)
 		}
 		defer func() { _ = redisSrv.Kill() }()
+		o.ports.Hold(redisSrv.Port) // it is killed and restarted on it
+
 	}
 
 	runID := randomHex(4)
+	// The rows to run, in the table's order; each store's rows run one
+	// after another, the stores side by side unless -sequential (the
+	// scenarios are paced, not CPU bound, and share no store).
 	var rows []row
-	broken := false
 	for _, sc := range scenarios {
 		if o.short && !sc.short || !o.runRE.MatchString(sc.name) {
 			continue
 		}
 		for _, kind := range o.stores {
-			if !slices.Contains(sc.stores, kind) {
+			if slices.Contains(sc.stores, kind) {
+				rows = append(rows, row{sc: sc, scenario: sc.name, store: kind})
+			}
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	lane := func(kind string) {
+		for i := range rows {
+			if rows[i].store != kind {
 				continue
 			}
 			started := time.Now()
-			r, err := runScenario(ctx, o, sc, kind, dir, runID, redisSrv)
+			r, err := runScenario(ctx, o, rows[i].sc, kind, dir, runID, redisSrv)
 			if err != nil {
 				r.Violations = append(r.Violations, "harness: "+err.Error())
 			}
 			held := "held"
 			if len(r.Violations) > 0 {
-				held, broken = "BROKEN", true
+				held = "BROKEN"
 			}
-			took := time.Since(started)
-			rows = append(rows, row{sc.name, kind, r, took, held})
+			mu.Lock()
+			rows[i].res, rows[i].took, rows[i].held = r, time.Since(started), held
 			fmt.Fprintf(out, "chaos: %s on %s: %d sent, %d acknowledged, %d delivered in %.1fs: %s\n",
-				sc.name, kind, r.Sent, r.Acked, r.Delivered, took.Seconds(), held)
+				rows[i].scenario, kind, r.Sent, r.Acked, r.Delivered, rows[i].took.Seconds(), held)
+			mu.Unlock()
 		}
+	}
+	for _, kind := range o.stores {
+		if *sequential {
+			lane(kind)
+		} else {
+			wg.Go(func() { lane(kind) })
+		}
+	}
+	wg.Wait()
+	broken := false
+	for _, r := range rows {
+		broken = broken || r.held != "held"
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -156,6 +188,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 type row struct {
+	sc              scenario
 	scenario, store string
 	res             Result
 	took            time.Duration
@@ -211,17 +244,26 @@ func runScenario(ctx context.Context, o options, sc scenario, kind, dir, runID s
 	case "redis":
 		store = redisStore(redisSrv, "chaos:"+runID+":"+name+":")
 	}
+	store.ports = o.ports
 	defer store.Close()
 
-	port, err := freePort()
+	var agent *Agent
+	var port int
+	for range 5 { // a free port may be taken by a concurrent scenario before it is bound
+		if port, err = o.ports.Take(); err != nil {
+			return Result{}, err
+		}
+		if agent, err = StartAgent(fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return Result{}, err
 	}
-	agent, err := StartAgent(fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return Result{}, err
-	}
-	defer agent.Close()
+	defer func() {
+		agent.Close()
+		o.ports.Give(port)
+	}()
 
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -237,7 +279,7 @@ func runScenario(ctx context.Context, o options, sc scenario, kind, dir, runID s
 		if err != nil {
 			return Result{}, err
 		}
-		g, err := newInstance(sdir, fmt.Sprintf("gateway-%d", i+1), o.bin, section, sources)
+		g, err := newInstance(o.ports, sdir, fmt.Sprintf("gateway-%d", i+1), o.bin, section, sources)
 		if err != nil {
 			return Result{}, err
 		}
@@ -249,6 +291,7 @@ func runScenario(ctx context.Context, o options, sc scenario, kind, dir, runID s
 	defer func() {
 		for _, g := range e.instances {
 			g.Kill()
+			o.ports.Give(g.ports...)
 		}
 	}()
 

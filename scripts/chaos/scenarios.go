@@ -79,6 +79,7 @@ var scenarios = []scenario{
 				e.store.Cut()
 				sleep(ctx, 3*time.Second)
 				e.store.Heal()
+				sleep(ctx, time.Second) // load on the store that came back
 			}
 			return nil
 		}},
@@ -91,6 +92,7 @@ var scenarios = []scenario{
 				e.store.Stall()
 				sleep(ctx, 2*time.Second)
 				e.store.Heal()
+				sleep(ctx, time.Second) // load on the store that came back
 			}
 			return nil
 		}},

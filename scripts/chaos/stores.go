@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,15 +16,57 @@ import (
 	"github.com/replyonce/gateway/stores/testservers"
 )
 
-// freePort is a loopback port of REPLYONCE_TEST_PORTS nothing listens on.
-func freePort() (int, error) { return testservers.FreePort() }
+// Ports hands out loopback ports of REPLYONCE_TEST_PORTS that nothing
+// listens on and that it has not handed out before in this run: a
+// gateway killed and started again keeps its ports, and while it is down
+// a scenario running beside it must not take them.
+type Ports struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
+// NewPorts is a pool that has handed out nothing.
+func NewPorts() *Ports { return &Ports{used: map[int]bool{}} }
+
+// Take returns a port no one else in this run has.
+func (p *Ports) Take() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range 1000 {
+		port, err := testservers.FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if !p.used[port] {
+			p.used[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("no port of REPLYONCE_TEST_PORTS left for this run")
+}
+
+// Hold marks a port taken elsewhere (the Redis server's) as in use.
+func (p *Ports) Hold(port int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.used[port] = true
+}
+
+// Give hands ports back once what used them has stopped.
+func (p *Ports) Give(ports ...int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, port := range ports {
+		delete(p.used, port)
+	}
+}
 
 // newRelay starts a relay on a free port of the range to target.
-func newRelay(target string) (*Relay, error) {
+func newRelay(ports *Ports, target string) (*Relay, error) {
 	var err error
 	for range 5 {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = ports.Take(); err != nil {
 			return nil, err
 		}
 		var r *Relay
@@ -39,6 +83,7 @@ func newRelay(target string) (*Relay, error) {
 type Store struct {
 	Kind   string
 	relays []*Relay
+	ports  *Ports
 	// section returns an instance's store section, given the address of
 	// its relay ("" for bolt).
 	section func(relay string) string
@@ -53,7 +98,7 @@ func (s *Store) Section() (string, error) {
 	if s.target == "" {
 		return s.section(""), nil
 	}
-	r, err := newRelay(s.target)
+	r, err := newRelay(s.ports, s.target)
 	if err != nil {
 		return "", err
 	}
@@ -65,6 +110,10 @@ func (s *Store) Section() (string, error) {
 func (s *Store) Close() {
 	for _, r := range s.relays {
 		r.Close()
+		if _, port, err := net.SplitHostPort(r.Addr()); err == nil {
+			n, _ := strconv.Atoi(port)
+			s.ports.Give(n)
+		}
 	}
 	if s.cleanup != nil {
 		s.cleanup()

@@ -12,7 +12,7 @@ import (
 )
 
 // box-node-sdk 10 verifies the body as received and, failing that, the body with its non-ASCII
-// characters and "/" escaped (jsonStringifyWithEscapedUnicode): a delivery Box signed in that
+// characters and "/" escaped (`jsonStringifyWithEscapedUnicode`): a delivery Box signed in that
 // form is authentic. The escaped text below is written out by hand, as the SDK's escaping gives it.
 func TestBoxAcceptsTheEscapedFormTheSDKTries(t *testing.T) {
 	const key = "box-primary-key"

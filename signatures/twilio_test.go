@@ -9,7 +9,7 @@ import (
 )
 
 // The signatures below were computed by twilio-node 6.3.1 (npm), whose tests are not in its
-// package: getExpectedTwilioSignature(token, url, params, algorithm) with token 12345 and the
+// package: `getExpectedTwilioSignature(token, url, params, algorithm)` with token 12345 and the
 // URL and parameters of Twilio's published example (testdata/vectors.yaml). The oracle suite
 // (signatures/oracles) checks the same against the SDK itself on every CI run.
 const (
@@ -89,7 +89,7 @@ func TestTwilioUnsupportedAlgorithmIsItsOwnError(t *testing.T) {
 
 // twilio-node and twilio-python write each distinct value of a repeated parameter once
 // (twilio-node: new Set(values), sorted): Digits=5678&Digits=1234&Digits=1234 is signed as
-// Digits1234Digits5678, twilio-python's test_compute_signature_duplicate_query_dict signature.
+// "Digits1234Digits5678", twilio-python's test_compute_signature_duplicate_query_dict signature.
 func TestTwilioRepeatedValuesAreSignedOnce(t *testing.T) {
 	cfg := Config{Secrets: []string{"12345"}, URL: twilioExampleURL}
 	body := "Sid=CA123&SidAccount=AC123&Digits=5678&Digits=1234&Digits=1234"

@@ -279,7 +279,7 @@ func containerPort(c corev1.Container, name string) int32 {
 	return 0
 }
 
-// mountsConfigMap reports whether path is the key gateway.yaml of the
+// mountsConfigMap reports whether path is the key "gateway.yaml" of the
 // ConfigMap name, mounted in the container.
 func mountsConfigMap(pod corev1.PodSpec, c corev1.Container, name, path string) bool {
 	for _, v := range pod.Volumes {

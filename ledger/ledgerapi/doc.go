@@ -7,7 +7,7 @@
 // it writes with are the ones the gateway forwarded, so a later delivery of
 // the same event, or a newer run on the scope, fences it. API.md lists the
 // endpoints with examples; openapi.yaml describes them as an OpenAPI 3.1
-// document, served at /v1/openapi.yaml and /v1/openapi.json. Tests hold
+// document, served at "/v1/openapi.yaml" and "/v1/openapi.json". Tests hold
 // the document to the routes the handler registers, to the Go types of the
 // bodies (field names, required fields, JSON types) and to a real handler's
 // answers, and hold API.md's endpoint and error tables to the document.

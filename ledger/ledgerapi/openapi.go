@@ -10,8 +10,8 @@ import (
 )
 
 // openAPIYAML is the OpenAPI 3.1 description of this API, kept in the
-// repository next to the code it describes; TestOpenAPIMatchesServer holds
-// it to the routes and answers of the handler.
+// repository next to the code it describes; the tests beside it
+// hold it to the routes, wire types and error codes of the handler.
 //
 //go:embed openapi.yaml
 var openAPIYAML []byte

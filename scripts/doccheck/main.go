@@ -850,9 +850,9 @@ var predeclared = map[string]bool{
 var allowed = map[string]bool{
 	"AfterShip": true, "CloudEvents": true, "DevTools": true, "GitHub": true, "GitLab": true,
 	"GovCloud": true, "HashiCorp": true, "HubSpot": true, "JavaScript": true, "LinkedIn": true,
-	"MongoDB": true, "OfficeDev": true, "OpenAI": true, "OpenTelemetry": true, "PagerDuty": true,
+	"MongoDB": true, "OfficeDev": true, "OpenAI": true, "OpenAPI": true, "OpenTelemetry": true, "PagerDuty": true,
 	"PostgreSQL": true, "SendGrid": true, "TwiML": true, "TypeScript": true, "W3C": true,
-	"WooCommerce": true, "gRPC": true, "macOS": true,
+	"WebAssembly": true, "WooCommerce": true, "gRPC": true, "macOS": true,
 	// units and formats
 	"KiB": true, "MiB": true, "GiB": true, "SubjectPublicKeyInfo": true,
 	// words about code

@@ -65,7 +65,7 @@ func Open(path string, opts Options) (*Store, error) {
 		opts.OpenTimeout = 5 * time.Second
 	}
 	// bbolt locks the file for as long as it is open, with flock(2) on
-	// Linux and macOS and LockFileEx on Windows, so a second process on
+	// Linux and macOS and `LockFileEx` on Windows, so a second process on
 	// the same file waits here, then fails, on every platform.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {

@@ -128,7 +128,7 @@ func BenchmarkEnqueueBacklog(b *testing.B) {
 
 // One process at a time: a second Open of a file that is open waits for
 // the lock, then fails saying so; once the first closes, the file opens.
-// bbolt's lock is per open file (flock on Linux and macOS, LockFileEx on
+// bbolt's lock is per open file (flock on Linux and macOS, `LockFileEx` on
 // Windows), so a second Open in this process stands for a second gateway.
 func TestSecondOpenWaitsForTheLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")

@@ -1,6 +1,7 @@
 package ledgerapi
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -135,6 +137,10 @@ func (s *server) mux() *http.ServeMux {
 // method on the same path.
 func (s *server) route(mux *http.ServeMux, method, path string, h endpoint) {
 	s.routeHandler(mux, method, path, func(w http.ResponseWriter, r *http.Request) {
+		if err := checkQueryNames(r.PathValue("scope"), r.URL.Query()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if err := refuseReservedScope(r.PathValue("scope"), r.URL.Query().Get("scope")); err != nil {
 			s.fail(w, r, err)
 			return
@@ -219,28 +225,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads exactly one JSON object into dst. It requires a JSON
 // Content-Type (which also makes browsers preflight, so a web page cannot
 // drive a token-less loopback ledger), bounds the body, and refuses unknown
-// fields, trailing data and a reserved scope.
+// fields, trailing data, a body that is not UTF-8, a scope, source or id no store holds (checkName)
+// and a reserved scope.
 func decode(r *http.Request, dst any) error {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return errMediaType
 	}
-	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return errTooLarge
 		}
+		return fmt.Errorf("%w: reading the body: %v", ledger.ErrInvalid, err)
+	}
+	if !utf8.Valid(raw) {
+		// encoding/json would replace the bad bytes with U+FFFD, so that
+		// names or payloads differing only there would collapse into one.
+		return fmt.Errorf("%w: body: not valid UTF-8 (JSON text is UTF-8)", ledger.ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
 		return fmt.Errorf("%w: malformed JSON body: %v", ledger.ErrInvalid, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errTooLarge
-		}
 		return fmt.Errorf("%w: malformed JSON body: data after the object", ledger.ErrInvalid)
+	}
+	if err := checkBodyNames(reflect.ValueOf(dst), ""); err != nil {
+		return err
 	}
 	if v := reflect.Indirect(reflect.ValueOf(dst)); v.Kind() == reflect.Struct {
 		if f := v.FieldByName("Scope"); f.IsValid() && f.Kind() == reflect.String {

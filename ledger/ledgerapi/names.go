@@ -2,8 +2,10 @@ package ledgerapi
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -40,9 +42,30 @@ func checkName(field, v string) error {
 	return nil
 }
 
-// checkQueryNames applies checkName to a request's {scope} path value and
+// checkSource refuses a source name the gateway is not configured with
+// (see WithSources); field is where the request put it.
+func (s *server) checkSource(field, v string) error {
+	if s.sources == nil || v == "" || s.sources[v] {
+		return nil
+	}
+	known := slices.Sorted(maps.Keys(s.sources))
+	return fmt.Errorf("%w: %s: unknown source %q (configured: %s)", ledger.ErrInvalid, field, v, strings.Join(known, ", "))
+}
+
+// checkField is checkName, and checkSource for a source.
+func (s *server) checkField(field, leaf, v string) error {
+	if err := checkName(field, v); err != nil {
+		return err
+	}
+	if leaf == "source" {
+		return s.checkSource(field, v)
+	}
+	return nil
+}
+
+// checkQueryNames applies checkField to a request's {scope} path value and
 // to its query's name parameters, every value of each.
-func checkQueryNames(scope string, q url.Values) error {
+func (s *server) checkQueryNames(scope string, q url.Values) error {
 	if err := checkName("scope", scope); err != nil {
 		return err
 	}
@@ -51,7 +74,7 @@ func checkQueryNames(scope string, q url.Values) error {
 			continue
 		}
 		for _, v := range vs {
-			if err := checkName(k, v); err != nil {
+			if err := s.checkField(k, k, v); err != nil {
 				return err
 			}
 		}
@@ -59,10 +82,12 @@ func checkQueryNames(scope string, q url.Values) error {
 	return nil
 }
 
-// checkBodyNames applies checkName to the name fields of a decoded request
-// body v, nested objects included (a replay's filter), each named by its
-// JSON path.
-func checkBodyNames(v reflect.Value, prefix string) error {
+// checkBodyNames applies checkName to the name fields of a decoded
+// request body v, nested objects included (a replay's filter), each named
+// by its JSON path. Whether a body's source is configured is for its
+// endpoint to check (checkSource): a resume may name a source no longer
+// configured that is still paused.
+func (s *server) checkBodyNames(v reflect.Value, prefix string) error {
 	for v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return nil
@@ -91,7 +116,7 @@ func checkBodyNames(v reflect.Value, prefix string) error {
 			if fv.Type().PkgPath() != "" && fv.Type().PkgPath() != v.Type().PkgPath() {
 				continue // a type of another package (time.Time) holds no names
 			}
-			if err := checkBodyNames(fv, prefix+name+"."); err != nil {
+			if err := s.checkBodyNames(fv, prefix+name+"."); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package ledgerapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"net/url"
@@ -88,5 +89,46 @@ func TestBadNamesAre400OnEveryStore(t *testing.T) {
 				t.Errorf("begin with a %d-byte scope: %d %v, want 200", len(ok), status, body)
 			}
 		})
+	}
+}
+
+// With the gateway's sources named (WithSources), every endpoint that
+// takes a source refuses one that is not configured, naming it, instead
+// of listing nothing or pausing a source that does not exist. A source
+// paused and then taken out of the configuration can still be resumed.
+func TestUnknownSourcesAreRefused(t *testing.T) {
+	e := newEnv(t, nil, ledgerapi.WithSources([]string{"github", "stripe"}))
+	if err := e.ledger.SetSourcePaused(context.Background(), "retired", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, method, path, body, field string }{
+		{"list", "GET", "/v1/deliveries?source=gitlab", "", "source"},
+		{"page", "GET", "/v1/deliveries?page=10&source=gitlab", "", "source"},
+		{"show", "GET", "/v1/deliveries/show?source=gitlab&event_id=e1", "", "source"},
+		{"replay one", "POST", "/v1/deliveries/replay", `{"source":"gitlab","event_id":"e1"}`, "source"},
+		{"replay by filter", "POST", "/v1/deliveries/replay", `{"filter":{"status":"dead","source":"gitlab"}}`, "filter.source"},
+		{"pause", "POST", "/v1/sources/pause", `{"source":"gitlab"}`, "source"},
+		{"resume", "POST", "/v1/sources/resume", `{"source":"gitlab"}`, "source"},
+		{"pause of a retired source", "POST", "/v1/sources/pause", `{"source":"retired"}`, "source"},
+	} {
+		status, body := e.call(t, c.method, c.path, bearer, c.body)
+		msg, _ := body["error"].(map[string]any)["message"].(string)
+		if status != 400 || errorCode(body) != ledgerapi.CodeInvalidRequest || !strings.Contains(msg, c.field+": unknown source") ||
+			!strings.Contains(msg, "configured: github, stripe") {
+			t.Errorf("%s: %d %v, want 400 naming %s and the configured sources", c.name, status, body, c.field)
+		}
+	}
+	if status, body := e.call(t, "POST", "/v1/sources/pause", bearer, `{"source":"github"}`); status != 200 {
+		t.Errorf("pause of a configured source: %d %v", status, body)
+	}
+	if status, body := e.call(t, "GET", "/v1/deliveries?source=stripe", bearer, ""); status != 200 {
+		t.Errorf("list of a configured source: %d %v", status, body)
+	}
+	status, body := e.call(t, "POST", "/v1/sources/resume", bearer, `{"source":"retired"}`)
+	if status != 200 {
+		t.Fatalf("resume of a paused source no longer configured: %d %v", status, body)
+	}
+	if paused, _ := body["paused"].([]any); len(paused) != 1 || paused[0] != "github" {
+		t.Errorf("paused after resuming retired: %v, want [github]", body["paused"])
 	}
 }

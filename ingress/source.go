@@ -227,6 +227,11 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if err := cfg.Forward.Queue.Validate(path + ".forward"); err != nil {
 		return nil, err
 	}
+	if cfg.Forward.Queue.Cancel == dispatch.CancelNotify && cfg.Runs != ledger.ModeSupersede {
+		// Only a newer event superseding the run in flight sends a
+		// notice: without supersede the setting would do nothing.
+		return nil, field.Errorf(path+".forward.cancel", "notify needs runs: supersede (runs is %q): only a superseded run gets a cancellation notice", cfg.Runs)
+	}
 	s.queued = &dispatch.Source{Name: cfg.Name, Runs: cfg.Runs, Target: cfg.Forward.Target, Policy: cfg.Forward.Queue}
 	if err := checkRespond(cfg.Forward, s.split, path+".forward"); err != nil {
 		return nil, err

@@ -114,3 +114,31 @@ func TestEventsAndSourcesCommands(t *testing.T) {
 	runCLI(t, g, "sources", "resume", "stripe")
 	waitFor(t, "delivery after resume", func() bool { return deliveryStatus(t, g, paused) == "delivered" })
 }
+
+// Every command that takes a source name refuses one the gateway is not
+// configured with, naming it and the configured sources, instead of
+// listing nothing, replaying nothing or pausing a source that does not
+// exist.
+func TestUnknownSourceRefusedByEveryCommand(t *testing.T) {
+	agent := newSink(t)
+	g := startGateway(t, writeConfig(t, "{kind: memory}", "      mode: queued\n", agent.srv.URL))
+	for _, args := range [][]string{
+		{"events", "list", "--source", "stirpe"},
+		{"events", "list", "--status", "dead", "--source", "stirpe"},
+		{"events", "show", "stirpe", "evt_1"},
+		{"events", "replay", "stirpe", "evt_1"},
+		{"events", "replay", "--status", "dead", "--source", "stirpe"},
+		{"sources", "pause", "stirpe"},
+		{"sources", "resume", "stirpe"},
+	} {
+		var out bytes.Buffer
+		app := &App{Stdout: &out, Stderr: io.Discard, LookupEnv: env(nil), Clock: time.Now}
+		err := app.Run(context.Background(), append(args, "--admin", "http://"+g.admin))
+		if err == nil || !strings.Contains(err.Error(), `unknown source "stirpe"`) || !strings.Contains(err.Error(), "configured: stripe") {
+			t.Errorf("gateway %s: %v, want an error naming the unknown source and the configured ones\n%s", strings.Join(args, " "), err, out.String())
+		}
+	}
+	if out := runCLI(t, g, "sources", "pause", "stripe"); !strings.Contains(out, "paused stripe") {
+		t.Fatalf("pause of the configured source: %s", out)
+	}
+}

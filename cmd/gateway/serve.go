@@ -270,7 +270,11 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	tp trace.TracerProvider) (http.Handler, error) {
 	token := admin.Token
 	mux := http.NewServeMux()
-	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp)
+	names := make([]string, 0, len(sources))
+	for _, s := range sources {
+		names = append(names, s.Name)
+	}
+	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, ledgerapi.WithSources(names))
 	mux.Handle("/v1/", api)
 	clock := a.Clock
 	if clock == nil {

@@ -542,8 +542,16 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	ctx := d.forwards
 	fields := []zap.Field{zap.String("source", s.src.Name), zap.String("event_id", t.Item.EventID),
 		zap.String("run_id", t.Run.ID), zap.Int("delivery", t.Run.Delivery)}
+	startBy := s.src.StartBy(t.Item.LeaseUntil)
 	if ev.Body == nil && ev.EventID == "" {
-		got, err := d.l.QueuedEventOf(ctx, t.Item)
+		// A read that lasts past the start-by time is of no use.
+		rctx, cancel := context.WithTimeout(ctx, startBy.Sub(d.now()))
+		got, err := d.l.QueuedEventOf(rctx, t.Item)
+		cancel()
+		if err != nil && ctx.Err() == nil && d.now().After(startBy) {
+			d.giveBack(s, t, "not sent: the store answered the event's read too late to forward within its claim", fields)
+			return
+		}
 		if err != nil {
 			// The claim runs out and the delivery is due again.
 			d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
@@ -553,12 +561,16 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		ev = &got
 	}
 	if !d.awaitAgent(s, t) {
-		d.giveBack(s, t, fields)
+		d.giveBack(s, t, "not sent: too little of its claim was left to forward and settle (no request place came free in time, or the store answered slowly)", fields)
 		return
 	}
 	start := d.now()
 	actx, span := d.startAttempt(ctx, s, t, ev)
+	// Cut at the claim's end minus the settle margin if that comes before
+	// forward.timeout does: the outcome must be recorded within the claim.
+	actx, cutForward := context.WithTimeout(actx, s.src.ForwardBy(t.Item.LeaseUntil).Sub(start))
 	out := d.fwd.Forward(actx, s.src.ForwardRequest(*ev, t))
+	cutForward()
 	<-s.agent
 	s.observeLatency(out.Latency)
 	fin := d.outcome(s, t, out, ctx.Err() != nil)
@@ -606,17 +618,31 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 
 // awaitAgent waits for one of the agent's places for held delivery t:
 // false when the forward could no longer start in time to settle within
-// t's claim (Source.StartBy), or shutdown cut the forwards first.
+// t's claim (Source.StartBy), or shutdown cut the forwards first. The
+// claim is checked against the clock whether or not a place is free at
+// once, and again once one is had.
 func (d *Dispatcher) awaitAgent(s *source, t ledger.Taken) bool {
-	select {
-	case s.agent <- struct{}{}:
-		return true
-	default:
-	}
-	wait := s.src.StartBy(t.Item.LeaseUntil).Sub(d.now())
-	if wait <= 0 {
+	startBy := s.src.StartBy(t.Item.LeaseUntil)
+	wait := startBy.Sub(d.now())
+	if wait < 0 {
 		return false
 	}
+	select {
+	case s.agent <- struct{}{}:
+	default:
+		if !d.waitAgent(s, wait) {
+			return false
+		}
+	}
+	if d.now().After(startBy) {
+		<-s.agent
+		return false
+	}
+	return true
+}
+
+// waitAgent waits up to wait for one of s's request places.
+func (d *Dispatcher) waitAgent(s *source, wait time.Duration) bool {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -632,9 +658,9 @@ func (d *Dispatcher) awaitAgent(s *source, t ledger.Taken) bool {
 // again at once, not counted as a failure (as a forward cut by shutdown
 // is), so that a dispatcher takes it again under a fresh claim. If even
 // that fails, it is due when its claim runs out.
-func (d *Dispatcher) giveBack(s *source, t ledger.Taken, fields []zap.Field) {
+func (d *Dispatcher) giveBack(s *source, t ledger.Taken, why string, fields []zap.Field) {
 	fin := ledger.Finish{Taken: t, Status: ledger.DeliveryQueued, NextAt: d.now(), Interrupted: true,
-		Record: ledger.AttemptRecord{Outcome: "interrupted", Error: "not sent: no request place for the agent came free in time"}}
+		Record: ledger.AttemptRecord{Outcome: "interrupted", Error: why}}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	_, err := d.l.FinishDelivery(ctx, fin)
 	cancel()

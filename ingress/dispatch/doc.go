@@ -60,13 +60,22 @@
 // eight times forward.concurrency deliveries (takeAhead); with a slower
 // agent, or for a source with runs: supersede (a held delivery is in
 // flight for the ledger, so newest-wins could no longer drop it; see
-// Source.HoldsAhead), no more than forward.concurrency. A held delivery
-// that could not start its forward in time to settle within its claim
-// (Source.StartBy) is
-// given back: recorded due again at once, not as a failure (outcome
-// given_back in replyonce_delivery_attempts_total), and taken again later
-// under a newer claim. When every place is taken and the agent is fast,
-// an accept waits up to forward.accept_wait (Policy.AcceptWait, 50 ms by
+// Source.HoldsAhead), no more than forward.concurrency.
+//
+// Every forward starts only with time left on its claim for the whole
+// forward and its settle (Source.StartBy), checked with the injected clock
+// after each step that can wait: the take's store call, the read of the
+// event, the wait for a request place. The forward itself is cut at the
+// claim's end minus the settle margin (Source.ForwardBy) if that comes
+// before forward.timeout. A held delivery that fails the check is given
+// back: recorded due again at once, not as a failure (outcome given_back
+// in replyonce_delivery_attempts_total), and taken again later under a
+// newer claim. A take whose store call is answered only after its claim
+// ran out is abandoned unsent (counted given_back too): another process
+// may already have delivered the event under a newer token. The take's
+// store call is cut once its claim could no longer be used.
+//
+// When every place is taken and the agent is fast, an accept waits up to forward.accept_wait (Policy.AcceptWait, 50 ms by
 // default) for one: the event is then handed over rather than stored and
 // swept, and under sustained load the backlog does not outgrow what the
 // agent is fed.

@@ -211,7 +211,19 @@ func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvide
 // metrics may be nil (counted nowhere).
 func (h *harness) newDispatcher(t *testing.T, fwd *forward.Forwarder, metrics *dispatch.Metrics) *dispatch.Dispatcher {
 	t.Helper()
-	d, err := dispatch.New(dispatch.Options{Ledger: ledger.New(h.store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
+	return h.newDispatcherOnStore(t, h.store, fwd, metrics)
+}
+
+// newDispatcherOn is newDispatcher reaching the harness's store through
+// store (a wrapper of it), counting metrics nowhere.
+func (h *harness) newDispatcherOn(t *testing.T, store ledger.Store, fwd *forward.Forwarder) *dispatch.Dispatcher {
+	t.Helper()
+	return h.newDispatcherOnStore(t, store, fwd, nil)
+}
+
+func (h *harness) newDispatcherOnStore(t *testing.T, store ledger.Store, fwd *forward.Forwarder, metrics *dispatch.Metrics) *dispatch.Dispatcher {
+	t.Helper()
+	d, err := dispatch.New(dispatch.Options{Ledger: ledger.New(store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
 		Metrics: metrics,
 		Sources: []*dispatch.Source{h.source.Queued()}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
 		TracerProvider: h.tp})

@@ -35,12 +35,29 @@ func (s *Source) Lease() time.Duration { return s.Target.Timeout + deliverMargin
 // waits, and the agent would get a turn that newest-wins should drop.
 func (s *Source) HoldsAhead() bool { return s.Runs != ledger.ModeSupersede }
 
+// settleMargin is the part of a claim's margin kept for recording a
+// forward's outcome: no forward runs past its claim's end minus it.
+const settleMargin = deliverMargin / 2
+
 // StartBy is the latest time a delivery whose claim runs out at leaseUntil
 // may start its forward: a forward that takes its whole timeout then still
-// leaves half the margin to record its outcome within the claim.
+// leaves the settle margin to record its outcome within the claim.
 func (s *Source) StartBy(leaseUntil time.Time) time.Time {
-	return leaseUntil.Add(-s.Target.Timeout - deliverMargin/2)
+	return leaseUntil.Add(-s.Target.Timeout - settleMargin)
 }
+
+// ForwardBy is when a forward under a claim that runs out at leaseUntil
+// is cut, whatever is left of forward.timeout: its settle must still land
+// within the claim, before another process may take the delivery over.
+func (s *Source) ForwardBy(leaseUntil time.Time) time.Time {
+	return leaseUntil.Add(-settleMargin)
+}
+
+// takeBudget bounds the store call that takes a delivery. The claim it
+// makes runs out a Lease after the call starts at the earliest, so an
+// answer later than this leaves too little of it for a whole forward and
+// its settle (StartBy): such a take is abandoned, not waited for.
+func (s *Source) takeBudget() time.Duration { return s.Lease() - s.Target.Timeout - settleMargin }
 
 // KeepFor is how long an undelivered event is kept before retention
 // starts: as long as its retry policy may go on retrying it.

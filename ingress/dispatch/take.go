@@ -44,12 +44,16 @@ func (d *Dispatcher) scopesTaking() map[string]bool {
 }
 
 // take claims a due delivery in the place sl reserved for it and, if it
-// is still due, delivers it. A failed take leaves the delivery due. The
+// is still due, delivers it. A failed take leaves the delivery due. A
+// take whose answer comes too late to forward within its claim (by the
+// injected clock; the store call itself is cut at Source.takeBudget) is
+// abandoned unsent: given back while the claim is still this process's,
+// left to run out otherwise. The
 // event's record is read beside the take, not after it: the due index
 // names its blob, so a swept delivery waits for one store round trip
 // before its forward, not two.
 func (d *Dispatcher) take(s *source, sl *Slot, q ledger.QueueItem, swept time.Time) {
-	ctx, cancel := context.WithTimeout(d.forwards, settleTimeout)
+	ctx, cancel := context.WithTimeout(d.forwards, min(settleTimeout, s.src.takeBudget()))
 	type read struct {
 		ev  ledger.QueuedEvent
 		err error
@@ -78,6 +82,20 @@ func (d *Dispatcher) take(s *source, sl *Slot, q ledger.QueueItem, swept time.Ti
 			d.log.Info("dispatch: superseded before delivery; the newer run answers for the scope", zap.String("source", q.Source),
 				zap.String("event_id", q.EventID), zap.String("run_id", q.RunID), zap.String("superseded_by", t.Item.SupersededBy))
 		}
+		return
+	}
+	if now := d.now(); now.After(s.src.StartBy(t.Item.LeaseUntil)) {
+		fields := []zap.Field{zap.String("source", q.Source), zap.String("event_id", q.EventID), zap.String("run_id", t.Run.ID),
+			zap.Int("delivery", t.Run.Delivery), zap.Time("claim_until", t.Item.LeaseUntil)}
+		if now.Before(t.Item.LeaseUntil) {
+			sl.used = true
+			defer d.done(s)
+			d.giveBack(s, t, "not sent: the store answered the take too late to forward within its claim", fields)
+			return
+		}
+		sl.Release()
+		d.metrics.attempts.WithLabelValues(s.src.Name, "given_back").Inc()
+		d.log.Warn("dispatch: the store answered the take after its claim ran out; abandoned unsent, another process may deliver it", fields...)
 		return
 	}
 	d.metrics.lag.WithLabelValues(q.Source).Observe(max(swept.Sub(dueAt(q)), 0).Seconds())

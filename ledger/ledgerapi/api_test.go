@@ -46,7 +46,7 @@ type env struct {
 	client *ledgerapi.Client
 }
 
-func newEnv(t *testing.T, store ledger.Store) *env {
+func newEnv(t *testing.T, store ledger.Store, opts ...ledgerapi.Option) *env {
 	t.Helper()
 	e := &env{clock: newClock()}
 	if store == nil {
@@ -54,7 +54,7 @@ func newEnv(t *testing.T, store ledger.Store) *env {
 		store = e.store
 	}
 	e.ledger = ledger.New(store, ledger.Options{Clock: e.clock.Now})
-	e.srv = httptest.NewServer(ledgerapi.NewHandler(e.ledger, token, zaptest.NewLogger(t)))
+	e.srv = httptest.NewServer(ledgerapi.NewHandler(e.ledger, token, zaptest.NewLogger(t), opts...))
 	t.Cleanup(func() {
 		e.srv.Close()
 		e.srv.Client().CloseIdleConnections()

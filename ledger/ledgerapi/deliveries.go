@@ -233,8 +233,16 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 
 func (s *server) replayDeliveries(r *http.Request) (any, error) {
 	var req ReplayRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
+	}
+	if err := s.checkSource("source", req.Source); err != nil {
+		return nil, err
+	}
+	if req.Filter != nil {
+		if err := s.checkSource("filter.source", req.Filter.Source); err != nil {
+			return nil, err
+		}
 	}
 	ctx := r.Context()
 	var targets []ledger.QueueItem
@@ -295,8 +303,19 @@ func (s *server) paused(r *http.Request) (any, error) {
 
 func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 	var req SourceRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
+	}
+	if err := s.checkSource("source", req.Source); err != nil {
+		// A source paused and then taken out of the configuration may
+		// still be resumed (the console lists it), never paused anew.
+		set, perr := s.l.PausedSources(r.Context())
+		if perr != nil && !errors.Is(perr, ledger.ErrCorruptControl) {
+			return nil, perr
+		}
+		if paused || !set[req.Source] {
+			return nil, err
+		}
 	}
 	if err := s.l.SetSourcePaused(r.Context(), req.Source, paused); err != nil {
 		return nil, err

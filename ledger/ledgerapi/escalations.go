@@ -135,7 +135,7 @@ func (s *server) scopeEscalations(r *http.Request) (any, error) {
 
 func (s *server) dismiss(r *http.Request) (any, error) {
 	var req DismissRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	e, err := s.l.DismissEscalation(r.Context(), req.Scope, req.ID, req.By)

@@ -1,6 +1,7 @@
 package ledgerapi
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -86,7 +88,10 @@ func statusFor(err error) (int, string) {
 
 // server answers the API from one ledger.
 type server struct {
-	l        *ledger.Ledger
+	l *ledger.Ledger
+	// sources are the source names the gateway is configured with
+	// (WithSources); nil: any name is taken.
+	sources  map[string]bool
 	log      *zap.Logger
 	refusals *refusalLog
 	// routes lists "METHOD /path" as registered, for the test that holds
@@ -102,12 +107,32 @@ type endpoint func(r *http.Request) (any, error)
 // token every request must carry; empty means no authentication, which the
 // gateway allows only on a loopback admin address. A nil logger logs
 // nothing.
-func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger) http.Handler {
+func NewHandler(l *ledger.Ledger, token string, logger *zap.Logger, opts ...Option) http.Handler {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	s := &server{l: l, log: logger, refusals: newRefusalLog(1000, 50)}
+	for _, o := range opts {
+		o(s)
+	}
 	return RequireToken(token, s.mux(), logger)
+}
+
+// Option configures NewHandler.
+type Option func(*server)
+
+// WithSources names the sources the gateway is configured with: a request
+// naming any other source (a listing's or a replay's source, a pause or a
+// resume) is refused 400 invalid_request naming it, instead of matching
+// nothing or pausing a source that does not exist. Without it (a ledger
+// served on its own) every source name is taken.
+func WithSources(names []string) Option {
+	return func(s *server) {
+		s.sources = make(map[string]bool, len(names))
+		for _, n := range names {
+			s.sources[n] = true
+		}
+	}
 }
 
 // mux routes every endpoint of the API; s.routes lists them afterwards.
@@ -135,6 +160,10 @@ func (s *server) mux() *http.ServeMux {
 // method on the same path.
 func (s *server) route(mux *http.ServeMux, method, path string, h endpoint) {
 	s.routeHandler(mux, method, path, func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkQueryNames(r.PathValue("scope"), r.URL.Query()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if err := refuseReservedScope(r.PathValue("scope"), r.URL.Query().Get("scope")); err != nil {
 			s.fail(w, r, err)
 			return
@@ -219,28 +248,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads exactly one JSON object into dst. It requires a JSON
 // Content-Type (which also makes browsers preflight, so a web page cannot
 // drive a token-less loopback ledger), bounds the body, and refuses unknown
-// fields, trailing data and a reserved scope.
-func decode(r *http.Request, dst any) error {
+// fields, trailing data, a body that is not UTF-8, a scope, source or id no store holds (checkName)
+// and a reserved scope.
+func (s *server) decode(r *http.Request, dst any) error {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return errMediaType
 	}
-	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return errTooLarge
 		}
+		return fmt.Errorf("%w: reading the body: %v", ledger.ErrInvalid, err)
+	}
+	if !utf8.Valid(raw) {
+		// encoding/json would replace the bad bytes with U+FFFD, so that
+		// names or payloads differing only there would collapse into one.
+		return fmt.Errorf("%w: body: not valid UTF-8 (JSON text is UTF-8)", ledger.ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
 		return fmt.Errorf("%w: malformed JSON body: %v", ledger.ErrInvalid, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errTooLarge
-		}
 		return fmt.Errorf("%w: malformed JSON body: data after the object", ledger.ErrInvalid)
+	}
+	if err := s.checkBodyNames(reflect.ValueOf(dst), ""); err != nil {
+		return err
 	}
 	if v := reflect.Indirect(reflect.ValueOf(dst)); v.Kind() == reflect.Struct {
 		if f := v.FieldByName("Scope"); f.IsValid() && f.Kind() == reflect.String {
@@ -265,7 +302,7 @@ func refuseReservedScope(scopes ...string) error {
 
 func (s *server) begin(r *http.Request) (any, error) {
 	var req BeginRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	run, err := s.l.Begin(r.Context(), req.Scope, ledger.RunOptions{RunID: req.RunID, Mode: ledger.Mode(req.Mode),
@@ -285,7 +322,7 @@ func requireRun(req RunRequest) error {
 
 func (s *server) heartbeat(r *http.Request) (any, error) {
 	var req RunRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	if err := requireRun(req); err != nil {
@@ -303,7 +340,7 @@ func (s *server) heartbeat(r *http.Request) (any, error) {
 
 func (s *server) end(r *http.Request) (any, error) {
 	var req RunRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	if err := requireRun(req); err != nil {
@@ -323,7 +360,7 @@ func (s *server) end(r *http.Request) (any, error) {
 
 func (s *server) cancel(r *http.Request) (any, error) {
 	var req RunRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	if err := requireRun(req); err != nil {
@@ -337,7 +374,7 @@ func (s *server) cancel(r *http.Request) (any, error) {
 
 func (s *server) claim(r *http.Request) (any, error) {
 	var req ClaimRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	if req.Token != 0 && req.RunID == "" {
@@ -369,7 +406,7 @@ func payloadOf(raw json.RawMessage) any {
 
 func (s *server) settle(r *http.Request) (any, error) {
 	var req SettleRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	if req.Attempt < 1 {
@@ -389,7 +426,7 @@ func (s *server) settle(r *http.Request) (any, error) {
 
 func (s *server) check(r *http.Request) (any, error) {
 	var req KeyRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	res, err := s.l.Check(r.Context(), ledger.Key{Scope: req.Scope, Intent: req.Intent, Payload: payloadOf(req.Payload)})
@@ -439,7 +476,7 @@ func (s *server) ambiguous(r *http.Request) (any, error) {
 
 func (s *server) resolve(r *http.Request) (any, error) {
 	var req ResolveRequest
-	if err := decode(r, &req); err != nil {
+	if err := s.decode(r, &req); err != nil {
 		return nil, err
 	}
 	outcome := ledger.Outcome(req.Outcome)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
@@ -161,6 +162,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	if err := doc.Decode(&cfg); err != nil {
 		p.decodeErrors(err)
 	}
+	p.refuseNoOps(cfg)
 	if err := cfg.Validate(); err != nil {
 		for _, fe := range field.List(err) {
 			if p.covered(fe.Field) {
@@ -187,6 +189,42 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 		errs[i] = e
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// refuseNoOps refuses values written in the file that do nothing: each
+// reads as unset and silently means the default, which is not what
+// whoever wrote it meant. Only values present in the file are refused
+// (p.lines): the same zero left out is the default, as documented.
+func (p *parser) refuseNoOps(cfg Config) {
+	refuse := func(path, format string, args ...any) {
+		if line, ok := p.lines[path]; ok && !p.covered(path) {
+			p.errs = append(p.errs, &field.Error{Field: path, Line: line, Err: fmt.Errorf(format, args...)})
+		}
+	}
+	if cfg.Ledger.Retention == 0 {
+		refuse("ledger.retention", "0s does not turn retention off: it means the default %s; leave it out, or give a positive duration",
+			ledger.DefaultRetention)
+	}
+	for name, sc := range cfg.Sources {
+		path := "sources." + name + ".forward"
+		if sc.Forward.Queue.Concurrency == 0 {
+			refuse(path+".concurrency", "0 is not a limit: it means the default %d; leave it out, or give 1 or more",
+				dispatch.DefaultConcurrency)
+		}
+		if len(sc.Forward.Queue.Retry.Backoff.Schedule) == 0 {
+			refuse(path+".retry.schedule", "an empty schedule means the default one (%s); leave it out, or list at least one delay",
+				formatSchedule(dispatch.DefaultSchedule))
+		}
+	}
+}
+
+// formatSchedule writes a retry schedule as the configuration does.
+func formatSchedule(s []time.Duration) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = d.String()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // covered reports whether field is, contains or is inside a field with a

@@ -35,7 +35,8 @@ func TestConversationSettings(t *testing.T) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.yaml, err, tc.want)
 		}
 	}
-	cfg, err := Parse([]byte(withForward("order: scope, debounce: {quiet: 2s, max_wait: 10s}, cancel: notify")), vars)
+	supersede := strings.Replace(withForward("order: scope, debounce: {quiet: 2s, max_wait: 10s}, cancel: notify"), "provider: github\n", "provider: github\n    runs: supersede\n", 1)
+	cfg, err := Parse([]byte(supersede), vars)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,16 +229,16 @@ func Start(ctx context.Context, s Settings, version string, exp sdktrace.SpanExp
 	return &Provider{tp}, nil
 }
 
-// LedgerAPI is the ledger API handler, traced under tp when tp is not
-// nil. A request that passed the admin token check continues the caller's
+// LedgerAPI is the ledger API handler (with opts), traced under tp when
+// tp is not nil. A request that passed the admin token check continues the caller's
 // trace: the agent holds the token, so its traceparent is trusted here,
 // unlike a provider's. Requests refused for their token start no span.
 // Each span is named after its route ("POST /v1/claims").
-func LedgerAPI(l *ledger.Ledger, token string, log *zap.Logger, tp trace.TracerProvider) http.Handler {
+func LedgerAPI(l *ledger.Ledger, token string, log *zap.Logger, tp trace.TracerProvider, opts ...ledgerapi.Option) http.Handler {
 	if tp == nil {
-		return ledgerapi.NewHandler(l, token, log)
+		return ledgerapi.NewHandler(l, token, log, opts...)
 	}
-	traced := otelhttp.NewHandler(ledgerapi.NewHandler(l, "", log), "ledgerapi",
+	traced := otelhttp.NewHandler(ledgerapi.NewHandler(l, "", log, opts...), "ledgerapi",
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithPropagators(propagation.TraceContext{}),

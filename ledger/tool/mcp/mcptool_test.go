@@ -285,10 +285,14 @@ func TestHeadersComeBeforeMeta(t *testing.T) {
 	bad := session("not-a-token")
 	res, err := bad.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("malformed header token: a protocol error (%v), want a tool result", err)
 	}
-	if body := text(t, res); !res.IsError || !strings.Contains(body, "header "+mcptool.HeaderFencingToken) {
-		t.Fatalf("malformed header token: %s (isError %v), want an error naming the header", body, res.IsError)
+	body := text(t, res)
+	if st, _ := tooltest.StatusOf(body); !res.IsError || st != tool.StatusInvalidRun || !strings.Contains(body, "header "+mcptool.HeaderFencingToken) || !strings.Contains(body, "Stop here") {
+		t.Fatalf("malformed header token: %s (isError %v), want invalid_run naming the header and telling the model to stop", body, res.IsError)
+	}
+	if f := flags(t, res); f["status"] != string(tool.StatusInvalidRun) || f["terminal"] != true || f["escalate"] != true || f["retryable"] != false {
+		t.Fatalf("malformed header token: flags %v, want invalid_run, terminal and escalated", f)
 	}
 
 	good := session(strconv.FormatUint(run.Token, 10))

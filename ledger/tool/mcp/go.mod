@@ -12,9 +12,11 @@ require (
 require (
 	github.com/goccy/go-json v0.12.0 // indirect
 	github.com/gowebpki/jcs v1.0.2 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
 
 require (

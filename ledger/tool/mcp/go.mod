@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/replyonce/gateway => ../../..
 
 require (
-	github.com/replyonce/gateway v0.0.0-00010101000000-000000000000
+	github.com/replyonce/gateway v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

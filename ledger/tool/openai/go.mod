@@ -6,7 +6,7 @@ replace github.com/replyonce/gateway => ../../..
 
 require (
 	github.com/openai/openai-go/v3 v3.102.0
-	github.com/replyonce/gateway v0.0.0-00010101000000-000000000000
+	github.com/replyonce/gateway v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -6,7 +6,7 @@ replace github.com/replyonce/gateway => ../..
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/replyonce/gateway v0.0.0-00010101000000-000000000000
+	github.com/replyonce/gateway v0.1.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/rivertype v0.51.2

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/replyonce/gateway/ledger"
 )
@@ -30,11 +31,20 @@ func CheckTool(tools ...*Tool) (*Tool, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("tool: %s needs at least one guarded tool", CheckName)
 	}
+	var asks []string
+	for _, n := range names {
+		if id := byName[n].def.Identity; len(id) > 0 {
+			asks = append(asks, n+": "+strings.Join(id, ", "))
+		} else {
+			asks = append(asks, n+": the arguments you would call it with")
+		}
+	}
 	schema, err := json.Marshal(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"tool":      map[string]any{"type": "string", "enum": names, "description": "the tool whose action to look up"},
-			"arguments": map[string]any{"type": "object", "description": "the arguments you would call it with"},
+			"tool": map[string]any{"type": "string", "enum": names, "description": "the tool whose action to look up"},
+			"arguments": map[string]any{"type": "object",
+				"description": "what names the action, per tool (" + strings.Join(asks, "; ") + "); other arguments are ignored"},
 		},
 		"required":             []string{"tool", "arguments"},
 		"additionalProperties": false,
@@ -42,9 +52,16 @@ func CheckTool(tools ...*Tool) (*Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool: %s schema: %w", CheckName, err)
 	}
+	compiled, err := compileSchema(CheckName, schema)
+	if err != nil {
+		return nil, err
+	}
 	t := &Tool{readOnly: true, def: Definition{Name: CheckName, Intent: CheckName, Parameters: schema,
 		Description: "Look up, without doing anything, whether an action was already done in this conversation. Call it before repeating an action you may have done."}}
 	t.call = func(ctx context.Context, run Run, raw json.RawMessage) (Outcome, error) {
+		if err := validateArgs(compiled, raw, ""); err != nil {
+			return invalidArguments(fmt.Errorf("arguments are not valid for %s: %w", CheckName, err)), nil
+		}
 		var in struct {
 			Tool      string          `json:"tool"`
 			Arguments json.RawMessage `json:"arguments"`
@@ -56,7 +73,7 @@ func CheckTool(tools ...*Tool) (*Tool, error) {
 		if target == nil {
 			return invalidArguments(fmt.Errorf("%s: tool %q is not one of %q", CheckName, in.Tool, names)), nil
 		}
-		payload, err := target.payload(in.Arguments)
+		payload, err := target.payload(in.Arguments, "arguments")
 		if err != nil {
 			return invalidArguments(err), nil
 		}

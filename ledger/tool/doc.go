@@ -14,6 +14,12 @@
 // with Once and Check works: *ledger.Run in process, or the ledger API
 // client's *ledgerapi.Run behind the gateway.
 //
+// The identity is either a list of the arguments' properties
+// (Definition.Identity), which check_already_done then asks for alone, or
+// a function of the decoded arguments. Every call's arguments are checked
+// against the tool's JSON Schema before the ledger is asked; a call that
+// does not fit is told, in words, which field is wrong and how.
+//
 // A call answers an Outcome for the model: a JSON text it can read, whether
 // the call failed, whether the loop must stop (Terminal), whether calling
 // again may help (Retryable) and whether a person must look (Escalate). The
@@ -23,6 +29,7 @@
 // CheckTool adds the read-only check_already_done tool, and Dispatch routes
 // a call by name. The SDK adapters (MCP, OpenAI, Anthropic) live in nested
 // modules under this directory so that this package pulls in no SDK:
-// besides the standard library it imports only ledger, and through it
-// goccy/go-json and gowebpki/jcs.
+// besides the standard library it imports ledger (and through it
+// goccy/go-json and gowebpki/jcs) and santhosh-tekuri/jsonschema, the
+// schema validator, with golang.org/x/text for its messages.
 package tool

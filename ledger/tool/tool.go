@@ -43,6 +43,12 @@ type Definition struct {
 	// Intent names the effect in the ledger (default Name). Two tools that
 	// do the same thing under different names should share an intent.
 	Intent string
+	// Identity names the properties of Parameters that make two calls
+	// the same action (the order refunded, the message answered), as an
+	// alternative to an identity function: the ledger's payload is then
+	// those properties' values, and check_already_done asks for them
+	// alone. Each must be a property Parameters declares.
+	Identity []string
 }
 
 // namePattern is the tool-name rule that OpenAI, Anthropic and MCP clients
@@ -68,7 +74,62 @@ func (d Definition) normalized() (Definition, error) {
 	if t, ok := schema["type"]; ok && t != "object" {
 		return d, fmt.Errorf("tool %s: parameters: type must be \"object\", not %v", d.Name, t)
 	}
+	props, _ := schema["properties"].(map[string]any)
+	seen := map[string]bool{}
+	for _, f := range d.Identity {
+		if _, ok := props[f]; !ok {
+			return d, fmt.Errorf("tool %s: identity %q is not a property of the parameters", d.Name, f)
+		}
+		if seen[f] {
+			return d, fmt.Errorf("tool %s: identity %q is given twice", d.Name, f)
+		}
+		seen[f] = true
+	}
 	return d, nil
+}
+
+// checkSchema is the schema of what check_already_done asks for this
+// tool: with Identity, those properties alone (required where Parameters
+// requires them, others ignored); without, Parameters with nothing
+// required, since which fields the identity function reads is not known.
+func (d Definition) checkSchema() (json.RawMessage, error) {
+	var schema map[string]any
+	if err := json.Unmarshal(d.Parameters, &schema); err != nil {
+		return nil, err
+	}
+	if len(d.Identity) == 0 {
+		delete(schema, "required")
+		return json.Marshal(schema)
+	}
+	props, _ := schema["properties"].(map[string]any)
+	required := map[string]bool{}
+	if rs, ok := schema["required"].([]any); ok {
+		for _, r := range rs {
+			if name, ok := r.(string); ok {
+				required[name] = true
+			}
+		}
+	}
+	sub := map[string]any{"type": "object"}
+	subProps := map[string]any{}
+	var subRequired []string
+	for _, f := range d.Identity {
+		subProps[f] = props[f]
+		if required[f] {
+			subRequired = append(subRequired, f)
+		}
+	}
+	sub["properties"] = subProps
+	if len(subRequired) > 0 {
+		sub["required"] = subRequired
+	}
+	// $defs and definitions stay, for a property that refers to them.
+	for _, k := range []string{"$schema", "$defs", "definitions"} {
+		if v, ok := schema[k]; ok {
+			sub[k] = v
+		}
+	}
+	return json.Marshal(sub)
 }
 
 // Options tune a guarded tool. Zero values are the ledger's defaults.
@@ -89,8 +150,9 @@ type Options[A any] struct {
 type Tool struct {
 	def      Definition
 	readOnly bool
-	// payload is the identity of a call's arguments, for CheckTool.
-	payload func(args json.RawMessage) (any, error)
+	// payload is the identity of the arguments check_already_done was
+	// given for this tool; prefix names where they sit, for messages.
+	payload func(args json.RawMessage, prefix string) (any, error)
 	call    func(ctx context.Context, run Run, args json.RawMessage) (Outcome, error)
 }
 
@@ -102,44 +164,77 @@ func (t *Tool) Definition() Definition { return t.def }
 // guarded tool is idempotent but not read-only.
 func (t *Tool) ReadOnly() bool { return t.readOnly }
 
-// Guard makes a guarded tool. identity returns the payload that names the
-// action in the ledger; effect performs it and returns what the model is
+// Guard makes a guarded tool. The identity names the action in the
+// ledger: either Definition.Identity lists the properties that make it, and
+// identity is nil, or identity returns the payload from the decoded
+// arguments. effect performs the action and returns what the model is
 // told (stored and replayed to later calls). An effect returns an error
-// wrapped with ledger.NotApplied when the action certainly did not happen;
-// any other error is recorded as ambiguous and escalated.
+// wrapped with ledger.NotApplied when the action certainly did not
+// happen; any other error is recorded as ambiguous and escalated.
+//
+// Every call's arguments are checked against Definition.Parameters first:
+// a call that does not fit is told which field is wrong and how, and the
+// ledger is not asked.
 func Guard[A any](def Definition, identity func(A) (any, error), effect func(ctx context.Context, args A, call ledger.Call) (any, error), opts ...Options[A]) (*Tool, error) {
 	def, err := def.normalized()
 	if err != nil {
 		return nil, err
 	}
-	if identity == nil || effect == nil {
-		return nil, fmt.Errorf("tool %s: identity and effect are required", def.Name)
+	switch {
+	case effect == nil:
+		return nil, fmt.Errorf("tool %s: an effect is required", def.Name)
+	case identity == nil && len(def.Identity) == 0:
+		return nil, fmt.Errorf("tool %s: an identity is required: Definition.Identity or an identity function", def.Name)
+	case identity != nil && len(def.Identity) > 0:
+		return nil, fmt.Errorf("tool %s: give Definition.Identity or an identity function, not both", def.Name)
+	}
+	schema, err := compileSchema(def.Name, def.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	checkDoc, err := def.checkSchema()
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", def.Name, err)
+	}
+	checkSchema, err := compileSchema(def.Name, checkDoc)
+	if err != nil {
+		return nil, err
 	}
 	var o Options[A]
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	decode := func(raw json.RawMessage) (A, any, error) {
-		var args A
-		if len(bytes.TrimSpace(raw)) == 0 {
-			raw = json.RawMessage("{}")
+	// identityOf is the payload of arguments that fit the schema.
+	identityOf := func(raw json.RawMessage) (any, error) {
+		if identity == nil {
+			return fieldsOf(raw, def.Identity)
 		}
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return args, nil, fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)
+		var args A
+		if err := json.Unmarshal(orEmpty(raw), &args); err != nil {
+			return nil, fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)
 		}
 		id, err := identity(args)
 		if err != nil {
-			return args, nil, fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)
+			return nil, fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)
 		}
-		return args, id, nil
+		return id, nil
 	}
 	t := &Tool{def: def}
-	t.payload = func(raw json.RawMessage) (any, error) {
-		_, id, err := decode(raw)
-		return id, err
+	t.payload = func(raw json.RawMessage, prefix string) (any, error) {
+		if err := validateArgs(checkSchema, raw, prefix); err != nil {
+			return nil, fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)
+		}
+		return identityOf(raw)
 	}
 	t.call = func(ctx context.Context, run Run, raw json.RawMessage) (Outcome, error) {
-		args, id, err := decode(raw)
+		if err := validateArgs(schema, raw, ""); err != nil {
+			return invalidArguments(fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)), nil
+		}
+		var args A
+		if err := json.Unmarshal(orEmpty(raw), &args); err != nil {
+			return invalidArguments(fmt.Errorf("arguments are not valid for %s: %w", def.Name, err)), nil
+		}
+		id, err := identityOf(raw)
 		if err != nil {
 			return invalidArguments(err), nil
 		}
@@ -156,6 +251,30 @@ func Guard[A any](def Definition, identity func(A) (any, error), effect func(ctx
 		return FromResult(res), nil
 	}
 	return t, nil
+}
+
+func orEmpty(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// fieldsOf is the payload of a tool with Definition.Identity: the named
+// properties of raw (which fit the schema, so raw is an object), those
+// absent left out.
+func fieldsOf(raw json.RawMessage, names []string) (any, error) {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(orEmpty(raw), &all); err != nil {
+		return nil, fmt.Errorf("the arguments must be a JSON object: %w", err)
+	}
+	id := make(map[string]json.RawMessage, len(names))
+	for _, n := range names {
+		if v, ok := all[n]; ok {
+			id[n] = v
+		}
+	}
+	return id, nil
 }
 
 // MustGuard is Guard for definitions known to be valid; it panics on an

@@ -15,5 +15,6 @@
 // It runs with Go alone, on any of the three systems: no goreleaser (not
 // available as an approved release where this project is built), no
 // shell. The nested modules' release (tags, not binaries) is described in
-// docs/install.md.
+// docs/toolkit.md; its test (TestNestedModulesResolveThroughAProxy)
+// resolves each of them alone through a file-based module proxy.
 package main

@@ -6,7 +6,7 @@ replace github.com/replyonce/gateway => ../../..
 
 require (
 	github.com/anthropics/anthropic-sdk-go v1.84.0
-	github.com/replyonce/gateway v0.0.0-00010101000000-000000000000
+	github.com/replyonce/gateway v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -20,6 +20,7 @@ require (
 	github.com/gowebpki/jcs v1.0.2 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	github.com/tidwall/gjson v1.20.4 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
@@ -35,4 +36,5 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )

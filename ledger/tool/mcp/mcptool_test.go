@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,10 +286,14 @@ func TestHeadersComeBeforeMeta(t *testing.T) {
 	bad := session("not-a-token")
 	res, err := bad.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("malformed header token: a protocol error (%v), want a tool result", err)
 	}
-	if body := text(t, res); !res.IsError || !strings.Contains(body, "header "+mcptool.HeaderFencingToken) {
-		t.Fatalf("malformed header token: %s (isError %v), want an error naming the header", body, res.IsError)
+	body := text(t, res)
+	if st, _ := tooltest.StatusOf(body); !res.IsError || st != tool.StatusInvalidRun || !strings.Contains(body, "header "+mcptool.HeaderFencingToken) || !strings.Contains(body, "Stop here") {
+		t.Fatalf("malformed header token: %s (isError %v), want invalid_run naming the header and telling the model to stop", body, res.IsError)
+	}
+	if f := flags(t, res); f["status"] != string(tool.StatusInvalidRun) || f["terminal"] != true || f["escalate"] != true || f["retryable"] != false {
+		t.Fatalf("malformed header token: flags %v, want invalid_run, terminal and escalated", f)
 	}
 
 	good := session(strconv.FormatUint(run.Token, 10))
@@ -444,5 +449,118 @@ func TestMetaNamespacedKeys(t *testing.T) {
 	}
 	if n := refund.Executions.Load(); n != 1 {
 		t.Fatalf("%d refunds, want only the first", n)
+	}
+}
+
+// refundByOrder is a refund whose identity is its order alone
+// (Definition.Identity); cents is required and at least 1 for the refund
+// itself, not for asking about it.
+func refundByOrder(t *testing.T, done *atomic.Int32) *tool.Tool {
+	t.Helper()
+	type args struct {
+		Order string `json:"order"`
+		Cents int    `json:"cents"`
+	}
+	tl, err := tool.Guard(tool.Definition{Name: "refund", Identity: []string{"order"},
+		Parameters: json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"},"cents":{"type":"integer","minimum":1}},"required":["order","cents"]}`)},
+		nil, func(ctx context.Context, a args, c ledger.Call) (any, error) {
+			done.Add(1)
+			return map[string]string{"refund_id": "re_" + a.Order}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+// Through the official SDK client: arguments that do not fit the tool's
+// schema are a tool result (invalid_arguments, retryable, not terminal)
+// naming the field, and the ledger is not asked: it is down, and asking it
+// would have been the -32603 outage error.
+func TestSchemaViolationIsAResultNamingTheField(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	api, err := ledgerapi.NewClient(down.URL, "token", down.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	var done atomic.Int32
+	cs := connect(t, func(scope, id string, token uint64) tool.Run { return api.RunRef(scope, id, token) }, refundByOrder(t, &done))
+	meta := mcp.Meta{mcptool.MetaScope: "conv", mcptool.MetaRunID: "r1", mcptool.MetaFencingToken: "1"}
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"order": "A-1", "cents": "ten"}, `argument \"cents\" must be integer, not string`},
+		{map[string]any{"order": "A-1"}, `argument \"cents\" is required`},
+		{map[string]any{"order": 7, "cents": 5}, `argument \"order\" must be string, not number`},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "refund", Arguments: c.args, Meta: meta})
+		if err != nil {
+			t.Fatalf("%v: a protocol error (%v), want a tool result", c.args, err)
+		}
+		body := text(t, res)
+		if st, _ := tooltest.StatusOf(body); !res.IsError || st != tool.StatusInvalidArguments || !strings.Contains(body, c.want) {
+			t.Errorf("%v: %s (isError %v), want invalid_arguments saying %s", c.args, body, res.IsError, c.want)
+		}
+		if f := flags(t, res); f["status"] != string(tool.StatusInvalidArguments) || f["retryable"] != true || f["terminal"] != false {
+			t.Errorf("%v: flags %v, want invalid_arguments, retryable, not terminal", c.args, f)
+		}
+	}
+	if n := done.Load(); n != 0 {
+		t.Fatalf("%d refunds from arguments that do not fit", n)
+	}
+}
+
+// Through the official SDK client: check_already_done about a refund asks
+// for its identity alone, {order}, and answers not_done, then done with
+// the refund's result, never a complaint about cents.
+func TestCheckWithTheIdentityOnly(t *testing.T) {
+	ctx := context.Background()
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	run, err := l.Begin(ctx, "conv-id", ledger.RunOptions{RunID: "r-id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int32
+	refund := refundByOrder(t, &done)
+	check, err := tool.CheckTool(refund)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, func(scope, id string, token uint64) tool.Run { return l.RunRef(scope, id, token) }, refund, check)
+	meta := mcp.Meta{mcptool.MetaScope: run.Scope, mcptool.MetaRunID: run.ID, mcptool.MetaFencingToken: strconv.FormatUint(run.Token, 10)}
+	ask := func() (tool.Status, string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.CheckName, Meta: meta,
+			Arguments: map[string]any{"tool": "refund", "arguments": map[string]any{"order": "A-1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := text(t, res)
+		st, err := tooltest.StatusOf(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			t.Fatalf("check: %s is an error", body)
+		}
+		return st, body
+	}
+	if st, body := ask(); st != tool.StatusNotDone {
+		t.Fatalf("{order} alone before the refund: %s", body)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Meta: meta, Arguments: map[string]any{"order": "A-1", "cents": 2500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusExecuted {
+		t.Fatalf("refund: %s", text(t, res))
+	}
+	if st, body := ask(); st != tool.StatusDone || !strings.Contains(body, "re_A-1") {
+		t.Fatalf("{order} alone after the refund: %s, want done with its result", body)
+	}
+	if n := done.Load(); n != 1 {
+		t.Fatalf("%d refunds, want 1", n)
 	}
 }

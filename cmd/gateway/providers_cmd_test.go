@@ -30,7 +30,7 @@ func runProviders(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// The README's provider list, `gateway providers` and the registry name the same providers.
+// The provider list in docs/providers.md, `gateway providers` and the registry name the same providers.
 func TestProvidersAgree(t *testing.T) {
 	registry := signatures.Providers()
 
@@ -48,14 +48,14 @@ func TestProvidersAgree(t *testing.T) {
 		t.Errorf("gateway providers lists %v\nregistry has %v", listed, registry)
 	}
 
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/providers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sec := string(readme)
 	i := strings.Index(sec, "## Providers\n\n")
 	if i < 0 {
-		t.Fatal("README has no Providers section")
+		t.Fatal("docs/providers.md has no \"## Providers\" section")
 	}
 	sec = sec[i+len("## Providers\n\n"):]
 	sec = sec[:strings.Index(sec, "\n\n")] // the first paragraph is the list
@@ -65,7 +65,7 @@ func TestProvidersAgree(t *testing.T) {
 	}
 	slices.Sort(inReadme)
 	if !slices.Equal(inReadme, registry) {
-		t.Errorf("README lists %v\nregistry has %v", inReadme, registry)
+		t.Errorf("docs/providers.md lists %v\nregistry has %v", inReadme, registry)
 	}
 }
 

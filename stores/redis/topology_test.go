@@ -163,7 +163,7 @@ func TestTopologyTLSAndACL(t *testing.T) {
 		"--user", "default", "off",
 		// The least the store needs, as docs/scaling.md gives it.
 		"--user", "gateway", "on", ">gateway-secret", "~replyonce:*", "resetchannels", "-@all",
-		"+@read", "+@write", "+@scripting", "+@connection", "+wait", "+cluster|slots", "+cluster|shards")
+		"+@read", "+@write", "+@scripting", "+@transaction", "+@connection", "+wait", "+cluster|slots", "+cluster|shards")
 	ctx := ctxT(t)
 	url := "redis://" + srv.Addr() + "/0"
 

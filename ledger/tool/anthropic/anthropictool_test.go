@@ -63,7 +63,7 @@ func answer(block anthropic.ContentBlockParamUnion) (useID, text string, isError
 }
 
 func TestRace(t *testing.T) {
-	tooltest.Race(t, func(t *testing.T, _ tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
+	tooltest.Race(t, memoryStore, func(t *testing.T, _ tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
 		r := tooltest.NewRefund()
 		return r, func(ctx context.Context, id string, args json.RawMessage) (tool.Status, error) {
 			block, _, err := anthropictool.HandleToolUse(ctx, []*tool.Tool{r.Tool}, toolUse(t, "toolu_"+id, "refund", args))
@@ -132,3 +132,7 @@ func TestUnknownToolUse(t *testing.T) {
 		t.Fatalf("unknown tool: %s %s %v %v", id, text, isError, err)
 	}
 }
+
+// memoryStore is the store of the shared scenarios here: the race is about
+// the adapter's types, and the store conformance suite covers the stores.
+func memoryStore(*testing.T) ledger.Store { return memory.New(nil) }

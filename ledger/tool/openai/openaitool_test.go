@@ -82,7 +82,7 @@ func responsesAnswer(item responses.ResponseInputItemUnionParam) (callID, output
 }
 
 func TestRaceChatCompletions(t *testing.T) {
-	tooltest.Race(t, func(t *testing.T, _ tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
+	tooltest.Race(t, memoryStore, func(t *testing.T, _ tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
 		r := tooltest.NewRefund()
 		return r, func(ctx context.Context, id string, args json.RawMessage) (tool.Status, error) {
 			msg, _, err := openaitool.HandleChatToolCall(ctx, []*tool.Tool{r.Tool}, chatToolCall(t, id, "refund", args))
@@ -102,7 +102,7 @@ func TestRaceChatCompletions(t *testing.T) {
 }
 
 func TestRaceResponses(t *testing.T) {
-	tooltest.Race(t, func(t *testing.T, _ tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
+	tooltest.Race(t, memoryStore, func(t *testing.T, _ tooltest.Backend) (*tooltest.Refund, tooltest.Call) {
 		r := tooltest.NewRefund()
 		return r, func(ctx context.Context, id string, args json.RawMessage) (tool.Status, error) {
 			item, _, err := openaitool.HandleResponsesFunctionCall(ctx, []*tool.Tool{r.Tool}, responsesCall(t, id, "refund", args))
@@ -198,3 +198,7 @@ func TestUnknownCalls(t *testing.T) {
 		t.Fatalf("%d refunds", n)
 	}
 }
+
+// memoryStore is the store of the shared scenarios here: the race is about
+// the adapter's types, and the store conformance suite covers the stores.
+func memoryStore(*testing.T) ledger.Store { return memory.New(nil) }

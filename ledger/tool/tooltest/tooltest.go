@@ -13,7 +13,6 @@ import (
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 	"github.com/replyonce/gateway/ledger/tool"
-	"github.com/replyonce/gateway/stores/memory"
 )
 
 // Backend begins runs on one kind of ledger.
@@ -41,13 +40,18 @@ func RefOf(run tool.Run) (scope, runID string, token uint64) {
 	panic(fmt.Sprintf("tooltest: RefOf(%T): not a run of the Backends", run))
 }
 
-// Backends are the in-process ledger over the memory store, and the same
-// ledger served by the ledger API on an httptest server and reached with
-// its Go client.
-func Backends(t *testing.T) []Backend {
+// NewStore gives a fresh, empty store for one ledger. The caller chooses
+// the adapter, so that this package, which the SDK adapters' modules
+// import, depends on no store adapter.
+type NewStore func(t *testing.T) ledger.Store
+
+// Backends are the in-process ledger over a store from newStore, and the
+// same ledger over another store from newStore, served by the ledger API
+// on an httptest server and reached with its Go client.
+func Backends(t *testing.T, newStore NewStore) []Backend {
 	t.Helper()
-	inproc := ledger.New(memory.New(nil), ledger.Options{})
-	remoteLedger := ledger.New(memory.New(nil), ledger.Options{})
+	inproc := ledger.New(newStore(t), ledger.Options{})
+	remoteLedger := ledger.New(newStore(t), ledger.Options{})
 	srv := httptest.NewServer(ledgerapi.NewHandler(remoteLedger, "test-token", nil))
 	t.Cleanup(srv.Close)
 	client, err := ledgerapi.NewClient(srv.URL, "test-token", srv.Client())
@@ -170,11 +174,12 @@ const hangGuard = 20 * time.Second
 // executed once, in_flight twice, then replayed, and the refund must run
 // once.
 //
-// setup builds the adapter's side for one backend; an adapter that names
-// the run by the gateway's headers resolves them with b.Ref.
-func Race(t *testing.T, setup func(t *testing.T, b Backend) (*Refund, Call)) {
+// newStore gives each backend's ledger its store. setup builds the
+// adapter's side for one backend; an adapter that names the run by the
+// gateway's headers resolves them with b.Ref.
+func Race(t *testing.T, newStore NewStore, setup func(t *testing.T, b Backend) (*Refund, Call)) {
 	t.Helper()
-	for _, b := range Backends(t) {
+	for _, b := range Backends(t, newStore) {
 		t.Run(b.Name, func(t *testing.T) {
 			refund, call := setup(t, b)
 			ctx := tool.WithRun(context.Background(), b.Begin(t, "order-A-1001"))

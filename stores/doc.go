@@ -3,6 +3,10 @@
 // redis. Every one of them passes the same conformance and race suite,
 // stores/storetest.
 //
+// Open (open.go) is the one switch over them: it opens the store a Config
+// (the gateway's `store:` section) names, for serve, check and bench alike,
+// and Kinds lists them. A new kind is one entry there and a sub-package.
+//
 // # Queued delivery in the stores
 //
 // A Write may carry blobs (side records of the scope, such as a queued

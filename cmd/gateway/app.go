@@ -252,7 +252,7 @@ func (a *App) check(args []string) error {
 	if admin == "" {
 		admin = "disabled"
 	}
-	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, admin, describeStore(cfg.Store))
+	fmt.Fprintf(a.Stdout, "%s: ok\nlisten %s, admin %s, store %s\n", path, cfg.Listen, admin, cfg.Store)
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}

@@ -3,12 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,62 +10,23 @@ import (
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/ledger"
-	"github.com/replyonce/gateway/stores/bolt"
-	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores"
 	"github.com/replyonce/gateway/stores/postgres"
 	"github.com/replyonce/gateway/stores/redis"
 )
 
-// openStore opens the configured store. close releases it; for Postgres it
-// also runs the migration so a fresh database works on first start.
+// openStore opens the configured store (stores.Open). close releases it;
+// for Postgres it also runs the migration so a fresh database works on
+// first start, and a Redis server's persistence is said in the log.
 func (a *App) openStore(ctx context.Context, c config.Store, log *zap.Logger) (store ledger.Store, close func(), err error) {
-	switch c.Kind {
-	case "memory":
-		return memory.New(a.Clock), func() {}, nil
-	case "bolt":
-		if dir := filepath.Dir(c.Path); dir != "" {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, nil, fmt.Errorf("store.path: %w", err)
-			}
-		}
-		s, err := bolt.Open(c.Path, bolt.Options{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, func() { _ = s.Close() }, nil
-	case "postgres":
-		pcfg, err := pgxpool.ParseConfig(c.URL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store.url: %w", err)
-		}
-		if !strings.Contains(c.URL, "pool_max_conns") {
-			// pgx's default, max(4, CPUs), starves a gateway whose every
-			// request waits on a commit; pool_max_conns in the URL wins.
-			pcfg.MaxConns = 32
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store.url: %w", err)
-		}
-		s := postgres.New(pool, postgres.Options{Table: c.Table})
-		if err := s.Migrate(ctx); err != nil {
-			pool.Close()
-			return nil, nil, err
-		}
-		return s, func() { s.Close(); pool.Close() }, nil
-	case "redis":
-		t, err := c.Redis.Topology(c.URL)
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := t.Open(ctx, redis.Options{KeyPrefix: c.Prefix})
-		if err != nil {
-			return nil, nil, err
-		}
-		sayPersistence(ctx, s, log)
-		return s, func() { _ = s.Close() }, nil
+	op, err := stores.Open(ctx, c, stores.Options{Clock: a.Clock})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, fmt.Errorf("store.kind: %q is not supported", c.Kind)
+	if op.Redis != nil {
+		sayPersistence(ctx, op.Redis, log)
+	}
+	return op.Store, op.Close, nil
 }
 
 // sayPersistence logs what a crash of the Redis server can lose of what
@@ -92,42 +47,6 @@ func sayPersistence(ctx context.Context, s *redis.Store, log *zap.Logger) {
 		log.Info("store: Redis persistence: "+p.CrashLoses(), zap.String("redis", p.Server), zap.String("appendfsync", p.AppendFsync),
 			zap.String("see", how))
 	}
-}
-
-// describeStore says which store a checked configuration names, and where,
-// without credentials: for Redis its topology, for Postgres its hosts (a
-// multi-host URL lists them all, in the order they are tried).
-func describeStore(c config.Store) string {
-	switch c.Kind {
-	case "bolt":
-		return "bolt (" + c.Path + ")"
-	case "postgres":
-		pc, err := pgxpool.ParseConfig(c.URL)
-		if err != nil {
-			return "postgres"
-		}
-		cc := pc.ConnConfig
-		hosts := []string{net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))}
-		for _, f := range cc.Fallbacks {
-			if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
-				hosts = append(hosts, h)
-			}
-		}
-		desc := fmt.Sprintf("postgres (%s, database %s", strings.Join(hosts, ", "), cc.Database)
-		if u, err := url.Parse(c.URL); err == nil {
-			if tsa := u.Query().Get("target_session_attrs"); tsa != "" {
-				desc += ", target_session_attrs " + tsa
-			}
-		}
-		return desc + ")"
-	case "redis":
-		t, err := c.Redis.Topology(c.URL)
-		if err != nil {
-			return "redis"
-		}
-		return "redis: " + t.String()
-	}
-	return c.Kind
 }
 
 func (a *App) migrate(ctx context.Context, args []string) error {

@@ -7,4 +7,8 @@
 // platform keeps one (getrusage on Linux, macOS and the BSDs;
 // GetProcessTimes on Windows) and, everywhere else, an honest "not
 // measured" (ok false) rather than a zero that would read as free.
+//
+// RedisServer reads a Redis server's CPU from its INFO answer, for the
+// benchmarks that price the work a store moved out of this process; it
+// lives here, not in the Redis store, which has no use for it.
 package cputime

@@ -149,7 +149,11 @@ func processCPU() time.Duration {
 }
 
 func serverCPU(b *testing.B, c goredis.UniversalClient) time.Duration {
-	d, err := ServerCPU(context.Background(), c)
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := cputime.RedisServer(info)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -244,6 +244,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Client is the go-redis client the store writes through, for a caller
+// that looks at the server itself (bench reads its CPU and memory); it
+// stays the store's when Open created it.
+func (s *Store) Client() goredis.UniversalClient { return s.client }
+
 // Ping reports whether the server answers, for readiness checks.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/stores"
 )
 
 // Config is one benchmark run. Zero fields take the defaults noted on each.
@@ -112,18 +113,13 @@ func (c Config) withDefaults() Config {
 // Validate reports a configuration Run would refuse.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	switch c.Store {
-	case "memory", "bolt":
-	case "postgres":
-		if c.PostgresDSN == "" {
-			return errors.New("bench: postgres needs a DSN (--postgres or REPLYONCE_TEST_POSTGRES)")
-		}
-	case "redis":
-		if c.RedisURL == "" {
-			return errors.New("bench: redis needs a URL (--redis or REPLYONCE_TEST_REDIS)")
-		}
-	default:
-		return fmt.Errorf("bench: store %q is not one of memory, bolt, postgres, redis", c.Store)
+	switch {
+	case c.Store == "postgres" && c.PostgresDSN == "":
+		return errors.New("bench: postgres needs a DSN (--postgres or REPLYONCE_TEST_POSTGRES)")
+	case c.Store == "redis" && c.RedisURL == "":
+		return errors.New("bench: redis needs a URL (--redis or REPLYONCE_TEST_REDIS)")
+	case !slices.Contains(stores.Kinds(), c.Store):
+		return fmt.Errorf("bench: store %q is not one of %s", c.Store, strings.Join(stores.Kinds(), ", "))
 	}
 	switch c.Mode {
 	case "", "inline", "queued":

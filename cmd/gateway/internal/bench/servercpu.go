@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/replyonce/gateway/stores/redis"
+	"github.com/replyonce/gateway/internal/cputime"
 )
 
 // serverCPU reads the CPU time a store server has used so far. With it, a
@@ -25,7 +25,13 @@ type serverCPU func(ctx context.Context) (time.Duration, error)
 
 // redisServerCPU is Redis's own account of its CPU.
 func redisServerCPU(client goredis.UniversalClient) serverCPU {
-	return func(ctx context.Context) (time.Duration, error) { return redis.ServerCPU(ctx, client) }
+	return func(ctx context.Context) (time.Duration, error) {
+		info, err := client.Info(ctx, "cpu").Result()
+		if err != nil {
+			return 0, fmt.Errorf("redis INFO cpu: %w", err)
+		}
+		return cputime.RedisServer(info)
+	}
 }
 
 // clockTick is the unit of the CPU times in /proc/PID/stat (USER_HZ), which

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,10 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
-	"github.com/replyonce/gateway/stores/bolt"
-	"github.com/replyonce/gateway/stores/memory"
-	"github.com/replyonce/gateway/stores/postgres"
-	"github.com/replyonce/gateway/stores/redis"
+	"github.com/replyonce/gateway/stores"
 )
 
 // openedStore is a store made for one run, and how to clean up after it:
@@ -46,90 +42,84 @@ func runID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// openStore opens the run's store with stores.Open, as serve does, in a
+// place of its own (a fresh bolt directory, Postgres table or Redis key
+// prefix), then adds what the bench measures of it.
 func openStore(ctx context.Context, cfg Config) (*openedStore, error) {
+	id := runID()
+	sc := stores.Config{Kind: cfg.Store, Table: "replyonce_bench_" + id, Prefix: "replyonce-bench-" + id + ":"}
+	dir := ""
 	switch cfg.Store {
-	case "memory":
-		return &openedStore{store: memory.New(nil), close: func() {}, size: heapInUse, sizeHow: "Go heap in use after a GC (the whole process: a rough figure)"}, nil
-	case "bolt":
-		return openBolt(cfg)
 	case "postgres":
-		return openPostgres(ctx, cfg)
+		sc.URL = cfg.PostgresDSN
 	case "redis":
-		return openRedis(ctx, cfg)
-	}
-	return nil, fmt.Errorf("bench: store %q is not supported", cfg.Store)
-}
-
-func openBolt(cfg Config) (*openedStore, error) {
-	dir, err := os.MkdirTemp(cfg.Dir, "replyonce-bench-*")
-	if err != nil {
-		return nil, fmt.Errorf("bench: bolt directory: %w", err)
-	}
-	// bolt.Options{} is what `serve` uses: fsync on every (batched) commit.
-	s, err := bolt.Open(filepath.Join(dir, "ledger.db"), bolt.Options{})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	path := filepath.Join(dir, "ledger.db")
-	size := func(context.Context) (int64, error) {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return 0, err
+		sc.URL = cfg.RedisURL
+	case "bolt":
+		var err error
+		if dir, err = os.MkdirTemp(cfg.Dir, "replyonce-bench-*"); err != nil {
+			return nil, fmt.Errorf("bench: bolt directory: %w", err)
 		}
-		return fi.Size(), nil
+		sc.Path = filepath.Join(dir, "ledger.db")
 	}
-	return &openedStore{store: s, notes: "fsync on every commit (concurrent writes share one), file in " + dir,
-		close: func() { _ = s.Close(); _ = os.RemoveAll(dir) }, size: size, sizeHow: "bolt file size"}, nil
+	op, err := stores.Open(ctx, sc, stores.Options{Postgres: func(pc *pgxpool.Config) {
+		// Durable whatever the server's default: every commit waits for
+		// the WAL flush, as a ledger that answers 200 must.
+		pc.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+		if cfg.PostgresPool > 0 {
+			pc.MaxConns = int32(cfg.PostgresPool)
+		}
+	}})
+	if err != nil {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	switch {
+	case op.Pool != nil:
+		return measurePostgres(ctx, op, sc.Table)
+	case op.Redis != nil:
+		return measureRedis(ctx, op, sc.Prefix), nil
+	case dir != "":
+		// bolt.Options{} is what `serve` uses: fsync on every (batched) commit.
+		size := func(context.Context) (int64, error) {
+			fi, err := os.Stat(sc.Path)
+			if err != nil {
+				return 0, err
+			}
+			return fi.Size(), nil
+		}
+		return &openedStore{store: op.Store, notes: "fsync on every commit (concurrent writes share one), file in " + dir,
+			close: func() { op.Close(); _ = os.RemoveAll(dir) }, size: size, sizeHow: "bolt file size"}, nil
+	}
+	return &openedStore{store: op.Store, close: op.Close, size: heapInUse, sizeHow: "Go heap in use after a GC (the whole process: a rough figure)"}, nil
 }
 
-func openPostgres(ctx context.Context, cfg Config) (*openedStore, error) {
-	pc, err := pgxpool.ParseConfig(cfg.PostgresDSN)
-	if err != nil {
-		return nil, fmt.Errorf("bench: postgres DSN: %w", err)
-	}
-	// Durable whatever the server's default: every commit waits for the
-	// WAL flush, as a ledger that answers 200 must.
-	pc.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
-	switch {
-	case cfg.PostgresPool > 0:
-		pc.MaxConns = int32(cfg.PostgresPool)
-	case !strings.Contains(cfg.PostgresDSN, "pool_max_conns"):
-		pc.MaxConns = 32 // what serve uses when the DSN does not say
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("bench: postgres: %w", err)
-	}
-	table := "replyonce_bench_" + runID()
-	s := postgres.New(pool, postgres.Options{Table: table})
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		pool.Close()
-		return nil, err
-	}
+// measurePostgres checks that the server keeps every commit, and reads
+// its CPU when it runs on this host.
+func measurePostgres(ctx context.Context, op *stores.Opened, table string) (*openedStore, error) {
+	pool := op.Pool
+	// The table goes before the pool closes with the store: the run is
+	// over by then, so the store has nothing left to write.
+	closeAll := func() { dropTable(pool, table); op.Close() }
 	var syncCommit, fsync string
 	if err := pool.QueryRow(ctx, "SELECT current_setting('synchronous_commit'), current_setting('fsync')").Scan(&syncCommit, &fsync); err != nil {
-		s.Close()
-		dropTable(pool, table)
-		pool.Close()
+		closeAll()
 		return nil, fmt.Errorf("bench: postgres settings: %w", err)
 	}
 	if syncCommit != "on" || fsync != "on" {
-		s.Close()
-		dropTable(pool, table)
-		pool.Close()
+		closeAll()
 		return nil, fmt.Errorf("bench: postgres must run with fsync and synchronous_commit on (have fsync=%s, synchronous_commit=%s)", fsync, syncCommit)
 	}
 	cpu, cpuNote := localPostgresCPU(ctx, pool, "/proc")
-	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns, %s", table, syncCommit, fsync, pc.MaxConns, cpuNote)
+	notes := fmt.Sprintf("table %s, synchronous_commit=%s, fsync=%s, pool max %d conns, %s", table, syncCommit, fsync, pool.Config().MaxConns, cpuNote)
 	size := func(ctx context.Context) (int64, error) {
 		var n int64
 		err := pool.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass) + pg_total_relation_size($2::regclass)",
 			pgx.Identifier{table}.Sanitize(), pgx.Identifier{table + "_blobs"}.Sanitize()).Scan(&n)
 		return n, err
 	}
-	return &openedStore{store: s, notes: notes, serverCPU: cpu, close: func() { s.Close(); dropTable(pool, table); pool.Close() },
+	return &openedStore{store: op.Store, notes: notes, serverCPU: cpu, close: closeAll,
 		size: size, sizeHow: "pg_total_relation_size of the table and its blobs table (indexes and TOAST included)"}, nil
 }
 
@@ -142,25 +132,14 @@ func dropTable(pool *pgxpool.Pool, table string) {
 	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()+" CASCADE")
 }
 
-func openRedis(ctx context.Context, cfg Config) (*openedStore, error) {
-	opts, err := goredis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return nil, fmt.Errorf("bench: redis URL: %w", err)
+// measureRedis notes the server's persistence and reads its CPU and the
+// run's keys' memory.
+func measureRedis(ctx context.Context, op *stores.Opened, prefix string) *openedStore {
+	client := op.Redis.Client()
+	notes := "key prefix " + prefix
+	if c, ok := client.(*goredis.Client); ok {
+		notes += fmt.Sprintf(", pool %d conns", c.Options().PoolSize)
 	}
-	opts.ContextTimeoutEnabled = true
-	if !strings.Contains(cfg.RedisURL, "pool_size") {
-		// What redis.Open gives a URL without pool_size: one connection
-		// per concurrent request.
-		opts.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
-	}
-	client := goredis.NewClient(opts)
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("bench: redis ping %s: %w", opts.Addr, err)
-	}
-	prefix := "replyonce-bench-" + runID() + ":"
-	s := redis.New(client, redis.Options{KeyPrefix: prefix})
-	notes := fmt.Sprintf("key prefix %s, pool %d conns", prefix, opts.PoolSize)
 	if v, err := client.ConfigGet(ctx, "appendonly").Result(); err == nil {
 		notes += ", appendonly=" + v["appendonly"]
 		if w, err := client.ConfigGet(ctx, "appendfsync").Result(); err == nil && v["appendonly"] == "yes" {
@@ -168,16 +147,18 @@ func openRedis(ctx context.Context, cfg Config) (*openedStore, error) {
 		}
 	}
 	notes += ", server CPU from INFO cpu"
-	return &openedStore{store: s, notes: notes, serverCPU: redisServerCPU(client),
-		close:   func() { _ = s.Close(); deleteKeys(client, prefix); _ = client.Close() },
+	return &openedStore{store: op.Store, notes: notes, serverCPU: redisServerCPU(client),
+		// The keys go first (the run is over): closing the store closes
+		// its client.
+		close:   func() { deleteKeys(client, prefix); op.Close() },
 		size:    func(ctx context.Context) (int64, error) { return memoryUsage(ctx, client, prefix) },
-		sizeHow: "sum of MEMORY USAGE (SAMPLES 0) over the run's keys"}, nil
+		sizeHow: "sum of MEMORY USAGE (SAMPLES 0) over the run's keys"}
 }
 
 // deleteKeys removes every key under prefix. The scan is bounded: a run
 // writes a few keys per event, and a Redis that keeps answering with more
 // is not one this cleanup should chase forever.
-func deleteKeys(client *goredis.Client, prefix string) {
+func deleteKeys(client goredis.UniversalClient, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var cursor uint64
@@ -200,7 +181,7 @@ func deleteKeys(client *goredis.Client, prefix string) {
 
 // memoryUsage sums MEMORY USAGE over every key under prefix: what this
 // run's keys cost the Redis server, without looking at anyone else's.
-func memoryUsage(ctx context.Context, client *goredis.Client, prefix string) (int64, error) {
+func memoryUsage(ctx context.Context, client goredis.UniversalClient, prefix string) (int64, error) {
 	var total int64
 	var cursor uint64
 	for {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
@@ -22,7 +21,7 @@ import (
 	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
-	"github.com/replyonce/gateway/stores/redis"
+	"github.com/replyonce/gateway/stores"
 )
 
 // Config is the whole file.
@@ -71,21 +70,9 @@ type Admin struct {
 // event body and the ledger, and /login lets ten guesses a minute.
 const MinAdminToken = 16
 
-// Store picks the ledger backend.
-type Store struct {
-	Kind string `yaml:"kind"` // memory | bolt | postgres | redis
-	Path string `yaml:"path"` // bolt
-	URL  string `yaml:"url"`  // postgres, redis (a single server)
-	// Table is the Postgres table ("schema.table" allowed; default
-	// replyonce_scopes), Prefix the Redis key prefix (default the store's),
-	// so that several gateways, or test runs, can share one server.
-	Table  string `yaml:"table"`
-	Prefix string `yaml:"prefix"`
-	// Redis is the Redis store's own settings: Cluster or Sentinel
-	// instead of a URL, ACL user, TLS, replicas to wait for. The store
-	// package checks them (redis.Config.Topology).
-	Redis redis.Config `yaml:"redis"`
-}
+// Store picks the ledger backend: the stores package's own config, which
+// opens it (stores.Open) and checks it.
+type Store = stores.Config
 
 // Log sets logging.
 type Log struct {
@@ -587,32 +574,13 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("admin.allowed_hosts[%d]", i), "%q is not a host name or address (no scheme, port or wildcard)", h)
 		}
 	}
-	switch c.Store.Kind {
-	case "memory":
-	case "bolt":
-		if c.Store.Path == "" {
-			bad("store.path", "required for the bolt store")
+	if !slices.Contains(stores.Kinds(), c.Store.Kind) {
+		bad("store.kind", "%q is not one of %s%s", c.Store.Kind, strings.Join(stores.Kinds(), ", "),
+			suggest.Hint(c.Store.Kind, stores.Kinds()))
+	} else {
+		for _, fe := range c.Store.Check() {
+			errs = append(errs, fe)
 		}
-	case "postgres":
-		if c.Store.URL == "" {
-			bad("store.url", "required for the %s store", c.Store.Kind)
-		} else if _, err := pgxpool.ParseConfig(c.Store.URL); err != nil {
-			// serve would refuse it at start: so must check. pgx's
-			// message names the part at fault, not the password.
-			bad("store.url", "%v", err)
-		}
-	case "redis":
-		if _, err := c.Store.Redis.Topology(c.Store.URL); err != nil {
-			for _, fe := range redisProblems(err) {
-				errs = append(errs, &field.Error{Field: "store." + fe.Field, Err: fe.Err})
-			}
-		}
-	default:
-		bad("store.kind", "%q is not one of memory, bolt, postgres, redis%s", c.Store.Kind,
-			suggest.Hint(c.Store.Kind, []string{"memory", "bolt", "postgres", "redis"}))
-	}
-	if c.Store.Kind != "redis" && !reflect.ValueOf(c.Store.Redis).IsZero() {
-		bad("store.redis", "only the redis store reads it (store.kind is %q)", c.Store.Kind)
 	}
 	for _, d := range []struct {
 		field string
@@ -647,29 +615,6 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// redisProblems lists the store's field errors in err; an error that is
-// none (there should be none) becomes one about store.redis.
-func redisProblems(err error) []*redis.FieldError {
-	var out []*redis.FieldError
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, c := range j.Unwrap() {
-				walk(c)
-			}
-			return
-		}
-		var fe *redis.FieldError
-		if errors.As(e, &fe) {
-			out = append(out, fe)
-			return
-		}
-		out = append(out, &redis.FieldError{Field: "redis", Err: e})
-	}
-	walk(err)
-	return out
 }
 
 func isLoopback(host string) bool {

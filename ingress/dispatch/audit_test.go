@@ -11,6 +11,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -32,22 +33,22 @@ func TestDuplicateWhateverState(t *testing.T) {
 	if st, _ := h.post(t, "busy"); st != http.StatusAccepted {
 		t.Fatalf("first copy: %d", st)
 	}
-	for h.item(t, "busy").Status != ledger.DeliveryDelivering || len(h.agent.requests("busy")) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "busy is delivering and reached the agent", func() bool {
+		return h.item(t, "busy").Status == ledger.DeliveryDelivering && len(h.agent.requests("busy")) > 0
+	})
 	if st, a := h.post(t, "busy"); st != http.StatusOK || a["status"] != "duplicate" || a["outcome"] != "delivering" {
 		t.Errorf("copy while delivering: %d %v, want 200 duplicate (delivering)", st, a)
 	}
 	close(release)
 	h.post(t, "bad")
-	settle(h.d)
+	settle(t, h.d)
 	if q := h.item(t, "bad"); q.Status != ledger.DeliveryRejected {
 		t.Fatalf("agent 422: %s", q.Status)
 	}
 	if st, a := h.post(t, "bad"); st != http.StatusOK || a["status"] != "duplicate" || a["outcome"] != "rejected" {
 		t.Errorf("copy of a rejected event: %d %v, want 200 duplicate (rejected)", st, a)
 	}
-	settle(h.d)
+	settle(t, h.d)
 	for _, id := range []string{"busy", "bad"} {
 		if n := len(h.agent.requests(id)); n != 1 {
 			t.Errorf("%s reached the agent %d times, want once", id, n)
@@ -97,7 +98,7 @@ func TestStoreOutageMidDelivery(t *testing.T) {
 	h.store.down.Store(true)
 	reads := h.store.reads.Load()
 	close(down)
-	settle(h.d)
+	settle(t, h.d)
 	time.Sleep(time.Second) // poll is 20 ms: about 50 sweeps without a backoff
 	if n := h.store.reads.Load() - reads; n > 10 {
 		t.Errorf("%d sweeps' store reads in 1 s of outage: no backoff", n)
@@ -108,9 +109,7 @@ func TestStoreOutageMidDelivery(t *testing.T) {
 	}
 	h.clock.Advance(h.source.Queued().Lease())
 	h.d.Notify()
-	for h.item(t, "mid").Status != ledger.DeliveryDelivered {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "mid is delivered", func() bool { return h.item(t, "mid").Status == ledger.DeliveryDelivered })
 	reqs := h.agent.requests("mid")
 	if len(reqs) != 2 {
 		t.Fatalf("%d forwards, want 2 (the unrecorded one and its redelivery)", len(reqs))

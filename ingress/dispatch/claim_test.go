@@ -10,6 +10,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -74,13 +75,13 @@ func TestTakeAnsweredAfterItsClaimIsAbandoned(t *testing.T) {
 	if _, err := fast.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	settle(fast)
+	settle(t, fast)
 	if n := len(h.agent.requests("late")); n != 1 {
 		t.Fatalf("the other instance forwarded %d times, want 1", n)
 	}
 	// Now the slow instance hears that its take succeeded.
 	open()
-	settle(slow)
+	settle(t, slow)
 	h.wantDeliveredOnceAsSecond(t, "late")
 }
 
@@ -100,9 +101,7 @@ func TestPlaceCameTooLateByTheClock(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	h.post(t, "slow") // handed over: holds the agent's only place
-	for len(h.agent.requests("slow")) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "slow reached the agent", func() bool { return len(h.agent.requests("slow")) > 0 })
 	h.post(t, "waiting") // handed over too, and waits for the place
 	if q := h.item(t, "waiting"); q.Status != ledger.DeliveryDelivering {
 		t.Fatalf("second event %s, want held (delivering)", q.Status)
@@ -110,7 +109,7 @@ func TestPlaceCameTooLateByTheClock(t *testing.T) {
 	// The claim's start-by time passes on the clock, then the place frees.
 	h.clock.Advance(h.source.Queued().Lease() - h.source.Queued().Target.Timeout)
 	unblock()
-	settle(h.d)
+	settle(t, h.d)
 	if n := len(h.agent.requests("waiting")); n != 0 {
 		t.Fatalf("forwarded %d times with too little of its claim left", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -78,13 +79,7 @@ func TestCancelNotice(t *testing.T) {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the condition holds", cond)
 }
 
 // forward.order: scope. The head of a conversation in flight holds back
@@ -124,7 +119,7 @@ func TestOrderedScopeMovesOnPastDeadLetter(t *testing.T) {
 		items, err := h.ledger.QueueItems(t.Context(), "conv")
 		return err == nil && len(items) == 2 && items[0].Status == ledger.DeliveryDead
 	})
-	settle(h.d)
+	settle(t, h.d)
 	h.sweep(t)
 	if n := len(h.agent.requests("e2")); n != 1 {
 		t.Fatalf("e2 forwarded %d times after e1 went to dead letter, want 1", n)

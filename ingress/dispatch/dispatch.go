@@ -126,6 +126,9 @@ type source struct {
 	agent  chan struct{} // forward.concurrency places: requests to the agent in flight
 	holds  chan struct{} // takeAhead × forward.concurrency places (× 1 unless Source.HoldsAhead): deliveries held
 	paused bool          // guarded by Dispatcher.mu
+	// waiting counts the accepts waiting in Reserve for a place: the
+	// signal a test waits for before it frees one.
+	waiting atomic.Int32
 	// latency is a moving average of the agent's answer time, in
 	// nanoseconds: deliveries are held beyond forward.concurrency only
 	// while it is under takeAheadLatency.
@@ -251,6 +254,8 @@ func (d *Dispatcher) Reserve(ctx context.Context, name string) (*Slot, bool) {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
 	select {
 	case s.holds <- struct{}{}:
 	case <-timer.C:

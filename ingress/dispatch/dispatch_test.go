@@ -11,6 +11,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -25,7 +26,7 @@ func TestQueuedAcceptAndDeliver(t *testing.T) {
 	if st, a := h.post(t, "d-1"); st != http.StatusOK || a["status"] != "duplicate" {
 		t.Fatalf("copy while queued: %d %v, want 200 duplicate", st, a)
 	}
-	settle(h.d)
+	settle(t, h.d)
 	reqs := h.agent.requests("d-1")
 	if len(reqs) != 1 {
 		t.Fatalf("agent got %d requests, want 1", len(reqs))
@@ -71,7 +72,7 @@ func TestQueuedAnswerDoesNotWaitForTheAgent(t *testing.T) {
 		t.Fatalf("item %s while the agent holds the request, want delivering", q.Status)
 	}
 	close(release)
-	settle(h.d)
+	settle(t, h.d)
 	if q := h.item(t, "slow"); q.Status != ledger.DeliveryDelivered {
 		t.Fatalf("item %s, want delivered", q.Status)
 	}
@@ -88,7 +89,7 @@ func TestQueuedStoreDownIs503(t *testing.T) {
 	if st, _ := h.post(t, "lost"); st != http.StatusAccepted {
 		t.Fatalf("status %d once the store is back, want 202", st)
 	}
-	settle(h.d)
+	settle(t, h.d)
 }
 
 // The agent is down: the event waits, retries follow the schedule on the
@@ -104,7 +105,7 @@ func TestRetriesFollowTheSchedule(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	h.post(t, "r-1")
-	settle(h.d)
+	settle(t, h.d)
 	for i, delay := range dispatch.DefaultSchedule[1:4] {
 		q := h.item(t, "r-1")
 		if q.Status != ledger.DeliveryQueued || q.Failures != i+1 {
@@ -162,7 +163,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 				w.WriteHeader(c.status)
 			})
 			h.post(t, "ra")
-			settle(h.d)
+			settle(t, h.d)
 			q := h.item(t, "ra")
 			if got := q.NextAt.Sub(h.clock.Now()); got != c.want {
 				t.Fatalf("next attempt in %s, want %s", got, c.want)
@@ -176,7 +177,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	h.post(t, "date")
-	settle(h.d)
+	settle(t, h.d)
 	if got := h.item(t, "date").NextAt.Sub(h.clock.Now()); got < 9*time.Minute || got > 10*time.Minute {
 		t.Fatalf("HTTP-date Retry-After: next attempt in %s, want about 10m", got)
 	}
@@ -196,7 +197,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	h.post(t, "dl")
-	settle(h.d)
+	settle(t, h.d)
 	for range 2 {
 		h.clock.Advance(3 * time.Second)
 		h.sweep(t)
@@ -237,7 +238,7 @@ func TestMaxAge(t *testing.T) {
 	}))
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
 	h.post(t, "old")
-	settle(h.d)
+	settle(t, h.d)
 	h.clock.Advance(5 * time.Second)
 	h.sweep(t) // the next delay (5m) would start past the minute
 	if q := h.item(t, "old"); q.Status != ledger.DeliveryDead || len(h.agent.requests("old")) != 2 {
@@ -267,7 +268,7 @@ func TestRejectionsAndFaults(t *testing.T) {
 				w.WriteHeader(c.status)
 			})
 			h.post(t, "x")
-			settle(h.d)
+			settle(t, h.d)
 			if q := h.item(t, "x"); q.Status != c.want || q.LastStatus != c.status {
 				t.Fatalf("agent %d: item %s (last %d), want %s", c.status, q.Status, q.LastStatus, c.want)
 			}
@@ -293,7 +294,7 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 	if _, err := other.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	settle(other)
+	settle(t, other)
 	if n := len(h.agent.requests("crash")); n != 0 {
 		t.Fatalf("taken over while the claim was live: %d requests", n)
 	}
@@ -301,7 +302,7 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 	if _, err := other.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	settle(other)
+	settle(t, other)
 	h.wantDeliveredOnceAsSecond(t, "crash")
 }
 
@@ -322,9 +323,7 @@ func TestRunSweepsAndSurvivesStoreOutage(t *testing.T) {
 	h.store.down.Store(false)
 	for i := range 5 {
 		id := "o-" + strconv.Itoa(i)
-		for h.item(t, id).Status != ledger.DeliveryDelivered {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.Eventually(t, id+" is delivered", func() bool { return h.item(t, id).Status == ledger.DeliveryDelivered })
 		if n := len(h.agent.requests(id)); n != 1 {
 			t.Errorf("%s forwarded %d times, want once", id, n)
 		}
@@ -347,14 +346,13 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 		done <- h.d.Shutdown(ctx)
 	}()
 	// Once shutdown has begun no slot is handed out.
-	for {
+	testkit.Eventually(t, "shutdown has begun and no slot is handed out", func() bool {
 		sl, ok := h.d.Reserve(context.Background(), "github")
-		if !ok {
-			break
+		if ok {
+			sl.Release()
 		}
-		sl.Release()
-		time.Sleep(time.Millisecond)
-	}
+		return !ok
+	})
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -371,9 +369,9 @@ func TestShutdownCutsAfterGrace(t *testing.T) {
 		<-r.Context().Done()
 	})
 	h.post(t, "cut")
-	for h.item(t, "cut").Status != ledger.DeliveryDelivering || len(h.agent.requests("cut")) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "cut is delivering and reached the agent", func() bool {
+		return h.item(t, "cut").Status == ledger.DeliveryDelivering && len(h.agent.requests("cut")) > 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := h.d.Shutdown(ctx); err == nil {
@@ -439,7 +437,7 @@ func TestNeverRetryingProviderAgentDown(t *testing.T) {
 	}
 	drain := func() {
 		for {
-			settle(h.d) // deliveries handed over at accept finish first
+			settle(t, h.d) // deliveries handed over at accept finish first
 			due, err := h.ledger.DueDeliveries(context.Background(), 1000)
 			if err != nil {
 				t.Fatal(err)
@@ -512,7 +510,7 @@ func TestSlowAgentBehindShortBudget(t *testing.T) {
 		}
 		h.sweep(t)
 	}
-	settle(h.d)
+	settle(t, h.d)
 	for i := range events {
 		id := "slack-" + strconv.Itoa(i)
 		if n := len(h.agent.requests(id)); n != 1 {

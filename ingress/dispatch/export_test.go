@@ -24,6 +24,9 @@ func (d *Dispatcher) InFlight() map[string]int { return d.inFlight() }
 // Held is how many of source's deliveries are held.
 func (d *Dispatcher) Held(source string) int { return len(d.sources[source].holds) }
 
+// Waiting is how many accepts wait in Reserve for one of source's places.
+func (d *Dispatcher) Waiting(source string) int { return int(d.sources[source].waiting.Load()) }
+
 // Concurrency is source's number of requests to the agent in flight.
 func (d *Dispatcher) Concurrency(source string) int { return cap(d.sources[source].agent) }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -77,13 +78,8 @@ func TestBusySourceBacklogDoesNotHideOtherSources(t *testing.T) {
 		}
 	})
 	run(t, d)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.agent.requests("late")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle source's event was not delivered while the busy source's backlog waited (busy holds %d)", d.Held("busy"))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the idle source's event is delivered while the busy source's backlog waits",
+		func() bool { return len(h.agent.requests("late")) > 0 })
 	reached := 0
 	for i := range busyEvents {
 		reached += len(h.agent.requests("b-" + strconv.Itoa(i)))

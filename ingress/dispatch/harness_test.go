@@ -23,6 +23,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 	"github.com/replyonce/gateway/stores/memory"
@@ -255,13 +256,9 @@ func run(t *testing.T, d *dispatch.Dispatcher) {
 }
 
 // settle waits until d has no delivery in flight.
-func settle(d *dispatch.Dispatcher) {
-	for {
-		if len(d.InFlight()) == 0 {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+func settle(t testing.TB, d *dispatch.Dispatcher) {
+	t.Helper()
+	testkit.Eventually(t, "the dispatcher has no delivery in flight", func() bool { return len(d.InFlight()) == 0 })
 }
 
 // sweep runs one sweep and waits for what it started.
@@ -270,7 +267,7 @@ func (h *harness) sweep(t *testing.T) {
 	if _, err := h.d.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	settle(h.d)
+	settle(t, h.d)
 }
 
 func githubBody(id string) []byte {

@@ -87,7 +87,7 @@ func TestPausedBacklogHoldsBackNoOtherSource(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			settle(d)
+			settle(t, d)
 			if !full {
 				return
 			}

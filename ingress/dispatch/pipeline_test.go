@@ -12,6 +12,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -47,9 +48,7 @@ func TestConcurrencyBoundsAgentRequestsNotHolds(t *testing.T) {
 	wg.Wait()
 	for i := range events {
 		id := "c-" + strconv.Itoa(i)
-		for h.item(t, id).Status != ledger.DeliveryDelivered {
-			time.Sleep(2 * time.Millisecond)
-		}
+		testkit.Eventually(t, id+" is delivered", func() bool { return h.item(t, id).Status == ledger.DeliveryDelivered })
 		if n := len(h.agent.requests(id)); n != 1 {
 			t.Errorf("%s forwarded %d times, want once", id, n)
 		}
@@ -79,21 +78,13 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	})
 	h.post(t, "slow") // handed over: holds the agent's only place
-	for len(h.agent.requests("slow")) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "slow reached the agent", func() bool { return len(h.agent.requests("slow")) > 0 })
 	h.post(t, "waiting") // handed over too, and waits for the place
 	if q := h.item(t, "waiting"); q.Status != ledger.DeliveryDelivering {
 		t.Fatalf("second event %s, want held (delivering)", q.Status)
 	}
 	// Half the claim's margin after the accept, the wait is over.
-	deadline := time.Now().Add(10 * time.Second)
-	for h.item(t, "waiting").Status == ledger.DeliveryDelivering {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiting delivery was never given back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, "the waiting delivery is given back", func() bool { return h.item(t, "waiting").Status != ledger.DeliveryDelivering })
 	q := h.item(t, "waiting")
 	if q.Status != ledger.DeliveryQueued || q.Failures != 0 || !q.Due(h.clock.Now()) {
 		t.Fatalf("given back as %s with %d failures (due %v), want queued, due now, no failure", q.Status, q.Failures, q.Due(h.clock.Now()))
@@ -109,7 +100,7 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 		t.Errorf("given-back attempts counted %v, want 1", got)
 	}
 	unblock()
-	settle(h.d)
+	settle(t, h.d)
 	h.sweep(t)
 	h.wantDeliveredOnceAsSecond(t, "waiting")
 }
@@ -128,7 +119,9 @@ func TestReserveWaitsForAPlaceOnlyWhileTheAgentIsFast(t *testing.T) {
 		sl, _ := h.d.Reserve(context.Background(), "github")
 		got <- sl
 	}()
-	time.Sleep(5 * time.Millisecond) // well inside forward.accept_wait
+	// The place is freed only once the accept waits for it: freed before,
+	// the accept would take it without reaching the wait this tests.
+	testkit.Eventually(t, "the accept waits for a place", func() bool { return h.d.Waiting("github") == 1 })
 	slots[0].Release()
 	waited := <-got
 	if waited == nil {

@@ -34,7 +34,7 @@ func TestTraceOfAQueuedDelivery(t *testing.T) {
 	if st, _ := h.post(t, "q-1"); st != http.StatusAccepted {
 		t.Fatalf("accept: %d", st)
 	}
-	settle(h.d) // the first attempt, handed over with the event in memory
+	settle(t, h.d) // the first attempt, handed over with the event in memory
 	q := h.item(t, "q-1")
 	h.clock.Advance(q.NextAt.Sub(h.clock.Now()))
 	h.sweep(t) // the retry, read back from the store
@@ -114,7 +114,7 @@ func TestTraceOfAnUntracedAccept(t *testing.T) {
 	if _, err := d.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	settle(d)
+	settle(t, d)
 	var n int
 	for _, s := range exp.GetSpans() {
 		if s.Name == dispatch.SpanDispatch {

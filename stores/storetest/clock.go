@@ -1,29 +1,14 @@
 package storetest
 
 import (
-	"sync"
 	"time"
+
+	"github.com/replyonce/gateway/internal/testkit"
 )
 
-// Clock is a manual clock for driving TTLs, leases and retention.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is the shared manual clock (testkit.Clock), for driving TTLs,
+// leases and retention; the name stays for the suites that use it.
+type Clock = testkit.Clock
 
 // NewClock returns a clock standing at start.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(start time.Time) *Clock { return testkit.NewClock(start) }

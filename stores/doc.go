@@ -5,7 +5,8 @@
 //
 // Open (open.go) is the one switch over them: it opens the store a Config
 // (the gateway's `store:` section) names, for serve, check and bench alike,
-// and Kinds lists them. A new kind is one entry there and a sub-package.
+// and Kinds lists them. A new kind is a sub-package and an entry in that
+// one file (its opener, and its cases in Config.Check and Config.String).
 //
 // # Queued delivery in the stores
 //

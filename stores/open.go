@@ -69,8 +69,9 @@ func (o *Opened) Close() { o.close() }
 // opener opens one kind of store.
 type opener func(ctx context.Context, c Config, o Options) (*Opened, error)
 
-// kinds is the one list of store kinds: a kind added here is known to
-// Open, Check and Kinds, so to serve, check and bench.
+// kinds is the one list of store kinds: a kind added here (with its cases
+// in Check and String, below in this file) is known to Open and Kinds, so
+// to serve, check and bench.
 var kinds = []struct {
 	name string
 	open opener

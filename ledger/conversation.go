@@ -94,7 +94,7 @@ func (d *document) takeable(q *QueueItem, now time.Time) bool {
 // blockedAll is blocked for every item of the document in one pass (the
 // head of the waiting items and the items in flight are found once), for
 // the loops that ask about each item: the due time of a write and
-// DueDeliveries. It reads the document as it is now; do not mutate between.
+// Due. It reads the document as it is now; do not mutate between.
 func (d *document) blockedAll(now time.Time) func(q *QueueItem) bool {
 	var head *QueueItem
 	inFlight := false

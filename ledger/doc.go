@@ -178,8 +178,8 @@
 // delivering and its claim's deadline (LeaseUntil) has passed: a crashed
 // dispatcher's delivery comes back by itself. Every write stores the
 // earliest such time as Write.DueAt, which the store indexes, and
-// DueDeliveries walks that index (Store.ScopesDue) the way Ambiguous walks
-// ScopesToReview; DueDeliveriesFrom starts further down it
+// Due walks that index (Store.ScopesDue) the way Ambiguous walks
+// ScopesToReview; DueQuery.From starts it further down
 // (Store.ScopesDueBetween), and CountDue counts it (Store.CountDue). TakeDelivery is the lease: in one Transact it re-checks
 // that the item is due, begins a new delivery of the run (a newer fencing
 // token; the first take of an event accepted without Hold keeps the
@@ -257,7 +257,7 @@
 //     order is contextAt, then receipt time, then entry id. Dead, rejected
 //     and settled items hold nothing back: when the head goes to dead
 //     letter the scope moves on. An item held back is left out of the
-//     document's DueAt and of DueDeliveries, so a long queue on one scope
+//     document's DueAt and of Due, so a long queue on one scope
 //     never crowds other scopes out of a sweep. Enqueue's Hold is refused
 //     (no Run in the answer) for an item that has to wait.
 //   - Newest wins (supersede runs): whenever a write begins a run, every

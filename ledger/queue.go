@@ -561,27 +561,28 @@ func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (Que
 	return out, nil
 }
 
-// DueDeliveries lists up to limit queued deliveries that are due now,
-// earliest first, from up to limit scopes found through the store's index.
-func (l *Ledger) DueDeliveries(ctx context.Context, limit int) ([]QueueItem, error) {
-	return l.DueDeliveriesSkipping(ctx, limit, nil)
+// DueQuery says which queued deliveries Due lists.
+type DueQuery struct {
+	// Limit bounds the deliveries listed and the scopes read for them
+	// (default 100).
+	Limit int
+	// From starts the listing at that place in the due index (a scope's
+	// earliest due time; zero: from the start): the page after one whose
+	// last scope sits at From, with that page's scopes in Skip.
+	From time.Time
+	// Skip lists scopes not to read: a dispatcher passes the scopes it is
+	// taking deliveries of right now, which the index still lists as due
+	// until their takes land, so that a sweep neither reads their
+	// documents again nor finds its page filled with them. As many further
+	// scopes are read from the index as Skip has, up to Limit more (an
+	// index read costs more the more it lists).
+	Skip map[string]bool
 }
 
-// DueDeliveriesSkipping is DueDeliveries for the scopes not in skip: a
-// dispatcher passes the scopes it is taking deliveries of right now, which
-// the index still lists as due until their takes land, so that a sweep
-// neither reads their documents again nor finds its page filled with
-// them. As many further scopes are read from the index as skip has, up to
-// limit more (an index read costs more the more it lists).
-func (l *Ledger) DueDeliveriesSkipping(ctx context.Context, limit int, skip map[string]bool) ([]QueueItem, error) {
-	return l.DueDeliveriesFrom(ctx, limit, time.Time{}, skip)
-}
-
-// DueDeliveriesFrom is DueDeliveriesSkipping for the scopes whose place in
-// the due index (their earliest due time) is at from or later (zero: from
-// the start): the page after one whose last scope sits at from, with that
-// page's scopes in skip.
-func (l *Ledger) DueDeliveriesFrom(ctx context.Context, limit int, from time.Time, skip map[string]bool) ([]QueueItem, error) {
+// Due lists up to q.Limit queued deliveries that are due now, earliest
+// first, from up to q.Limit scopes found through the store's index.
+func (l *Ledger) Due(ctx context.Context, q DueQuery) ([]QueueItem, error) {
+	limit, from, skip := q.Limit, q.From, q.Skip
 	if limit <= 0 {
 		limit = 100
 	}

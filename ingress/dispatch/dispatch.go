@@ -402,7 +402,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	d.pending = nil
 	if fresh {
 		skip := d.scopesTaking()
-		if items, err = d.l.DueDeliveriesSkipping(ctx, d.batch, skip); err != nil {
+		if items, err = d.l.Due(ctx, ledger.DueQuery{Limit: d.batch, Skip: skip}); err != nil {
 			return false, err
 		}
 		d.pendingAt = time.Now()
@@ -484,7 +484,7 @@ func (d *Dispatcher) lookPastBusy(ctx context.Context, page []ledger.QueueItem, 
 			from = d.lookFrom
 		}
 		var err error
-		if page, err = d.l.DueDeliveriesFrom(ctx, d.batch, from, skip); err != nil {
+		if page, err = d.l.Due(ctx, ledger.DueQuery{Limit: d.batch, From: from, Skip: skip}); err != nil {
 			return nil, err
 		}
 		items = append(items, page...)

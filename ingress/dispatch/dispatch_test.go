@@ -438,7 +438,7 @@ func TestNeverRetryingProviderAgentDown(t *testing.T) {
 	drain := func() {
 		for {
 			settle(t, h.d) // deliveries handed over at accept finish first
-			due, err := h.ledger.DueDeliveries(context.Background(), 1000)
+			due, err := h.ledger.Due(context.Background(), ledger.DueQuery{Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -501,7 +501,7 @@ func TestSlowAgentBehindShortBudget(t *testing.T) {
 	}
 	close(release)
 	for {
-		due, err := h.ledger.DueDeliveries(context.Background(), 1000)
+		due, err := h.ledger.Due(context.Background(), ledger.DueQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

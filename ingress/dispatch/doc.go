@@ -27,7 +27,7 @@
 // an event and, if one is free, records the event with its claim held and
 // hands the delivery straight over (no second store step). Otherwise the
 // event waits in the store, and a sweep finds it: the Dispatcher reads the
-// store's due index (ledger.DueDeliveriesSkipping, leaving out the scopes
+// store's due index (ledger.DueQuery.Skip, leaving out the scopes
 // it is taking from right now) when woken (an event queued without a
 // place, a place freed) or every Poll, and takes each due delivery through
 // ledger.TakeDelivery, whose claim is the lease, reading the event's blob
@@ -42,7 +42,7 @@
 // source (every place of its taken) is not parked, but when a full page
 // holds only busy sources' deliveries while another source has a free
 // place, the sweep reads up to four further pages
-// (ledger.DueDeliveriesFrom), going on from where the last such sweep
+// (ledger.DueQuery.From), going on from where the last such sweep
 // stopped, so a long backlog of one source does not hide another's due
 // event until it drains: it is found within backlog / (4 × Batch) sweeps.
 // A delivery whose holder crashed is due again when its claim runs out, so
@@ -94,7 +94,7 @@
 //   - the schedule spent, or the next attempt later than forward.retry
 //     .max_age after receipt: dead letter, kept, never retried by itself.
 //
-// Conversation-aware delivery is the ledger's: DueDeliveries lists only
+// Conversation-aware delivery is the ledger's: Due lists only
 // what a source's forward.order lets go, TakeDelivery refuses the rest and
 // settles a waiting event whose run was superseded (counted, logged), and a
 // debounced delivery carries its covers into Replyonce-Covers. When the

@@ -32,7 +32,7 @@ func (d *Dispatcher) endTake(q ledger.QueueItem) {
 }
 
 // scopesTaking lists the scopes that takes are under way for: a sweep
-// skips them in the due index (ledger.DueDeliveriesSkipping).
+// skips them in the due index (ledger.DueQuery.Skip).
 func (d *Dispatcher) scopesTaking() map[string]bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -147,7 +147,7 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	if !errors.Is(err, ledger.ErrCorruptControl) || set == nil || len(set) != 0 {
 		t.Fatalf("corrupt record: %v, %v; want an empty set and ErrCorruptControl", set, err)
 	}
-	if due := must(e.l.DueDeliveries(e.ctx, 10)); len(due) != 1 || due[0].EventID != "e1" {
+	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 1 || due[0].EventID != "e1" {
 		t.Fatalf("due deliveries with a corrupt record: %+v", due)
 	}
 	// Resuming a source that the corrupt record cannot say is paused

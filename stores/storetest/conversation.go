@@ -44,7 +44,7 @@ func enqueueConv(t *testing.T, e *env, ev convEvent) ledger.Enqueued {
 func dueIDs(t *testing.T, e *env) string {
 	t.Helper()
 	var ids []string
-	for _, q := range must(e.l.DueDeliveries(e.ctx, 100)) {
+	for _, q := range must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 100})) {
 		ids = append(ids, q.EventID)
 	}
 	sort.Strings(ids)
@@ -164,7 +164,7 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: o3, Status: ledger.DeliveryDelivered}))
 	var order []string
 	for range 3 {
-		due := must(e.l.DueDeliveries(e.ctx, 100))
+		due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 100}))
 		if len(due) != 1 {
 			t.Fatalf("due on one ordered scope: %+v", due)
 		}
@@ -299,11 +299,11 @@ func testDebounce(t *testing.T, newStore NewStore) {
 	// restarted process) finds the held event and its covers.
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
 	e.clock.Advance(2*time.Second - time.Millisecond - 200*time.Millisecond) // 1 ms before the quiet time ends
-	if due := must(other.DueDeliveries(e.ctx, 10)); len(due) != 0 {
+	if due := must(other.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
 		t.Fatalf("due before the scope was quiet: %+v", due)
 	}
 	e.clock.Advance(time.Millisecond)
-	due := must(other.DueDeliveries(e.ctx, 10))
+	due := must(other.Due(e.ctx, ledger.DueQuery{Limit: 10}))
 	if len(due) != 1 || due[0].EventID != "b5" {
 		t.Fatalf("due once quiet: %+v", due)
 	}
@@ -341,7 +341,7 @@ func testDebounce(t *testing.T, newStore NewStore) {
 			break
 		}
 	}
-	due = must(e.l.DueDeliveries(e.ctx, 10))
+	due = must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10}))
 	if len(due) != 1 || due[0].EventID != "c09" || due[0].CoverCount != 10 {
 		t.Fatalf("due at max wait: %+v", due)
 	}

@@ -23,10 +23,10 @@ func queueKey(scope, event string) ledger.Key {
 	return ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": event}}
 }
 
-// dueEventIDs lists the event ids DueDeliveries answers now, in its order.
+// dueEventIDs lists the event ids Due answers now, in its order.
 func dueEventIDs(e *env) string {
 	var ids []string
-	for _, q := range must(e.l.DueDeliveries(e.ctx, 10)) {
+	for _, q := range must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})) {
 		ids = append(ids, q.EventID)
 	}
 	return fmt.Sprint(ids)
@@ -258,7 +258,7 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 
 // testDueDeliveriesSkipping: the scopes a dispatcher is taking from are
 // left out of a sweep's page, and the page is filled from further down the
-// index instead, earliest due first; DueDeliveriesFrom starts a page at a
+// index instead, earliest due first; DueQuery.From starts a page at a
 // place in the index.
 func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
@@ -273,22 +273,22 @@ func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
 		}
 		return fmt.Sprint(out)
 	}
-	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 2, nil))); got != "[ev-a ev-b]" {
+	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2}))); got != "[ev-a ev-b]" {
 		t.Fatalf("page of 2 skipping nothing: %s, want [ev-a ev-b]", got)
 	}
-	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 2, map[string]bool{"a": true, "c": true}))); got != "[ev-b ev-d]" {
+	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2, Skip: map[string]bool{"a": true, "c": true}}))); got != "[ev-b ev-d]" {
 		t.Fatalf("page of 2 skipping a and c: %s, want [ev-b ev-d]", got)
 	}
-	if got := ids(must(e.l.DueDeliveriesSkipping(e.ctx, 10, map[string]bool{"a": true, "b": true, "c": true, "d": true}))); got != "[]" {
+	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10, Skip: map[string]bool{"a": true, "b": true, "c": true, "d": true}}))); got != "[]" {
 		t.Fatalf("skipping every scope: %s, want []", got)
 	}
 	// The page after [a b] starts at b's place, without b.
-	first := must(e.l.DueDeliveriesSkipping(e.ctx, 2, nil))
+	first := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2}))
 	from := first[1].NextAt
-	if got := ids(must(e.l.DueDeliveriesFrom(e.ctx, 2, from, map[string]bool{"a": true, "b": true}))); got != "[ev-c ev-d]" {
+	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2, From: from, Skip: map[string]bool{"a": true, "b": true}}))); got != "[ev-c ev-d]" {
 		t.Fatalf("page of 2 from b's due time, skipping a and b: %s, want [ev-c ev-d]", got)
 	}
-	if got := ids(must(e.l.DueDeliveriesFrom(e.ctx, 10, from, nil))); got != "[ev-b ev-c ev-d]" {
+	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10, From: from}))); got != "[ev-b ev-c ev-d]" {
 		t.Fatalf("from b's due time: %s, want [ev-b ev-c ev-d]", got)
 	}
 }
@@ -376,7 +376,7 @@ func testDeliveryLease(t *testing.T, newStore NewStore) {
 	}
 	// The holder crashed: once the claim runs out the delivery is due again.
 	e.clock.Advance(time.Millisecond)
-	if due := must(e.l.DueDeliveries(e.ctx, 10)); len(due) != 1 || due[0].EntryID != id {
+	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 1 || due[0].EntryID != id {
 		t.Fatalf("a crashed holder's delivery is not due after its claim ran out: %+v", due)
 	}
 	second := race()
@@ -411,7 +411,7 @@ func testReplayAndDead(t *testing.T, newStore NewStore) {
 	tk := must(e.l.TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
 	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
 	e.clock.Advance(time.Hour)
-	if due := must(e.l.DueDeliveries(e.ctx, 10)); len(due) != 0 {
+	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
 		t.Fatalf("a dead delivery is due: %+v", due)
 	}
 	if got := must(e.l.QueueItems(e.ctx, "dead")); len(got) != 1 || got[0].Status != ledger.DeliveryDead {

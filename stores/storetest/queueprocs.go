@@ -42,7 +42,7 @@ func QueueChild(ctx context.Context, l *ledger.Ledger, took func(ctx context.Con
 		}
 	}
 	for {
-		due, err := l.DueDeliveries(ctx, 16)
+		due, err := l.Due(ctx, ledger.DueQuery{Limit: 16})
 		if err != nil {
 			return err
 		}

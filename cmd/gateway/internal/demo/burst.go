@@ -32,7 +32,7 @@ import (
 //     conversation is quiet and forwards its newest message once, with
 //     Replyonce-Covers: one turn, one reply answering all of it.
 //
-// The queued run drives the ledger's dispatch steps (DueDeliveries,
+// The queued run drives the ledger's dispatch steps (Due,
 // TakeDelivery, the real forwarder, FinishDelivery) itself, one sweep per
 // 100 ms tick of simulated time, instead of running the dispatcher's
 // goroutines, so that one seed prints one report.
@@ -305,7 +305,7 @@ func (w *burstWorld) queued() error {
 		return err
 	}
 	w.dispatch = func(ctx context.Context) error {
-		due, err := l.DueDeliveries(ctx, 64)
+		due, err := l.Due(ctx, ledger.DueQuery{Limit: 64})
 		if err != nil {
 			return err
 		}

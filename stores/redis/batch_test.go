@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/replyonce/gateway/internal/testkit"
 	"strings"
 	"sync"
 	"testing"
@@ -137,17 +138,14 @@ func fillRoundTrips(t *testing.T, s *Store, deadline time.Duration) (wait func()
 			}
 		})
 	}
-	for s.batch.Inflight() < pipelinesInFlight {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "every round trip taken", func() bool { return s.batch.Inflight() >= pipelinesInFlight })
 	return wg.Wait
 }
 
 // queued waits until n writes are queued.
-func queued(s *Store, n int) {
-	for s.batch.Queued() < n {
-		time.Sleep(time.Millisecond)
-	}
+func queued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	testkit.Eventually(t, fmt.Sprintf("%d writes queued", n), func() bool { return s.batch.Queued() >= n })
 }
 
 // A write still queued when its caller gives up is never sent: the caller
@@ -158,7 +156,7 @@ func TestQueuedWriteLeavesWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- increment(ctx, s, "queued") }()
-	queued(s, 1)
+	queued(t, s, 1)
 	cancel()
 	err := <-errc
 	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "unknown") {
@@ -181,7 +179,7 @@ func TestCloseFailsQueuedWrites(t *testing.T) {
 	for i := range n {
 		go func() { errc <- increment(ctxT(t), s, fmt.Sprintf("q%d", i)) }()
 	}
-	queued(s, n)
+	queued(t, s, n)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

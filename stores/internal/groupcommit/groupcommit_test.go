@@ -3,11 +3,12 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/replyonce/gateway/internal/testkit"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -52,10 +53,9 @@ func newBatcher(t *testing.T, opts Options, separate func(a, b string) bool) (*B
 	return b, rec
 }
 
-func waitQueued(b *Batcher[string, result], n int) {
-	for b.Queued() < n {
-		time.Sleep(time.Millisecond)
-	}
+func waitQueued(t *testing.T, b *Batcher[string, result], n int) {
+	t.Helper()
+	testkit.Eventually(t, fmt.Sprintf("%d writes queued", n), func() bool { return b.Queued() >= n })
 }
 
 func TestLoneWriteGoesAlone(t *testing.T) {
@@ -78,7 +78,7 @@ func TestQueuedWritesLeaveTogether(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		wg.Go(func() { results[i] = b.Do(context.Background(), k) })
-		waitQueued(b, i+1)
+		waitQueued(t, b, i+1)
 	}
 	release()
 	wg.Wait()
@@ -107,7 +107,7 @@ func TestCancelledWhileQueuedIsNeverSent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
 	go func() { done <- b.Do(ctx, "x") }()
-	waitQueued(b, 1)
+	waitQueued(t, b, 1)
 	cancel()
 	if r := <-done; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled queued write: %+v", r)
@@ -134,7 +134,7 @@ func TestCloseFailsQueuedAndLaterWrites(t *testing.T) {
 	for _, k := range []string{"q1", "q2"} {
 		go func() { done <- b.Do(context.Background(), k) }()
 	}
-	waitQueued(b, 2)
+	waitQueued(t, b, 2)
 	b.Close()
 	for range 2 {
 		if r := <-done; !errors.Is(r.err, ErrClosed) {
@@ -199,17 +199,15 @@ func TestTheBatchGoroutineSendsWhatQueuedMeanwhile(t *testing.T) {
 	}
 	do := func(k string) { wg.Go(func() { *results[k] = b.Do(context.Background(), k) }) }
 	do("a")
-	waitQueued(b, 1)
+	waitQueued(t, b, 1)
 	do("b")
-	waitQueued(b, 2)
+	waitQueued(t, b, 2)
 	release()
-	for b.Inflight() != 1 || b.Queued() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, "the queued writes in flight as one batch", func() bool { return b.Inflight() == 1 && b.Queued() == 0 })
 	do("c")
-	waitQueued(b, 1)
+	waitQueued(t, b, 1)
 	do("d")
-	waitQueued(b, 2)
+	waitQueued(t, b, 2)
 	close(gate)
 	wg.Wait()
 

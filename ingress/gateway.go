@@ -596,6 +596,7 @@ func (g *Gateway) storeCtx(ctx context.Context) (context.Context, context.Cancel
 
 func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body []byte, contextAt time.Time) error {
 	ctx := c.Request().Context()
+	receivedAt := g.now()
 	key := ledger.Key{Scope: d.scope, Intent: IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": d.eventID}}
 	cctx, cancel := g.storeCtx(ctx)
 	rctx, rcancel, err := g.recordCtx(cctx, d, src)
@@ -693,11 +694,12 @@ func (g *Gateway) claimAndForward(c echo.Context, d *delivery, src *Source, body
 	sctx, span = g.startStep(sctx, SpanSettle, d)
 	var settleErr error
 	kept := keptAnswer(src, out)
+	rec := g.inlineRecord(c, d, src, body, run, receivedAt, out)
 	switch out.Kind {
 	case forward.Delivered, forward.Rejected:
-		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeCommitted, forward.Record{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil)
+		_, settleErr = g.ledger.SettleInline(sctx, claim.Ref(), ledger.OutcomeCommitted, forward.Record{Outcome: out.Kind.String(), AgentStatus: out.Status, Delivery: run.Delivery, Answer: kept}, nil, rec)
 	default:
-		_, settleErr = g.ledger.Settle(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err)
+		_, settleErr = g.ledger.SettleInline(sctx, claim.Ref(), ledger.OutcomeNotApplied, nil, out.Err, rec)
 	}
 	endStep(span, settleErr, "store error", "")
 	cancel()

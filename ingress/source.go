@@ -99,6 +99,12 @@ type ForwardConfig struct {
 	// RespondLimit bounds the agent's answer that is passed on and stored
 	// for duplicates (default DefaultRespondLimit, at most MaxRespondLimit).
 	RespondLimit ByteSize `yaml:"respond_limit"`
+	// KeepBody keeps an inline event's body (and its passed headers) in
+	// the store beside its record in the received index, so the console
+	// and `gateway events show` can show it. Off by default: the record
+	// alone costs a few hundred bytes of the scope's document, the body
+	// one more store write of its size. Queued events always keep theirs.
+	KeepBody bool `yaml:"keep_body"`
 }
 
 // Defaults for a source.

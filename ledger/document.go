@@ -54,6 +54,13 @@ func (b *blobSet) set(name string, data []byte) {
 
 // drop deletes the item's blobs with the write.
 func (b *blobSet) drop(q *QueueItem) {
+	if q.Inline {
+		// Attempts live in the item; the event blob only with keep_body.
+		if q.Blob != "" {
+			b.set(eventBlob(q.Blob), nil)
+		}
+		return
+	}
 	b.set(eventBlob(q.Blob), nil)
 	for n := 1; n <= q.Attempts; n++ {
 		b.set(attemptBlob(q.Blob, n), nil)

@@ -41,7 +41,7 @@ func fillNonZero(t testing.TB, v reflect.Value, path string) {
 		v.SetBool(true)
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		v.SetInt(int64(7 + len(path)))
-	case reflect.Uint, reflect.Uint64, reflect.Uint32:
+	case reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint8:
 		v.SetUint(uint64(11 + len(path)))
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 1, 1)

@@ -68,6 +68,10 @@ type QueueItem struct {
 	// index at its source's parking time (see park.go) so that it holds
 	// back no other source's work; unparked when the source resumes.
 	Parked bool `json:"parked,omitempty"`
+	// Inline: the event was forwarded inline and is kept for the
+	// operator's lists only (inline.go); its attempts are in the item.
+	Inline         bool            `json:"inline,omitempty"`
+	InlineAttempts []AttemptRecord `json:"inlineAttempts,omitempty"`
 }
 
 // Due reports whether a dispatcher may take the item at now: a queued item
@@ -545,6 +549,9 @@ func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (Que
 		if q == nil {
 			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, entryID, scope)
 		}
+		if q.Inline {
+			return false, fmt.Errorf("%s %s: %w", q.Source, q.EventID, ErrInline)
+		}
 		if q.Status == DeliveryDelivering && now.Before(q.LeaseUntil) {
 			return false, fmt.Errorf("%w: %s %s until %s", ErrDeliveryInFlight, q.Source, q.EventID, q.LeaseUntil.Format(time.RFC3339))
 		}
@@ -701,6 +708,9 @@ func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, err
 
 // QueuedEventOf reads the event record of a queued delivery.
 func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
+	if q.Inline && q.Blob == "" {
+		return inlineEvent(q), nil // forward.keep_body was off: no body kept
+	}
 	b, err := l.store.ReadBlob(ctx, q.Scope, eventBlob(q.Blob))
 	if err != nil {
 		return QueuedEvent{}, err
@@ -714,6 +724,9 @@ func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, e
 // AttemptsOf reads the attempt records of a queued delivery, oldest first.
 // An attempt still in flight (or whose holder crashed) has none.
 func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, error) {
+	if q.Inline {
+		return append([]AttemptRecord(nil), q.InlineAttempts...), nil
+	}
 	var out []AttemptRecord
 	for n := 1; n <= q.Attempts; n++ {
 		b, err := l.store.ReadBlob(ctx, q.Scope, attemptBlob(q.Blob, n))
@@ -769,7 +782,7 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 	switch {
 	case f.Scope != "":
 		scopes = []string{f.Scope}
-	case f.Status == "" || f.Status == DeliveryDelivered || f.Status == DeliverySuperseded || f.Status == DeliveryCoalesced:
+	case f.Status == "" || f.Status == DeliveryDelivered || f.Status == DeliverySuperseded || f.Status == DeliveryCoalesced || f.Status == DeliveryFailed:
 		start := ScopeAt{At: f.Until}
 		ss, err := l.store.ScopesReceived(ctx, start, f.Limit)
 		if err != nil {

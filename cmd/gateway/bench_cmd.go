@@ -31,6 +31,7 @@ func (a *App) bench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Repeat, "repeat", 1, "how many times to run the passes, to show the spread")
 	fs.IntVar(&c.Slice, "slice", bench.DefaultSlice, "requests per target before the next target's turn (negative: no interleaving)")
 	fs.BoolVar(&c.SignForward, "sign-forward", true, "sign forwarded requests (forward.signing_secret)")
+	fs.BoolVar(&c.KeepBody, "keep-body", false, "forward.keep_body on the bench source (inline events keep their body in the store)")
 	fs.StringVar(&c.Log, "log", "devnull", "gateway request log: devnull (zap JSON at info to /dev/null) | none")
 	fs.StringVar(&c.PostgresDSN, "postgres", "", "PostgreSQL DSN (default $REPLYONCE_TEST_POSTGRES)")
 	fs.IntVar(&c.PostgresPool, "postgres-pool", 0, "pgx pool size (default: the DSN's pool_max_conns, else 32, as serve)")

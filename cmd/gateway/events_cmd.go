@@ -15,8 +15,8 @@ import (
 const eventsUsage = `usage: gateway events <command> [flags]
 
 commands:
-  list [--source S] [--status queued|delivering|delivered|rejected|dead|superseded|coalesced|paused] [--scope X] [--since T] [--until T]
-                                   queued events, oldest first
+  list [--source S] [--status queued|delivering|delivered|rejected|failed|dead|superseded|coalesced|paused] [--scope X] [--since T] [--until T]
+                                   queued and inline events, oldest first
   show SOURCE EVENT_ID [--scope X] the event and every delivery attempt
   replay SOURCE EVENT_ID [--scope X]
   replay --status S [--source S] [--since T] [--until T]
@@ -65,7 +65,7 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	fs.StringVar(&f.scope, "scope", "", "the event's scope (sources with a scope rule)")
 	if sub != "show" {
 		fs.StringVar(&f.source, "source", "", "only this source")
-		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | dead | superseded | coalesced | paused")
+		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | failed | dead | superseded | coalesced | paused")
 		fs.StringVar(&f.since, "since", "", "received at or after this RFC 3339 time")
 		fs.StringVar(&f.until, "until", "", "received before this RFC 3339 time")
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
@@ -228,7 +228,11 @@ func (a *App) printDeliveries(items []ledgerapi.DeliveryItemJSON) {
 		if q.LastStatus != 0 && last == "" {
 			last = fmt.Sprint(q.LastStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(q.Source), printable(q.EventID), q.Status, q.Attempts,
+		status := q.Status
+		if q.Inline {
+			status += " (inline)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", printable(q.Source), printable(q.EventID), status, q.Attempts,
 			q.ReceivedAt.UTC().Format(time.RFC3339), next, printable(q.Scope), printable(last))
 	}
 	_ = tw.Flush()
@@ -240,6 +244,13 @@ func (a *App) printDelivery(d ledgerapi.DeliveryJSON) {
 	fmt.Fprintf(a.Stdout, "  scope %s  run %s  received %s  context %s\n", printable(q.Scope), printable(q.RunID),
 		q.ReceivedAt.UTC().Format(time.RFC3339Nano), q.ContextAt.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(a.Stdout, "  %s, %d bytes\n", printable(ev.ContentType), q.BodyBytes)
+	if q.Inline {
+		kept := "body not kept (forward.keep_body is off)"
+		if q.BodyKept {
+			kept = "body kept"
+		}
+		fmt.Fprintf(a.Stdout, "  forwarded inline; %s; replay is offered for queued sources only\n", kept)
+	}
 	switch {
 	case q.CoverCount > 0:
 		fmt.Fprintf(a.Stdout, "  covers %d event(s): %s\n", q.CoverCount, printable(strings.Join(q.Covers, " ")))

@@ -40,6 +40,11 @@ type DeliveryItemJSON struct {
 	LastError  string    `json:"last_error,omitempty"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	BodyBytes  int       `json:"body_bytes"`
+	// Inline: forwarded while the provider waited; never replayed by the
+	// gateway. BodyKept says whether its body is in the store
+	// (forward.keep_body); a queued event's always is.
+	Inline   bool `json:"inline,omitempty"`
+	BodyKept bool `json:"body_kept"`
 	// Conversation-aware delivery: what a debounced delivery stands for,
 	// which event covers a coalesced one, which run superseded one.
 	CoverCount   int      `json:"cover_count,omitempty"`
@@ -52,7 +57,7 @@ func itemJSON(q ledger.QueueItem) DeliveryItemJSON {
 	return DeliveryItemJSON{Source: q.Source, EventID: q.EventID, Scope: q.Scope, RunID: q.RunID, EntryID: q.EntryID,
 		Status: string(q.Status), ReceivedAt: q.ReceivedAt, ContextAt: q.ContextAt, NextAt: q.NextAt, LeaseUntil: q.LeaseUntil,
 		Attempts: q.Attempts, Failures: q.Failures, Replays: q.Replays, LastStatus: q.LastStatus, LastError: q.LastError,
-		FinishedAt: q.FinishedAt, BodyBytes: q.BodySize,
+		FinishedAt: q.FinishedAt, BodyBytes: q.BodySize, Inline: q.Inline, BodyKept: !q.Inline || q.Blob != "",
 		CoverCount: q.CoverCount, Covers: q.Covers, CoveredBy: q.CoveredBy, SupersededBy: q.SupersededBy}
 }
 
@@ -124,9 +129,9 @@ type DeliveryFilter struct {
 func (f DeliveryFilter) ledger() (ledger.DeliveryFilter, error) {
 	switch ledger.DeliveryStatus(f.Status) {
 	case "", ledger.DeliveryQueued, ledger.DeliveryDelivering, ledger.DeliveryDelivered, ledger.DeliveryRejected, ledger.DeliveryDead,
-		ledger.DeliverySuperseded, ledger.DeliveryCoalesced:
+		ledger.DeliverySuperseded, ledger.DeliveryCoalesced, ledger.DeliveryFailed:
 	default:
-		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected, dead, superseded or coalesced)", ledger.ErrInvalid, f.Status)
+		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected, dead, superseded, coalesced or failed)", ledger.ErrInvalid, f.Status)
 	}
 	return ledger.DeliveryFilter{Source: f.Source, Status: ledger.DeliveryStatus(f.Status), Scope: f.Scope, Since: f.Since, Until: f.Until, Limit: f.Limit}, nil
 }
@@ -274,8 +279,8 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 	var out []ledger.QueueItem
 	for _, q := range targets {
 		item, err := s.l.ReplayDelivery(ctx, q.Scope, q.EntryID)
-		if errors.Is(err, ledger.ErrDeliveryInFlight) && req.Filter != nil {
-			continue // being delivered right now: nothing to replay
+		if (errors.Is(err, ledger.ErrDeliveryInFlight) || errors.Is(err, ledger.ErrInline)) && req.Filter != nil {
+			continue // being delivered right now, or inline: nothing to replay
 		}
 		if err != nil {
 			return nil, err

@@ -48,6 +48,9 @@ type Config struct {
 	// SignForward signs forwarded requests with Standard Webhooks, as
 	// forward.signing_secret does.
 	SignForward bool
+	// KeepBody sets forward.keep_body on the bench source: inline events
+	// keep their body in the store beside their record.
+	KeepBody bool
 	// Log is where the gateway's request log goes: "devnull" (default: zap
 	// JSON at info to /dev/null) or "none" (no logger).
 	Log string

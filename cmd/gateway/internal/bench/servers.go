@@ -181,6 +181,7 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
 	}
+	fc.KeepBody = cfg.KeepBody
 	src, err := ingress.NewSource(ingress.SourceConfig{
 		Name: sourceName, Provider: cfg.Provider,
 		// Events are signed before their pass starts, and a slow store's

@@ -84,11 +84,12 @@ var reachCases = []reachCase{
 		},
 	},
 	{
-		source: map[string]any{"forward": map[string]any{"url": "http://127.0.0.1:9000/events", "mode": "inline", "respond": "agent", "respond_limit": "4KiB"}},
+		source: map[string]any{"forward": map[string]any{"url": "http://127.0.0.1:9000/events", "mode": "inline", "respond": "agent", "respond_limit": "4KiB", "keep_body": true}},
 		want: map[string]any{
 			"forward.mode":          dispatch.ModeInline,
 			"forward.respond":       ingress.RespondAgent,
 			"forward.respond_limit": ingress.ByteSize(4096),
+			"forward.keep_body":     true,
 		},
 	},
 	{

@@ -77,7 +77,7 @@ func (f filter) api() (ledgerapi.PageRequest, error) {
 
 // statuses offered by the filter; the list itself shows whatever status
 // the API answers.
-var statuses = []string{"queued", "delivering", "delivered", "rejected", "dead"}
+var statuses = []string{"queued", "delivering", "delivered", "rejected", "failed", "dead"}
 
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := filterOf(r)
@@ -186,7 +186,12 @@ func waitingFor(d ledgerapi.DeliveryItemJSON, paused bool, now time.Time) string
 	case "dead":
 		return "A person: its retry schedule ran out. Replay it to deliver it again."
 	case "rejected":
+		if d.Inline {
+			return "Nothing: the agent rejected the event itself, and the provider was told so."
+		}
 		return "Nothing: the agent rejected the event itself. Replay it if that was a mistake."
+	case "failed":
+		return "The provider's retry: the agent did not take the event inline, so the provider was answered 503 and delivers it again."
 	}
 	return ""
 }

@@ -33,8 +33,18 @@ func (agentOK) RoundTrip(r *http.Request) (*http.Response, error) {
 // benchWebhooks measures the whole handler for delivered GitHub events:
 // verify, claim on a memory ledger, forward to an in-process agent,
 // settle. mod changes the gateway's options (tracing, in trace_bench_test).
-func benchWebhooks(b *testing.B, mod func(*ingress.Options)) {
-	src, err := ingress.NewSource(githubSource("gh", func(c *ingress.SourceConfig) { c.Forward.URL = "http://agent.invalid/events" }))
+func benchWebhooks(b *testing.B, mod func(*ingress.Options)) { benchWebhooksWith(b, nil, mod) }
+
+// benchSource is benchWebhooks with the source's config changed by cfg.
+func benchSource(b *testing.B, cfg func(*ingress.SourceConfig)) { benchWebhooksWith(b, cfg, nil) }
+
+func benchWebhooksWith(b *testing.B, cfg func(*ingress.SourceConfig), mod func(*ingress.Options)) {
+	src, err := ingress.NewSource(githubSource("gh", func(c *ingress.SourceConfig) {
+		c.Forward.URL = "http://agent.invalid/events"
+		if cfg != nil {
+			cfg(c)
+		}
+	}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -763,6 +763,9 @@ type DeliveryFilter struct {
 	Since   time.Time // received at or after
 	Until   time.Time // received before (zero: no bound)
 	Limit   int       // scopes read; default 100
+	// SourceIn, when not nil, keeps only these sources (the paused ones,
+	// for the operator's "paused" filter).
+	SourceIn map[string]bool
 }
 
 // farFuture lists every entry of a time index.

@@ -60,6 +60,7 @@ func itemAfter(q QueueItem, at time.Time, id string) bool {
 
 func (f DeliveryFilter) matches(q QueueItem) bool {
 	return (f.Source == "" || q.Source == f.Source) && (f.Status == "" || q.Status == f.Status) &&
+		(f.SourceIn == nil || f.SourceIn[q.Source]) &&
 		(f.EventID == "" || q.EventID == f.EventID) &&
 		!q.ReceivedAt.Before(f.Since) && (f.Until.IsZero() || q.ReceivedAt.Before(f.Until))
 }

@@ -116,6 +116,13 @@ func (a *App) dispatch(ctx context.Context, cmd string, rest []string) error {
 	case "health":
 		return a.health(ctx, rest)
 	case "version", "--version", "-v":
+		if len(rest) > 0 {
+			if rest[0] == "-h" || rest[0] == "--help" || rest[0] == "-help" {
+				fmt.Fprintln(a.Stdout, "Print the gateway's version.\n\nusage: gateway version")
+				return nil
+			}
+			return usageError{"usage: gateway version (it takes no arguments)"}
+		}
 		fmt.Fprintln(a.Stdout, "replyonce gateway", Version)
 		return nil
 	case "help", "-h", "--help":
@@ -133,6 +140,7 @@ var commandHelp = map[string]struct{ summary, example string }{
 	"migrate":          {"Create the PostgreSQL table, sequence and indexes the ledger needs (other stores need none).", "gateway migrate --config gateway.yaml   # store: {kind: postgres, url: ${DATABASE_URL}}"},
 	"demo":             {"Simulated support conversations under injected faults, with and without the gateway.", "gateway demo --seed 7 --conversations 200"},
 	"bench":            {"Measure the gateway against a bare reverse proxy on loopback.", "gateway bench --store bolt --n 20000 --concurrency 32"},
+	"providers":        {"The providers the gateway verifies, or a ready source for one.", "gateway providers stripe"},
 	"health":           {"Exit 0 if the gateway at --url answers its readiness check, 1 if not (for container healthchecks).", "gateway health --url http://127.0.0.1:8081/readyz"},
 	"ledger history":   {"A scope's effect entries, oldest first, with each outcome.", "gateway ledger history 'stripe:evt_1' --config gateway.yaml"},
 	"ledger ambiguous": {"Entries whose outcome is unknown and needs a person.", "gateway ledger ambiguous --config gateway.yaml"},

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/when"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -23,7 +24,9 @@ commands:
                                    deliver again as a new delivery of the same run
 
 flags: --admin, --config, --token, --json and --timeout, as for gateway ledger.
---scope is needed for sources with a scope rule; T is RFC 3339.`
+--scope names the event's scope; without it show and replay look for the event
+among the scopes that received an event last. T is RFC 3339 or a span back
+from now: --since 1h is the last hour, --until 10m ten minutes ago.`
 
 const sourcesUsage = `usage: gateway sources pause|resume NAME [flags]
 
@@ -66,8 +69,8 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	if sub != "show" {
 		fs.StringVar(&f.source, "source", "", "only this source")
 		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | failed | dead | superseded | coalesced | paused")
-		fs.StringVar(&f.since, "since", "", "received at or after this RFC 3339 time")
-		fs.StringVar(&f.until, "until", "", "received before this RFC 3339 time")
+		fs.StringVar(&f.since, "since", "", "received at or after this time: RFC 3339, or a span back from now (10m, 1h, 2d)")
+		fs.StringVar(&f.until, "until", "", "received before this time: RFC 3339, or a span back from now (10m, 1h, 2d)")
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
 	}
 	pos, err := parseInterspersed(fs, rest)
@@ -76,13 +79,13 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	}
 	filter := ledgerapi.DeliveryFilter{Source: f.source, Status: f.status, Scope: f.scope, Limit: f.limit}
 	if f.since != "" {
-		if filter.Since, err = time.Parse(time.RFC3339, f.since); err != nil {
-			return usageError{fmt.Sprintf("events %s: --since %q is not RFC 3339", sub, f.since)}
+		if filter.Since, err = when.Parse(f.since, a.Clock()); err != nil {
+			return usageError{fmt.Sprintf("events %s: --since %v", sub, err)}
 		}
 	}
 	if f.until != "" {
-		if filter.Until, err = time.Parse(time.RFC3339, f.until); err != nil {
-			return usageError{fmt.Sprintf("events %s: --until %q is not RFC 3339", sub, f.until)}
+		if filter.Until, err = when.Parse(f.until, a.Clock()); err != nil {
+			return usageError{fmt.Sprintf("events %s: --until %v", sub, err)}
 		}
 	}
 	client, err := a.ledgerClient(f.ledgerFlags)
@@ -97,27 +100,10 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 			return usageError{eventsUsage}
 		}
 		// "paused" is not a state of the event but of its source: the
-		// queued events of sources that are paused now.
-		paused := filter.Status == "paused"
-		if paused {
-			filter.Status = string(ledger.DeliveryQueued)
-		}
+		// API lists the queued events of sources that are paused now.
 		items, err := client.Deliveries(ctx, filter)
 		if err != nil {
 			return explain(err)
-		}
-		if paused {
-			pausedSet, err := a.pausedSet(ctx, client)
-			if err != nil {
-				return explain(err)
-			}
-			kept := items[:0]
-			for _, q := range items {
-				if pausedSet[q.Source] {
-					kept = append(kept, q)
-				}
-			}
-			items = kept
 		}
 		if f.json {
 			return a.printJSON(ledgerapi.DeliveriesJSON{Deliveries: items})
@@ -156,18 +142,6 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 		a.printDeliveries(items)
 	}
 	return nil
-}
-
-func (a *App) pausedSet(ctx context.Context, c *ledgerapi.Client) (map[string]bool, error) {
-	names, err := c.PausedSources(ctx)
-	if err != nil {
-		return nil, err
-	}
-	set := map[string]bool{}
-	for _, n := range names {
-		set[n] = true
-	}
-	return set, nil
 }
 
 func (a *App) sourcesCmd(ctx context.Context, args []string) error {

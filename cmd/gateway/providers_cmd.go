@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +15,9 @@ import (
 func (a *App) providers(args []string) error {
 	fs := a.flags("providers")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return helpRequested{fs}
+		}
 		return usageError{err.Error()}
 	}
 	switch fs.NArg() {

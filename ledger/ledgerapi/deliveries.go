@@ -126,12 +126,38 @@ type DeliveryFilter struct {
 	Limit  int       `json:"limit,omitempty"`
 }
 
+// StatusPaused is the filter status of the queued events of the sources
+// paused now: not a state of the event but of its source.
+const StatusPaused = "paused"
+
+// ledgerFilter is f for the ledger, with "paused" read as the queued
+// events of the sources paused now.
+func (s *server) ledgerFilter(ctx context.Context, f DeliveryFilter) (ledger.DeliveryFilter, error) {
+	if f.Status != StatusPaused {
+		return f.ledger()
+	}
+	f.Status = string(ledger.DeliveryQueued)
+	lf, err := f.ledger()
+	if err != nil {
+		return lf, err
+	}
+	set, err := s.l.PausedSources(ctx)
+	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
+		return lf, err
+	}
+	lf.SourceIn = map[string]bool{}
+	for name := range set {
+		lf.SourceIn[name] = true
+	}
+	return lf, nil
+}
+
 func (f DeliveryFilter) ledger() (ledger.DeliveryFilter, error) {
 	switch ledger.DeliveryStatus(f.Status) {
 	case "", ledger.DeliveryQueued, ledger.DeliveryDelivering, ledger.DeliveryDelivered, ledger.DeliveryRejected, ledger.DeliveryDead,
 		ledger.DeliverySuperseded, ledger.DeliveryCoalesced, ledger.DeliveryFailed:
 	default:
-		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected, dead, superseded, coalesced or failed)", ledger.ErrInvalid, f.Status)
+		return ledger.DeliveryFilter{}, fmt.Errorf("%w: status %q (want queued, delivering, delivered, rejected, failed, dead, superseded, coalesced or paused)", ledger.ErrInvalid, f.Status)
 	}
 	return ledger.DeliveryFilter{Source: f.Source, Status: ledger.DeliveryStatus(f.Status), Scope: f.Scope, Since: f.Since, Until: f.Until, Limit: f.Limit}, nil
 }
@@ -189,7 +215,7 @@ func (s *server) listDeliveries(r *http.Request) (any, error) {
 	if r.URL.Query().Has("page") {
 		return s.page(r, f)
 	}
-	lf, err := f.ledger()
+	lf, err := s.ledgerFilter(r.Context(), f)
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +232,7 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 	if source == "" || id == "" {
 		return nil, fmt.Errorf("%w: source and event_id are required", ledger.ErrInvalid)
 	}
-	if scope == "" {
-		scope = source + ":" + id // the scope of a source without a scope rule
-	}
-	item, err := s.l.FindDelivery(r.Context(), scope, source, id)
+	item, err := s.findEvent(r.Context(), scope, source, id)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +247,11 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 	out := DeliveryJSON{Delivery: itemJSON(item), Attempts: make([]AttemptJSON, 0, len(attempts)),
 		Event: EventJSON{ContentType: ev.ContentType, Header: ev.Header, ReceivedAt: ev.ReceivedAt, ContextAt: ev.ContextAt}}
 	for _, a := range attempts {
+		if item.Status == ledger.DeliveryDead && a.N == item.Attempts && !a.Late {
+			// The attempt after which the schedule ran out: its outcome
+			// is the event's, as the list shows it.
+			a.Outcome = string(ledger.DeliveryDead)
+		}
 		out.Attempts = append(out.Attempts, AttemptJSON{N: a.N, At: a.At, Delivery: a.Delivery, Token: a.Token, Outcome: a.Outcome,
 			AgentStatus: a.AgentStatus, LatencyMs: float64(a.Latency.Microseconds()) / 1000, Error: a.Error,
 			Answer: strings.ToValidUTF8(string(a.Answer), "\uFFFD"), Late: a.Late})
@@ -234,6 +262,33 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 		out.Event.Body, out.Event.BodyBase64 = base64.StdEncoding.EncodeToString(ev.Body), true
 	}
 	return out, nil
+}
+
+// findScopes is how many of the scopes that received an event last
+// findEvent reads to find an event named without its scope.
+const findScopes = 5000
+
+// findEvent finds one event by source and id. Without a scope it tries the
+// scope of a source without a scope rule ({source}:{eventId}), then walks
+// the received index, newest first, for a source whose scope rule put it
+// elsewhere.
+func (s *server) findEvent(ctx context.Context, scope, source, id string) (ledger.QueueItem, error) {
+	if scope != "" {
+		return s.l.FindDelivery(ctx, scope, source, id)
+	}
+	item, err := s.l.FindDelivery(ctx, source+":"+id, source, id)
+	if !errors.Is(err, ledger.ErrUnknownEntry) {
+		return item, err
+	}
+	page, err := s.l.RecentDeliveries(ctx, ledger.DeliveryFilter{Source: source, EventID: id, Limit: findScopes}, nil, 1)
+	if err != nil {
+		return ledger.QueueItem{}, err
+	}
+	if len(page.Items) == 0 {
+		return ledger.QueueItem{}, fmt.Errorf("%w: no event %s %s in the %d scopes that received an event last; if it is older, name its scope (--scope, or scope= in the API)",
+			ledger.ErrUnknownEntry, source, id, findScopes)
+	}
+	return page.Items[0], nil
 }
 
 func (s *server) replayDeliveries(r *http.Request) (any, error) {
@@ -253,7 +308,7 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 	var targets []ledger.QueueItem
 	switch {
 	case req.Filter != nil:
-		lf, err := req.Filter.ledger()
+		lf, err := s.ledgerFilter(ctx, *req.Filter)
 		if err != nil {
 			return nil, err
 		}
@@ -264,11 +319,7 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 			return nil, err
 		}
 	case req.Source != "" && req.EventID != "":
-		scope := req.Scope
-		if scope == "" {
-			scope = req.Source + ":" + req.EventID
-		}
-		item, err := s.l.FindDelivery(ctx, scope, req.Source, req.EventID)
+		item, err := s.findEvent(ctx, req.Scope, req.Source, req.EventID)
 		if err != nil {
 			return nil, err
 		}

@@ -200,7 +200,7 @@ func (s *server) page(r *http.Request, f DeliveryFilter) (any, error) {
 		after = &DeliveryItemJSON{ReceivedAt: at, EntryID: id}
 	}
 	eventID := q.Get("event_id")
-	lf, err := f.ledger()
+	lf, err := s.ledgerFilter(r.Context(), f)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/when"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -50,24 +51,23 @@ func (f filter) ReplayLink() string { return link("/events/replay", f.Pairs()...
 
 // timeOf reads a form time: the browser's datetime-local (taken as UTC,
 // as the console shows every time) or RFC 3339.
-func timeOf(field, v string) (time.Time, error) {
+func timeOf(field, v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return t.UTC(), nil
-		}
+	t, err := when.Parse(v, now, "2006-01-02T15:04:05", "2006-01-02T15:04")
+	if err != nil {
+		return time.Time{}, &httpError{status: http.StatusBadRequest, msg: field + ": " + strconv.Quote(v) + " is not a time (use 2006-01-02T15:04, UTC, or a span back from now: 10m, 1h, 2d)"}
 	}
-	return time.Time{}, &httpError{status: http.StatusBadRequest, msg: field + ": " + strconv.Quote(v) + " is not a time (use 2006-01-02T15:04, UTC)"}
+	return t, nil
 }
 
-func (f filter) api() (ledgerapi.PageRequest, error) {
-	since, err := timeOf("since", f.Since)
+func (f filter) api(now time.Time) (ledgerapi.PageRequest, error) {
+	since, err := timeOf("since", f.Since, now)
 	if err != nil {
 		return ledgerapi.PageRequest{}, err
 	}
-	until, err := timeOf("until", f.Until)
+	until, err := timeOf("until", f.Until, now)
 	if err != nil {
 		return ledgerapi.PageRequest{}, err
 	}
@@ -77,12 +77,12 @@ func (f filter) api() (ledgerapi.PageRequest, error) {
 
 // statuses offered by the filter; the list itself shows whatever status
 // the API answers.
-var statuses = []string{"queued", "delivering", "delivered", "rejected", "failed", "dead"}
+var statuses = []string{"queued", "delivering", "delivered", "rejected", "failed", "dead", "superseded", "coalesced", "paused"}
 
 func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := filterOf(r)
 	data := map[string]any{"F": f, "Statuses": statuses, "Sources": c.sources}
-	req, err := f.api()
+	req, err := f.api(c.now())
 	if err != nil {
 		return err
 	}
@@ -280,8 +280,8 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s *session) err
 
 // bulkFilter is the filter a bulk replay takes: it needs a status, as the
 // API does, so that it never replays delivered events by accident.
-func bulkFilter(f filter) (ledgerapi.DeliveryFilter, error) {
-	req, err := f.api()
+func bulkFilter(f filter, now time.Time) (ledgerapi.DeliveryFilter, error) {
+	req, err := f.api(now)
 	if err != nil {
 		return ledgerapi.DeliveryFilter{}, err
 	}
@@ -296,7 +296,7 @@ func bulkFilter(f filter) (ledgerapi.DeliveryFilter, error) {
 
 func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := filterOf(r)
-	lf, err := bulkFilter(f)
+	lf, err := bulkFilter(f, c.now())
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func (c *Console) bulkConfirm(w http.ResponseWriter, r *http.Request, s *session
 
 func (c *Console) bulkReplay(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := filterOf(r)
-	lf, err := bulkFilter(f)
+	lf, err := bulkFilter(f, c.now())
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,9 @@ type Gateway struct {
 	log     *zap.Logger
 	// refusals rate-limits the log lines of 401s and 413s per source.
 	refusals *logLimiter
+	// rejected keeps the last requests refused before the ledger, per
+	// source, in memory only (rejected.go).
+	rejected *rejectedLog
 	metrics  *Metrics
 	now      func() time.Time
 	handoff  Handoff
@@ -121,7 +124,7 @@ func New(o Options) (*Gateway, error) {
 	if o.StoreTimeout < 0 {
 		return nil, errors.New("ingress: the store timeout must be positive")
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff,
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), rejected: newRejectedLog(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff,
 		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack, tracer: tracerOf(o.TracerProvider)}
 	g.stop, g.stopNow = context.WithCancel(context.Background())
 	for _, s := range o.Sources {
@@ -171,6 +174,8 @@ type delivery struct {
 	// refuse replays or the event was recorded before.
 	digest   string
 	recordBy time.Time
+	// body is the request's body once read, for the rejected list.
+	body []byte
 }
 
 func (g *Gateway) handle(c echo.Context) error {
@@ -198,6 +203,13 @@ func (g *Gateway) handle(c echo.Context) error {
 		reason = ie.Reason
 	}
 	endWebhook(span, c, d, status, reason)
+	if err != nil {
+		why := d.reason
+		if why == "" {
+			why = reason
+		}
+		g.keepRejected(c.Request(), d, status, why)
+	}
 	name := c.Param("source")
 	if d.source != nil {
 		g.metrics.requests.WithLabelValues(name, strconv.Itoa(status)).Inc()
@@ -279,6 +291,7 @@ func (g *Gateway) serve(c echo.Context, d *delivery) error {
 		d.decision = decBody
 		return err
 	}
+	d.body = body
 	now := g.now()
 	sreq := &signatures.Request{Method: req.Method, URL: publicURL(src, req), Header: req.Header, Body: body}
 	if resp, handled, err := signatures.Handshake(src.Provider, src.cfg.Signature, sreq, now); handled || err != nil {

@@ -148,6 +148,7 @@ var commandHelp = map[string]struct{ summary, example string }{
 	"events list":      {"Queued events, oldest first: every status, delivered included (without --status or with delivered: the scopes that received an event last).", "gateway events list --status dead --source github --config gateway.yaml"},
 	"events show":      {"A queued event and every delivery attempt: time, agent status, latency, error, the answer's first bytes.", "gateway events show github 72d3162e-cc78-11e3-81ab-4c9367dc0958 --config gateway.yaml"},
 	"events replay":    {"Deliver queued events again, as new deliveries of the same runs: one event, or all matching --status.", "gateway events replay --status dead --source github --config gateway.yaml"},
+	"events rejected":  {"The last 100 requests this instance refused for a source before the ledger (signature, size, method, event id), newest first, credentials redacted.", "gateway events rejected stripe --config gateway.yaml"},
 	"sources pause":    {"Stop dispatching a source's queued events in every instance; it keeps accepting and storing them.", "gateway sources pause github --config gateway.yaml"},
 	"sources resume":   {"Dispatch a paused source's queued events again.", "gateway sources resume github --config gateway.yaml"},
 }

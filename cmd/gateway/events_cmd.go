@@ -22,6 +22,8 @@ commands:
   replay SOURCE EVENT_ID [--scope X]
   replay --status S [--source S] [--since T] [--until T]
                                    deliver again as a new delivery of the same run
+  rejected SOURCE                  the last 100 requests this instance refused before the
+                                   ledger (signature, size, method, event id), newest first
 
 flags: --admin, --config, --token, --json and --timeout, as for gateway ledger.
 --scope names the event's scope; without it show and replay look for the event
@@ -59,6 +61,8 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 		fmt.Fprintln(a.Stdout, eventsUsage)
 		return nil
 	case "list", "show", "replay":
+	case "rejected":
+		return a.eventsRejected(ctx, rest)
 	default:
 		return usageError{fmt.Sprintf("events: unknown command %q\n\n%s", sub, eventsUsage)}
 	}

@@ -157,6 +157,20 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // ledgerClient picks the admin URL and token: flags first, then the
 // environment, then the config file, then the defaults.
 func (a *App) ledgerClient(f ledgerFlags) (*ledgerapi.Client, error) {
+	adminURL, token, err := a.adminTarget(f)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ledgerapi.NewClient(adminURL, token, &http.Client{Timeout: f.timeout})
+	if err != nil {
+		return nil, usageError{"--admin: " + err.Error()}
+	}
+	return c, nil
+}
+
+// adminTarget is the admin API's base URL and token, from the flags, the
+// environment and the configuration, in that order.
+func (a *App) adminTarget(f ledgerFlags) (string, string, error) {
 	adminURL, token := f.admin, f.token
 	if token == "" {
 		token, _ = a.LookupEnv("GATEWAY_ADMIN_TOKEN")
@@ -164,11 +178,11 @@ func (a *App) ledgerClient(f ledgerFlags) (*ledgerapi.Client, error) {
 	if f.config != "" && (adminURL == "" || token == "") {
 		cfg, err := a.loadConfig(f.config)
 		if err != nil {
-			return nil, fmt.Errorf("%w (or pass --admin and --token instead of --config)", err)
+			return "", "", fmt.Errorf("%w (or pass --admin and --token instead of --config)", err)
 		}
 		if adminURL == "" {
 			if cfg.Admin.Listen == "" {
-				return nil, fmt.Errorf("%s: admin.listen is empty: this gateway serves no admin API", f.config)
+				return "", "", fmt.Errorf("%s: admin.listen is empty: this gateway serves no admin API", f.config)
 			}
 			adminURL = "http://" + dialable(cfg.Admin.Listen)
 		}
@@ -179,11 +193,7 @@ func (a *App) ledgerClient(f ledgerFlags) (*ledgerapi.Client, error) {
 	if adminURL == "" {
 		adminURL = defaultAdminURL
 	}
-	c, err := ledgerapi.NewClient(adminURL, token, &http.Client{Timeout: f.timeout})
-	if err != nil {
-		return nil, usageError{"--admin: " + err.Error()}
-	}
-	return c, nil
+	return adminURL, token, nil
 }
 
 // dialable turns a listen address into one a client can connect to: a

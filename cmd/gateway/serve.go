@@ -145,6 +145,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			_ = admin.Close()
 			return err
 		}
+		adminH = withRejected(adminH, gw, cfg.Admin.Token, log)
 		servers = append(servers, &http.Server{
 			Handler:           newHostGuard(cfg.Admin.Listen, cfg.Admin.AllowedHosts, log.Named("admin"), adminH),
 			MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),

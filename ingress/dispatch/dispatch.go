@@ -129,6 +129,8 @@ type source struct {
 	// waiting counts the accepts waiting in Reserve for a place: the
 	// signal a test waits for before it frees one.
 	waiting atomic.Int32
+	// incident follows the agent's failures for the log (incident.go).
+	incident incident
 	// latency is a moving average of the agent's answer time, in
 	// nanoseconds: deliveries are held beyond forward.concurrency only
 	// while it is under takeAheadLatency.
@@ -596,6 +598,13 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	fields = append(fields, zap.String("outcome", label), zap.Int("agent_status", out.Status), zap.Duration("latency", out.Latency))
 	if out.Err != nil {
 		fields = append(fields, zap.String("reason", out.Err.Error()))
+	}
+	switch {
+	case ctx.Err() != nil: // cut by shutdown: says nothing about the agent
+	case out.Kind == forward.Delivered || out.Kind == forward.Rejected:
+		d.answered(s)
+	default:
+		d.failed(s, out, fields)
 	}
 	switch {
 	case err != nil:

@@ -84,6 +84,7 @@ type Dispatcher struct {
 	lastUnpark time.Time
 	unparking  map[string]bool
 	lastGauge  time.Time // the last full page read for the queue gauges
+	healthRead time.Time // the last read of the source health record (incident.go)
 	// corruptLogged is when the sweep last logged an unreadable paused
 	// sources record (Run's goroutine only).
 	corruptLogged time.Time
@@ -394,6 +395,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	d.readHealth(ctx)
 	gauge := d.gaugeDue()
 	if d.freeSlots() == 0 && !gauge {
 		return unparked, nil // every slot busy: a freed one wakes the loop

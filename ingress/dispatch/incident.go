@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -12,32 +13,52 @@ import (
 	"github.com/replyonce/gateway/ledger"
 )
 
-// incidentWarnEvery bounds the warn lines of one incident after its first:
-// at most one per source per minute, with the counts since the last one.
-const incidentWarnEvery = time.Minute
+const (
+	// incidentWarnEvery bounds the warn lines of one incident after its
+	// first: at most one per source per minute, with the counts since the
+	// last one.
+	incidentWarnEvery = time.Minute
+	// healthSaveEvery bounds the writes of a failing source's health
+	// record by one process: its first failure is written at once, later
+	// ones at most once a second, added up.
+	healthSaveEvery = time.Second
+	// healthReadEvery is how often a sweep reads the health record, to
+	// learn of incidents other processes recorded (so that the first
+	// answer here ends them) and to write failures not yet saved.
+	healthReadEvery = time.Second
+	// recoveryCountLimit bounds the scopes read to count a source's
+	// waiting events for the recovery line.
+	recoveryCountLimit = 1000
+)
 
-// recoveryCountLimit bounds the scopes read to count a source's waiting
-// events for the recovery line.
-const recoveryCountLimit = 1000
-
-// incident follows one source's run of failed attempts in this process,
-// so that the log reads as the story of an outage rather than one line per
-// attempt: a warn at the first failure, at most one warn a minute while it
-// lasts, one info line when the agent answers again. Each attempt's own
-// line stays at info.
+// incident follows one source's run of failed attempts, so that the log
+// reads as the story of an outage rather than one line per attempt: a
+// warn at the first failure, at most one warn a minute while it lasts, one
+// info line when the agent answers again. Each attempt's own line stays at
+// info. The incident is also recorded in the store (ledger
+// RecordAgentFailures), which is what source health reads on every
+// instance; the recovery line is written by the process whose answer ended
+// the stored incident, so there is one across instances.
 type incident struct {
 	mu       sync.Mutex
-	failing  bool
-	since    time.Time // the first failed attempt of the incident
-	failures int       // failed attempts since then
+	failing  bool      // this process saw the last attempt fail
+	since    time.Time // the first failed attempt seen here
+	failures int       // failed attempts seen here since then
 	lastWarn time.Time
 	warned   int // failures counted in the last warn line
-	lastErr  string
+	// unsaved failures are not yet added to the store's record, last
+	// written at saved; stored says the store's record was failing when
+	// last read or written here.
+	unsaved int
+	lastErr string
+	saved   time.Time
+	stored  bool
 }
 
 // failed is called after each attempt the agent failed (no answer, 5xx,
 // 429, a configuration fault): it logs the incident's first failure, and
-// then its progress at most once per incidentWarnEvery.
+// then its progress at most once per incidentWarnEvery, and records it in
+// the store.
 func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field) {
 	now := d.now()
 	reason := ""
@@ -47,50 +68,122 @@ func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field) 
 	in := &s.incident
 	in.mu.Lock()
 	in.lastErr = reason
+	in.unsaved++
+	save := !in.stored || now.Sub(in.saved) >= healthSaveEvery
 	if !in.failing {
 		in.failing, in.since, in.failures, in.lastWarn, in.warned = true, now, 1, now, 1
 		in.mu.Unlock()
 		d.log.Warn("dispatch: the agent is failing; events are kept and retried",
 			append(fields, zap.String("error", reason))...)
-		return
-	}
-	in.failures++
-	if now.Sub(in.lastWarn) < incidentWarnEvery {
+	} else {
+		in.failures++
+		warn := now.Sub(in.lastWarn) >= incidentWarnEvery
+		newly, total, since := in.failures-in.warned, in.failures, in.since
+		if warn {
+			in.lastWarn, in.warned = now, in.failures
+		}
 		in.mu.Unlock()
+		if warn {
+			d.log.Warn("dispatch: the agent is still failing",
+				zap.String("source", s.src.Name), zap.Int("failed_attempts", total), zap.Int("failed_since_last_line", newly),
+				zap.Duration("failing_for", now.Sub(since).Round(time.Second)), zap.String("error", reason))
+		}
+	}
+	if save {
+		d.saveFailures(s)
+	}
+}
+
+// saveFailures adds s's unsaved failures to the store's health record.
+func (d *Dispatcher) saveFailures(s *source) {
+	in := &s.incident
+	in.mu.Lock()
+	n, reason := in.unsaved, in.lastErr
+	in.unsaved, in.saved, in.stored = 0, d.now(), true
+	in.mu.Unlock()
+	if n == 0 {
 		return
 	}
-	newly, total, since := in.failures-in.warned, in.failures, in.since
-	in.lastWarn, in.warned = now, in.failures
-	in.mu.Unlock()
-	d.log.Warn("dispatch: the agent is still failing",
-		zap.String("source", s.src.Name), zap.Int("failed_attempts", total), zap.Int("failed_since_last_line", newly),
-		zap.Duration("failing_for", now.Sub(since).Round(time.Second)), zap.String("error", reason))
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	_, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason)
+	cancel()
+	if err != nil {
+		in.mu.Lock()
+		in.unsaved += n // tried again at the next failure or sweep
+		in.mu.Unlock()
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: recording the agent's failures for source health failed", zap.String("source", s.src.Name), zap.Error(err))
+	}
 }
 
 // answered is called after each attempt the agent answered (2xx, or a
-// rejection, which is an answer too): when it ends an incident it logs one
-// info line saying how long it lasted and how many events wait.
+// rejection, which is an answer too). When the source has an incident,
+// here or in the store, it ends it; the process that ends the stored one
+// logs one info line saying how long it lasted and how many events wait.
+// Without an incident it costs nothing: no store step.
 func (d *Dispatcher) answered(s *source) {
 	in := &s.incident
 	in.mu.Lock()
-	if !in.failing {
+	local, since := in.failing, in.since
+	if !local && !in.stored {
 		in.mu.Unlock()
 		return
 	}
-	now := d.now()
-	down, failures := now.Sub(in.since).Round(time.Second), in.failures
-	in.failing, in.failures, in.warned, in.lastErr = false, 0, 0, ""
+	in.failing, in.failures, in.warned, in.unsaved, in.stored = false, 0, 0, 0, false
 	in.mu.Unlock()
-	fields := []zap.Field{zap.String("source", s.src.Name), zap.Duration("failing_for", down), zap.Int("failed_attempts", failures)}
-	ctx, cancel := context.WithTimeout(d.forwards, settleTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	ended, lasted, err := d.l.RecordAgentAnswered(ctx, s.src.Name)
+	switch {
+	case err != nil:
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: recording the agent's recovery for source health failed", zap.String("source", s.src.Name), zap.Error(err))
+		if !local {
+			return
+		}
+		lasted = d.now().Sub(since)
+	case !ended:
+		return // another process ended it, and said so
+	}
+	lasted = lasted.Round(time.Second)
+	fields := []zap.Field{zap.String("source", s.src.Name), zap.Duration("failing_for", lasted)}
 	waiting, err := d.l.ListDeliveries(ctx, ledger.DeliveryFilter{Source: s.src.Name, Status: ledger.DeliveryQueued, Limit: recoveryCountLimit})
-	cancel()
 	if err != nil {
-		d.log.Info("dispatch: agent answering again after "+down.String(), append(fields, zap.NamedError("count_error", err))...)
+		d.log.Info("dispatch: agent answering again after "+lasted.String(), append(fields, zap.NamedError("count_error", err))...)
 		return
 	}
-	d.log.Info("dispatch: agent answering again after "+down.String()+"; "+plural(len(waiting), "event")+" waiting",
+	d.log.Info("dispatch: agent answering again after "+lasted.String()+"; "+plural(len(waiting), "event")+" waiting",
 		append(fields, zap.Int("waiting", len(waiting)))...)
+}
+
+// readHealth is the sweep's look at the store's health record, at most
+// once per healthReadEvery: it learns which sources other processes found
+// failing, and writes failures not yet saved. A record that cannot be
+// read stops nothing.
+func (d *Dispatcher) readHealth(ctx context.Context) {
+	now := time.Now()
+	if now.Sub(d.healthRead) < healthReadEvery {
+		return
+	}
+	d.healthRead = now
+	for _, s := range d.sources {
+		s.incident.mu.Lock()
+		flush := s.incident.unsaved > 0
+		s.incident.mu.Unlock()
+		if flush {
+			d.saveFailures(s)
+		}
+	}
+	set, err := d.l.AgentHealths(ctx)
+	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
+		d.log.Warn("dispatch: reading source health failed", zap.Error(err))
+		return
+	}
+	for name, s := range d.sources {
+		s.incident.mu.Lock()
+		s.incident.stored = set[name].Failing
+		s.incident.mu.Unlock()
+	}
 }
 
 func plural(n int, what string) string {

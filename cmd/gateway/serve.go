@@ -94,6 +94,9 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Source health is read from the store at each scrape, so the gauges
+	// agree across instances and survive restarts.
+	reg.MustRegister(dispatch.NewHealthCollector(sourcesHealth(l, sources, a.Clock), log.Named("metrics")))
 	gw, err := ingress.New(ingress.Options{
 		Sources: sources, Ledger: l, Forwarder: fwd,
 		Logger: log, Metrics: gwMetrics, Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
@@ -276,6 +279,7 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	}
 	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, ledgerapi.WithSources(names))
 	mux.Handle("/v1/", api)
+	mux.Handle("GET "+ledgerapi.HealthPath, ledgerapi.HealthHandler(healthJSON(sourcesHealth(l, sources, a.Clock)), token, log.Named("ledgerapi")))
 	clock := a.Clock
 	if clock == nil {
 		clock = time.Now

@@ -277,9 +277,12 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	for _, s := range sources {
 		names = append(names, s.Name)
 	}
-	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, ledgerapi.WithSources(names))
+	// The ledger API and, beside it, the sources' health (which needs the
+	// sources' configuration): one handler, which the console calls too.
+	api := http.NewServeMux()
+	api.Handle("/v1/", tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, ledgerapi.WithSources(names)))
+	api.Handle("GET "+ledgerapi.HealthPath, ledgerapi.HealthHandler(healthJSON(sourcesHealth(l, sources, a.Clock)), token, log.Named("ledgerapi")))
 	mux.Handle("/v1/", api)
-	mux.Handle("GET "+ledgerapi.HealthPath, ledgerapi.HealthHandler(healthJSON(sourcesHealth(l, sources, a.Clock)), token, log.Named("ledgerapi")))
 	clock := a.Clock
 	if clock == nil {
 		clock = time.Now

@@ -93,3 +93,43 @@ func parseHealth(raw []byte) map[string]AgentHealth {
 	}
 	return set
 }
+
+// DueNow makes source's waiting deliveries that failed before and are due
+// later due now, on up to limit scopes, and returns how many: its agent
+// has just answered again, so they need not wait for their scheduled
+// times. Parked deliveries (a paused source) stay parked; a delivery keeps
+// its place in the retry schedule and its attempt count, and is taken as
+// any due one is (one claim at a time), so none is delivered twice
+// because of it. Beyond limit scopes the rest keep their schedule.
+func (l *Ledger) DueNow(ctx context.Context, source string, limit int) (int, error) {
+	if source == "" {
+		return 0, fmt.Errorf("%w: source is empty", ErrInvalid)
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	now := l.now()
+	scopes, err := l.store.ScopesDueBetween(ctx, now, parkBase.Add(-time.Millisecond), limit)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, scope := range scopes {
+		n := 0
+		err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+			n = 0
+			for _, q := range d.Queue {
+				if q.Source == source && q.Status == DeliveryQueued && !q.Parked && q.Failures > 0 && q.NextAt.After(now) {
+					q.NextAt = now
+					n++
+				}
+			}
+			return n > 0, nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}

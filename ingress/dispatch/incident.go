@@ -26,8 +26,8 @@ const (
 	// learn of incidents other processes recorded (so that the first
 	// answer here ends them) and to write failures not yet saved.
 	healthReadEvery = time.Second
-	// recoveryCountLimit bounds the scopes read to count a source's
-	// waiting events for the recovery line.
+	// recoveryCountLimit bounds the scopes whose waiting events are made
+	// due at once when an incident ends; the rest keep their schedule.
 	recoveryCountLimit = 1000
 )
 
@@ -147,13 +147,18 @@ func (d *Dispatcher) answered(s *source) {
 	}
 	lasted = lasted.Round(time.Second)
 	fields := []zap.Field{zap.String("source", s.src.Name), zap.Duration("failing_for", lasted)}
-	waiting, err := d.l.ListDeliveries(ctx, ledger.DeliveryFilter{Source: s.src.Name, Status: ledger.DeliveryQueued, Limit: recoveryCountLimit})
+	// The agent answers: what waits for a later retry is due now, taken
+	// at the source's concurrency like any due delivery.
+	due, err := d.l.DueNow(ctx, s.src.Name, recoveryCountLimit)
 	if err != nil {
-		d.log.Info("dispatch: agent answering again after "+lasted.String(), append(fields, zap.NamedError("count_error", err))...)
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: agent answering again after "+lasted.String()+"; making its waiting events due failed, they keep their schedule",
+			append(fields, zap.Error(err))...)
 		return
 	}
-	d.log.Info("dispatch: agent answering again after "+lasted.String()+"; "+plural(len(waiting), "event")+" waiting",
-		append(fields, zap.Int("waiting", len(waiting)))...)
+	d.Notify()
+	d.log.Info("dispatch: agent answering again after "+lasted.String()+"; "+plural(due, "waiting event")+" now due",
+		append(fields, zap.Int("now_due", due))...)
 }
 
 // readHealth is the sweep's look at the store's health record, at most

@@ -24,6 +24,33 @@ type AgentHealth struct {
 	Failures  int       `json:"failures,omitempty"`
 	LastError string    `json:"lastError,omitempty"`
 	LastAt    time.Time `json:"lastAt,omitzero"` // the last change
+	// Faults counts the configuration-fault answers (forward.pause_after)
+	// since the agent last answered.
+	Faults int `json:"faults,omitempty"`
+}
+
+// RecordAgentFault counts one configuration-fault answer of source's
+// agent (401, 403, 404, 410) and returns the count since it last
+// answered: the breaker (forward.pause_after N) trips on the transact
+// that brings it to a multiple of N, which is one across instances.
+func (l *Ledger) RecordAgentFault(ctx context.Context, source, lastErr string) (int, error) {
+	if source == "" {
+		return 0, fmt.Errorf("%w: source is empty", ErrInvalid)
+	}
+	now := l.now()
+	var faults int
+	err := l.store.TransactControl(ctx, controlHealth, func(cur []byte) ([]byte, error) {
+		set := parseHealth(cur)
+		h := set[source]
+		if !h.Failing {
+			h = AgentHealth{Failing: true, Since: now}
+		}
+		h.Faults++
+		h.LastError, h.LastAt = lastErr, now
+		set[source], faults = h, h.Faults
+		return json.Marshal(set)
+	})
+	return faults, err
 }
 
 // RecordAgentFailures adds failures failed attempts of source's agent,

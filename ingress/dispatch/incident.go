@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -92,6 +93,48 @@ func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field) 
 	if save {
 		d.saveFailures(s)
 	}
+	if n := s.src.Policy.PauseAfter; n > 0 && breakerFault(out.Status) {
+		d.countFault(s, n, reason)
+	}
+}
+
+// breakerFault says whether an agent's status counts toward
+// forward.pause_after: the answers that point at the gateway's
+// configuration, which retrying cannot fix.
+func breakerFault(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+		return true
+	}
+	return false
+}
+
+// countFault counts one configuration-fault answer in the store and, on
+// the count that reaches a multiple of pauseAfter (one process across
+// instances), pauses the source: its events keep queueing, and resume
+// delivers them.
+func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	faults, err := d.l.RecordAgentFault(ctx, s.src.Name, reason)
+	if err != nil {
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: counting a configuration fault for forward.pause_after failed", zap.String("source", s.src.Name), zap.Error(err))
+		return
+	}
+	if faults%pauseAfter != 0 {
+		return
+	}
+	if err := d.l.SetSourcePaused(ctx, s.src.Name, true); err != nil {
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Error("dispatch: forward.pause_after reached but pausing the source failed", zap.String("source", s.src.Name), zap.Error(err))
+		return
+	}
+	d.mu.Lock()
+	s.paused = true // no further take or hand-over here; other processes at their next sweep
+	d.mu.Unlock()
+	d.log.Warn("dispatch: the source paused itself: its agent refused "+strconv.Itoa(faults)+" times in a row (forward.pause_after); events keep queueing, fix the agent or the configuration and run gateway sources resume "+s.src.Name,
+		zap.String("source", s.src.Name), zap.Int("faults", faults), zap.String("error", reason))
 }
 
 // saveFailures adds s's unsaved failures to the store's health record.

@@ -130,6 +130,9 @@ type source struct {
 	// waiting counts the accepts waiting in Reserve for a place: the
 	// signal a test waits for before it frees one.
 	waiting atomic.Int32
+	// pausedNow mirrors paused for a delivery's last look before its
+	// forward, without the lock.
+	pausedNow atomic.Bool
 	// incident follows the agent's failures for the log (incident.go).
 	incident incident
 	// latency is a moving average of the agent's answer time, in
@@ -389,6 +392,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 			resumed = append(resumed, name)
 		}
 		s.paused = paused[name]
+		s.pausedNow.Store(s.paused)
 	}
 	d.mu.Unlock()
 	unparked, err := d.unpark(ctx, resumed)
@@ -571,6 +575,12 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	}
 	if !d.awaitAgent(s, t) {
 		d.giveBack(s, t, "not sent: too little of its claim was left to forward and settle (no request place came free in time, or the store answered slowly)", fields)
+		return
+	}
+	if s.pausedNow.Load() {
+		// Paused while it was held: it goes back unsent (and is parked).
+		<-s.agent
+		d.giveBack(s, t, "not sent: its source was paused while it was held", fields)
 		return
 	}
 	start := d.now()

@@ -33,7 +33,7 @@ func TestPauseAfterPausesTheSource(t *testing.T) {
 			ids := []string{"b-1", "b-2", "b-3", "b-4", "b-5"}
 			for _, id := range ids {
 				h.post(t, id)
-				settle(h.d)
+				settle(t, h.d)
 			}
 			paused, err := h.ledger.PausedSources(ctx)
 			if err != nil || !paused["github"] {

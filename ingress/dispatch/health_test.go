@@ -13,6 +13,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/stores/storetest/backends"
 )
 
@@ -49,7 +50,7 @@ func TestSourceHealthFromTheStore(t *testing.T) {
 			for _, id := range []string{"h-1", "h-2", "h-3"} {
 				h.post(t, id)
 			}
-			settle(h.d)
+			settle(t, h.d)
 			h.clock.Advance(time.Minute)
 			got := read()
 			const plain = "the agent refused the gateway's credentials (403 Forbidden): check forward.signing_secret and forward.headers"
@@ -93,7 +94,7 @@ func TestSourceHealthFromTheStore(t *testing.T) {
 			if _, err := other.Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}
-			settle(other)
+			settle(t, other)
 			if got := read(); got.Health != dispatch.Healthy || got.Waiting != 0 || got.Failures != 0 {
 				t.Fatalf("after the agent answered: %+v", got)
 			}
@@ -109,7 +110,7 @@ func TestSourceHealthCountsDeadFromTheStore(t *testing.T) {
 	ctx := context.Background()
 	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
 	h.post(t, "d-1")
-	settle(h.d)
+	settle(t, h.d)
 	hs, err := dispatch.ReadHealth(ctx, h.ledger, []*dispatch.Source{h.source.Queued()}, h.clock.Now())
 	if err != nil || hs[0].Dead != 1 || hs[0].Waiting != 0 {
 		t.Fatalf("after a dead letter: %+v %v", hs, err)
@@ -126,11 +127,5 @@ func TestSourceHealthCountsDeadFromTheStore(t *testing.T) {
 
 func waitForHealth(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for source health")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, "source health", cond)
 }

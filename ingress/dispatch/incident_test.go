@@ -34,7 +34,7 @@ func TestIncidentLogFollowsAnOutage(t *testing.T) {
 	for _, id := range ids {
 		h.post(t, id)
 	}
-	settle(h.d)
+	settle(t, h.d)
 	warns := func() []observer.LoggedEntry {
 		return h.logs.FilterLevelExact(zapcore.WarnLevel).AllUntimed()
 	}

@@ -21,7 +21,7 @@ func TestPauseNowStopsThisProcessAtOnce(t *testing.T) {
 	if status, ans := h.post(t, "p-1"); status != http.StatusAccepted {
 		t.Fatalf("a paused source must keep accepting: %d %v", status, ans)
 	}
-	settle(h.d)
+	settle(t, h.d)
 	if n := len(h.agent.requests("p-1")); n != 0 {
 		t.Fatalf("%d forwards right after the pause, want 0", n)
 	}

@@ -63,7 +63,11 @@
 //
 // Every Outcome other than Delivered carries an Err saying why; errors.Is(err,
 // context.DeadlineExceeded) reports an agent timeout, errors.Is(err, ErrRedirect) a 3xx and
-// errors.Is(err, ErrAgentStatus) any other non-2xx answer.
+// errors.Is(err, ErrAgentStatus) any other non-2xx answer. A failed forward's Err is an *AgentError
+// (explain.go) whose text says in plain words what to check: "the agent did not answer within
+// forward.timeout (2s)", "the agent refused the gateway's credentials (401 Unauthorized): check
+// forward.signing_secret and forward.headers", "nothing is listening at URL (connection refused)",
+// the URL's password redacted. The log, `gateway events show`, the console and alerts show it as is.
 //
 // A Request with no Timeout gets DefaultTimeout, because the ledger's claim on the delivery is sized
 // from the forward timeout: an unbounded forward would outlive its claim.

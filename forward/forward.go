@@ -201,15 +201,15 @@ func (f *Forwarder) Forward(ctx context.Context, r Request) Outcome {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errForwardTimeout)
 	defer cancel()
 	ctx, span := f.startSpan(ctx, &r)
-	out := f.forward(ctx, r)
+	out := f.forward(ctx, r, timeout)
 	endSpan(span, out)
 	return out
 }
 
-func (f *Forwarder) forward(ctx context.Context, r Request) Outcome {
+func (f *Forwarder) forward(ctx context.Context, r Request, timeout time.Duration) Outcome {
 	req, err := f.newRequest(ctx, r)
 	if err != nil {
 		return Outcome{Kind: Retry, Err: err}
@@ -219,7 +219,7 @@ func (f *Forwarder) forward(ctx context.Context, r Request) Outcome {
 	start := f.now()
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return Outcome{Kind: Retry, Latency: f.now().Sub(start), Err: fmt.Errorf("forward: post to agent: %w", err)}
+		return Outcome{Kind: Retry, Latency: f.now().Sub(start), Err: explainTransport(ctx, err, r.URL, timeout)}
 	}
 	out := classify(resp.StatusCode, r.Final)
 	if r.KeepBody > 0 && out.Kind == Delivered {
@@ -237,11 +237,14 @@ func (f *Forwarder) forward(ctx context.Context, r Request) Outcome {
 		out.RetryAfter, out.RetryAfterGiven = parseRetryAfter(resp.Header.Get("Retry-After"), f.now())
 	}
 	if out.Kind != Delivered {
+		loc := resp.Header.Get("Location")
+		var cause error
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-			out.Err = fmt.Errorf("%w: %d to %q", ErrRedirect, resp.StatusCode, resp.Header.Get("Location"))
+			cause = fmt.Errorf("%w: %d to %q", ErrRedirect, resp.StatusCode, loc)
 		} else {
-			out.Err = fmt.Errorf("%w: %d %s", ErrAgentStatus, resp.StatusCode, http.StatusText(resp.StatusCode))
+			cause = fmt.Errorf("%w: %d %s", ErrAgentStatus, resp.StatusCode, http.StatusText(resp.StatusCode))
 		}
+		out.Err = explainStatus(resp.StatusCode, loc, r.URL, cause)
 	}
 	return out
 }

@@ -65,7 +65,8 @@ commands:
                               inspect and resolve the ledger through the admin API
   events  list [--source S] [--status S] [--scope X] [--since T] | show SOURCE EVENT_ID | replay ...
                               queued events: list, show with every attempt, deliver again
-  sources pause|resume NAME   stop or restart dispatching a queued source (it keeps accepting)
+  sources list | pause|resume NAME
+                              every source's health, waiting and dead events; stop or restart dispatching a queued source
   providers [NAME]            list the providers (scheme, default event id, handshake), or print a source for one
   version                     print the version
 

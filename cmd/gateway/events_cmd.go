@@ -30,7 +30,12 @@ flags: --admin, --config, --token, --json and --timeout, as for gateway ledger.
 among the scopes that received an event last. T is RFC 3339 or a span back
 from now: --since 1h is the last hour, --until 10m ten minutes ago.`
 
-const sourcesUsage = `usage: gateway sources pause|resume NAME [flags]
+const sourcesUsage = `usage: gateway sources list [flags]
+       gateway sources pause|resume NAME [flags]
+
+list prints every source's mode, forward URL, health (healthy, failing,
+paused), waiting and dead events, read from the store, and for a failing
+source since when and the last error in plain words (docs/health.md).
 
 A paused source keeps accepting and storing events and dispatches nothing
 until it is resumed, in every gateway process sharing the store.
@@ -157,7 +162,7 @@ func (a *App) sourcesCmd(ctx context.Context, args []string) error {
 	case "help", "-h", "--help":
 		fmt.Fprintln(a.Stdout, sourcesUsage)
 		return nil
-	case "pause", "resume":
+	case "pause", "resume", "list":
 	default:
 		return usageError{fmt.Sprintf("sources: unknown command %q\n\n%s", sub, sourcesUsage)}
 	}
@@ -167,6 +172,12 @@ func (a *App) sourcesCmd(ctx context.Context, args []string) error {
 	pos, err := parseInterspersed(fs, rest)
 	if err != nil {
 		return err
+	}
+	if sub == "list" {
+		if len(pos) != 0 {
+			return usageError{fmt.Sprintf("sources list: takes no arguments\n\n%s", sourcesUsage)}
+		}
+		return a.sourcesList(ctx, f)
 	}
 	if len(pos) != 1 {
 		return usageError{fmt.Sprintf("sources %s: takes NAME\n\n%s", sub, sourcesUsage)}

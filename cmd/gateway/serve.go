@@ -94,6 +94,9 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Source health is read from the store at each scrape, so the gauges
+	// agree across instances and survive restarts.
+	reg.MustRegister(dispatch.NewHealthCollector(sourcesHealth(l, sources, a.Clock), log.Named("metrics")))
 	gw, err := ingress.New(ingress.Options{
 		Sources: sources, Ledger: l, Forwarder: fwd,
 		Logger: log, Metrics: gwMetrics, Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
@@ -139,7 +142,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		adminAddr = admin.Addr().String()
-		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp)
+		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow)
 		if err != nil {
 			_ = public.Close()
 			_ = admin.Close()
@@ -267,15 +270,30 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 // probes need no credentials (they reveal only up or down), and the admin
 // console on every other path, behind a session signed in with the token.
 // The console calls the same ledger API handler (traced when tp is set).
+//
+// pause (nil: none) is told of each pause and resume the API records,
+// before it answers: this process's dispatcher stops the source at once.
 func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, admin config.Admin, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
-	tp trace.TracerProvider) (http.Handler, error) {
+	tp trace.TracerProvider, pause func(source string, paused bool)) (http.Handler, error) {
 	token := admin.Token
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(sources))
+	var inline []string
 	for _, s := range sources {
 		names = append(names, s.Name)
+		if s.Queued().Policy.Mode == dispatch.ModeInline {
+			inline = append(inline, s.Name)
+		}
 	}
-	api := tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, ledgerapi.WithSources(names))
+	apiOpts := []ledgerapi.Option{ledgerapi.WithSources(names), ledgerapi.WithInlineSources(inline)}
+	if pause != nil {
+		apiOpts = append(apiOpts, ledgerapi.WithPauseHook(pause))
+	}
+	// The ledger API and, beside it, the sources' health (which needs the
+	// sources' configuration): one handler, which the console calls too.
+	api := http.NewServeMux()
+	api.Handle("/v1/", tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, apiOpts...))
+	api.Handle("GET "+ledgerapi.HealthPath, ledgerapi.HealthHandler(healthJSON(sourcesHealth(l, sources, a.Clock)), token, log.Named("ledgerapi")))
 	mux.Handle("/v1/", api)
 	clock := a.Clock
 	if clock == nil {

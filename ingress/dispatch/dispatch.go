@@ -84,6 +84,7 @@ type Dispatcher struct {
 	lastUnpark time.Time
 	unparking  map[string]bool
 	lastGauge  time.Time // the last full page read for the queue gauges
+	healthRead time.Time // the last read of the source health record (incident.go)
 	// corruptLogged is when the sweep last logged an unreadable paused
 	// sources record (Run's goroutine only).
 	corruptLogged time.Time
@@ -129,6 +130,11 @@ type source struct {
 	// waiting counts the accepts waiting in Reserve for a place: the
 	// signal a test waits for before it frees one.
 	waiting atomic.Int32
+	// pausedNow mirrors paused for a delivery's last look before its
+	// forward, without the lock.
+	pausedNow atomic.Bool
+	// incident follows the agent's failures for the log (incident.go).
+	incident incident
 	// latency is a moving average of the agent's answer time, in
 	// nanoseconds: deliveries are held beyond forward.concurrency only
 	// while it is under takeAheadLatency.
@@ -386,12 +392,14 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 			resumed = append(resumed, name)
 		}
 		s.paused = paused[name]
+		s.pausedNow.Store(s.paused)
 	}
 	d.mu.Unlock()
 	unparked, err := d.unpark(ctx, resumed)
 	if err != nil {
 		return false, err
 	}
+	d.readHealth(ctx)
 	gauge := d.gaugeDue()
 	if d.freeSlots() == 0 && !gauge {
 		return unparked, nil // every slot busy: a freed one wakes the loop
@@ -569,6 +577,12 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		d.giveBack(s, t, "not sent: too little of its claim was left to forward and settle (no request place came free in time, or the store answered slowly)", fields)
 		return
 	}
+	if s.pausedNow.Load() {
+		// Paused while it was held: it goes back unsent (and is parked).
+		<-s.agent
+		d.giveBack(s, t, "not sent: its source was paused while it was held", fields)
+		return
+	}
 	start := d.now()
 	actx, span := d.startAttempt(ctx, s, t, ev)
 	// Cut at the claim's end minus the settle margin if that comes before
@@ -596,6 +610,13 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	fields = append(fields, zap.String("outcome", label), zap.Int("agent_status", out.Status), zap.Duration("latency", out.Latency))
 	if out.Err != nil {
 		fields = append(fields, zap.String("reason", out.Err.Error()))
+	}
+	switch {
+	case ctx.Err() != nil: // cut by shutdown: says nothing about the agent
+	case out.Kind == forward.Delivered || out.Kind == forward.Rejected:
+		d.answered(s)
+	default:
+		d.failed(s, out, fields)
 	}
 	switch {
 	case err != nil:

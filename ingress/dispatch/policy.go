@@ -56,6 +56,11 @@ type Policy struct {
 	Order    ledger.Order    `yaml:"order"`
 	Debounce ledger.Debounce `yaml:"debounce"`
 	Cancel   CancelMode      `yaml:"cancel"`
+	// PauseAfter is forward.pause_after, the breaker for broken agents:
+	// after this many configuration-fault answers (401, 403, 404, 410)
+	// with no answer between them, across instances, the source pauses
+	// itself (queued mode only). 0: off.
+	PauseAfter int `yaml:"pause_after"`
 }
 
 // AcceptWaitOf is a pointer to d, for Policy.AcceptWait.
@@ -94,6 +99,12 @@ func (p Policy) Validate(path string) error {
 	}
 	if err := p.Retry.validate(path); err != nil {
 		return err
+	}
+	if p.PauseAfter < 0 {
+		return field.Errorf(path+".pause_after", "must be 0 (off) or positive")
+	}
+	if p.PauseAfter > 0 && p.Mode != ModeQueued {
+		return field.Errorf(path+".pause_after", "needs forward.mode queued: pause applies to queued delivery")
 	}
 	if p.Order != ledger.OrderNone && p.Order != ledger.OrderScope {
 		return field.Errorf(path+".order", "%q is not %q (or empty)", p.Order, ledger.OrderScope)

@@ -373,8 +373,14 @@ func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 			return nil, err
 		}
 	}
+	if paused && s.inline[req.Source] {
+		return nil, fmt.Errorf("%w: source: %q delivers inline (forward.mode: inline): pause applies to queued delivery, the provider's own retries hold an inline source's events", ledger.ErrInvalid, req.Source)
+	}
 	if err := s.l.SetSourcePaused(r.Context(), req.Source, paused); err != nil {
 		return nil, err
+	}
+	if s.onPause != nil {
+		s.onPause(req.Source, paused)
 	}
 	return s.paused(r)
 }

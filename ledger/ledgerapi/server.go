@@ -91,7 +91,10 @@ type server struct {
 	l *ledger.Ledger
 	// sources are the source names the gateway is configured with
 	// (WithSources); nil: any name is taken.
-	sources  map[string]bool
+	sources map[string]bool
+	// inline and onPause: see WithInlineSources and WithPauseHook.
+	inline   map[string]bool
+	onPause  func(source string, paused bool)
 	log      *zap.Logger
 	refusals *refusalLog
 	// routes lists "METHOD /path" as registered, for the test that holds

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
 
 // sample is one reading of the counters the overview shows per minute:
@@ -80,6 +82,17 @@ type sourceRow struct {
 	DeadLetters   float64
 	Paused        bool
 	HasQueueGauge bool
+	// Health is the source's health read from the store (docs/health.md):
+	// healthy, failing or paused, with since when and the last error;
+	// Waiting and DeadNow are counted in the store, so they agree across
+	// instances, come back to 0 after a replay and survive restarts.
+	Health     string
+	Since      string
+	LastError  string
+	Waiting    int
+	OldestWait string
+	DeadNow    int
+	HasHealth  bool
 }
 
 type overviewData struct {
@@ -118,6 +131,13 @@ func (c *Console) overviewData(ctx context.Context) overviewData {
 	}
 	for _, p := range paused {
 		row(p).Paused = true
+	}
+	if hs, err := c.api.SourcesHealth(ctx); err == nil {
+		for _, h := range hs {
+			applyHealth(row(h.Source), h)
+		}
+	} else if out.StoreError == "" {
+		out.StoreError = "source health could not be read: " + statusText(err)
 	}
 	cur := sample{at: now, requests: map[string]map[string]float64{}}
 	if c.metrics != nil {
@@ -200,4 +220,12 @@ func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request, s *sessio
 func statusText(err error) string {
 	_, msg := statusOf(err)
 	return msg
+}
+
+// applyHealth copies a source's health from the store into its row.
+func applyHealth(r *sourceRow, h ledgerapi.SourceHealthJSON) {
+	r.HasHealth, r.Health, r.Since, r.LastError, r.Waiting, r.DeadNow = true, h.Health, h.Since, h.LastError, h.Waiting, h.Dead
+	if h.Waiting > 0 {
+		r.OldestWait = (time.Duration(h.OldestWaitingSecs) * time.Second).String()
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/replyonce/gateway/cmd/gateway/internal/when"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
@@ -526,15 +528,33 @@ func (c *Console) sourcesPage(w http.ResponseWriter, r *http.Request, s *session
 	type row struct {
 		Name   string
 		Paused bool
+		// Mode, Health, Since, LastError: from the store's source health
+		// (an inline source has no Pause button: pause applies to queued
+		// delivery).
+		Mode, Health, Since, LastError string
+	}
+	health := map[string]ledgerapi.SourceHealthJSON{}
+	// Without the health endpoint (an API that lacks it) the page still
+	// pauses and resumes; health shows as unknown.
+	if hs, err := c.api.SourcesHealth(r.Context()); err == nil {
+		for _, h := range hs {
+			health[h.Source] = h
+		}
+	} else {
+		c.log.Warn("console: reading source health failed", zap.Error(err))
+	}
+	mk := func(n string, p bool) row {
+		h := health[n]
+		return row{Name: n, Paused: p, Mode: h.Mode, Health: h.Health, Since: h.Since, LastError: h.LastError}
 	}
 	var rows []row
 	seen := map[string]bool{}
 	for _, n := range c.sources {
-		rows, seen[n] = append(rows, row{n, set[n]}), true
+		rows, seen[n] = append(rows, mk(n, set[n])), true
 	}
 	for _, p := range paused {
 		if !seen[p] {
-			rows = append(rows, row{p, true})
+			rows = append(rows, mk(p, true))
 		}
 	}
 	c.render(w, r, s, http.StatusOK, "sources", "Sources", map[string]any{"Rows": rows})

@@ -1,0 +1,131 @@
+package dispatch_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/internal/testkit"
+	"github.com/replyonce/gateway/stores/storetest/backends"
+)
+
+// Source health is read from the store, on every store: failing with the
+// plain-words error and the waiting events while the agent refuses, paused
+// when paused, healthy again once any process sees the agent answer; dead
+// events are counted from the store, so a replay brings them to 0.
+func TestSourceHealthFromTheStore(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, _ := b.Open(t)
+			h := newHarnessOn(t, queuedSource(), nil, store)
+			ctx := context.Background()
+			var down atomic.Bool
+			down.Store(true)
+			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+				if down.Load() {
+					w.WriteHeader(http.StatusForbidden)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			read := func() dispatch.SourceHealth {
+				t.Helper()
+				hs, err := dispatch.ReadHealth(ctx, h.ledger, []*dispatch.Source{h.source.Queued()}, h.clock.Now())
+				if err != nil || len(hs) != 1 {
+					t.Fatalf("ReadHealth: %v %v", hs, err)
+				}
+				return hs[0]
+			}
+			if got := read(); got.Health != dispatch.Healthy || got.Waiting != 0 || got.Dead != 0 {
+				t.Fatalf("before any event: %+v", got)
+			}
+			for _, id := range []string{"h-1", "h-2", "h-3"} {
+				h.post(t, id)
+			}
+			settle(t, h.d)
+			h.clock.Advance(time.Minute)
+			got := read()
+			const plain = "the agent refused the gateway's credentials (403 Forbidden): check forward.signing_secret and forward.headers"
+			if got.Health != dispatch.Failing || got.LastError != plain || got.Failures < 1 || got.Waiting != 3 ||
+				got.OldestWaiting < time.Minute || got.Mode != "queued" || !strings.HasPrefix(got.URL, h.agent.URL) {
+				t.Fatalf("agent refusing: %+v", got)
+			}
+			// The sweep writes what was not saved yet: every failure counts.
+			h.sweep(t) // retries are due (5s): three more failures
+			waitForHealth(t, func() bool {
+				h.sweep(t) // nothing is due: the sweep only saves what was not saved
+				return read().Failures == 6
+			})
+
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(dispatch.NewHealthCollector(func(ctx context.Context) ([]dispatch.SourceHealth, error) {
+				return dispatch.ReadHealth(ctx, h.ledger, []*dispatch.Source{h.source.Queued()}, h.clock.Now())
+			}, nil))
+			if v := metricValue(t, reg, "replyonce_source_health", "source", "github", "health", "failing"); v != 1 {
+				t.Fatalf("replyonce_source_health{health=failing} = %v, want 1", v)
+			}
+			if v := metricValue(t, reg, "replyonce_source_waiting_events", "source", "github"); v != 3 {
+				t.Fatalf("replyonce_source_waiting_events = %v, want 3", v)
+			}
+
+			if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+				t.Fatal(err)
+			}
+			if got := read(); got.Health != dispatch.Paused || got.Waiting != 3 {
+				t.Fatalf("paused: %+v", got)
+			}
+			if err := h.ledger.SetSourcePaused(ctx, "github", false); err != nil {
+				t.Fatal(err)
+			}
+
+			// Another process, which never saw a failure, sees the agent
+			// answer: the incident ends for everyone.
+			down.Store(false)
+			other := h.newDispatcher(t, forward.New(forward.NewClient(forward.ClientOptions{}), h.clock.Now), nil)
+			h.clock.Advance(10 * time.Minute)
+			if _, err := other.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, other)
+			if got := read(); got.Health != dispatch.Healthy || got.Waiting != 0 || got.Failures != 0 {
+				t.Fatalf("after the agent answered: %+v", got)
+			}
+		})
+	}
+}
+
+// Dead events are counted from the store: a replay brings the count to 0.
+func TestSourceHealthCountsDeadFromTheStore(t *testing.T) {
+	h := newHarness(t, queuedSource(func(c *ingress.SourceConfig) {
+		c.Forward.Queue.Retry.Backoff.Schedule = []time.Duration{0}
+	}))
+	ctx := context.Background()
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
+	h.post(t, "d-1")
+	settle(t, h.d)
+	hs, err := dispatch.ReadHealth(ctx, h.ledger, []*dispatch.Source{h.source.Queued()}, h.clock.Now())
+	if err != nil || hs[0].Dead != 1 || hs[0].Waiting != 0 {
+		t.Fatalf("after a dead letter: %+v %v", hs, err)
+	}
+	q := h.item(t, "d-1")
+	if _, err := h.ledger.ReplayDelivery(ctx, q.Scope, q.EntryID); err != nil {
+		t.Fatal(err)
+	}
+	hs, err = dispatch.ReadHealth(ctx, h.ledger, []*dispatch.Source{h.source.Queued()}, h.clock.Now())
+	if err != nil || hs[0].Dead != 0 || hs[0].Waiting != 1 {
+		t.Fatalf("after the replay: %+v %v", hs, err)
+	}
+}
+
+func waitForHealth(t *testing.T, cond func() bool) {
+	t.Helper()
+	testkit.Eventually(t, "source health", cond)
+}

@@ -1,0 +1,242 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ledger"
+)
+
+const (
+	// incidentWarnEvery bounds the warn lines of one incident after its
+	// first: at most one per source per minute, with the counts since the
+	// last one.
+	incidentWarnEvery = time.Minute
+	// healthSaveEvery bounds the writes of a failing source's health
+	// record by one process: its first failure is written at once, later
+	// ones at most once a second, added up.
+	healthSaveEvery = time.Second
+	// healthReadEvery is how often a sweep reads the health record, to
+	// learn of incidents other processes recorded (so that the first
+	// answer here ends them) and to write failures not yet saved.
+	healthReadEvery = time.Second
+	// recoveryCountLimit bounds the scopes whose waiting events are made
+	// due at once when an incident ends; the rest keep their schedule.
+	recoveryCountLimit = 1000
+)
+
+// incident follows one source's run of failed attempts, so that the log
+// reads as the story of an outage rather than one line per attempt: a
+// warn at the first failure, at most one warn a minute while it lasts, one
+// info line when the agent answers again. Each attempt's own line stays at
+// info. The incident is also recorded in the store (ledger
+// RecordAgentFailures), which is what source health reads on every
+// instance; the recovery line is written by the process whose answer ended
+// the stored incident, so there is one across instances.
+type incident struct {
+	mu       sync.Mutex
+	failing  bool      // this process saw the last attempt fail
+	since    time.Time // the first failed attempt seen here
+	failures int       // failed attempts seen here since then
+	lastWarn time.Time
+	warned   int // failures counted in the last warn line
+	// unsaved failures are not yet added to the store's record, last
+	// written at saved; stored says the store's record was failing when
+	// last read or written here.
+	unsaved int
+	lastErr string
+	saved   time.Time
+	stored  bool
+}
+
+// failed is called after each attempt the agent failed (no answer, 5xx,
+// 429, a configuration fault): it logs the incident's first failure, and
+// then its progress at most once per incidentWarnEvery, and records it in
+// the store.
+func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field) {
+	now := d.now()
+	reason := ""
+	if out.Err != nil {
+		reason = out.Err.Error()
+	}
+	in := &s.incident
+	in.mu.Lock()
+	in.lastErr = reason
+	in.unsaved++
+	save := !in.stored || now.Sub(in.saved) >= healthSaveEvery
+	if !in.failing {
+		in.failing, in.since, in.failures, in.lastWarn, in.warned = true, now, 1, now, 1
+		in.mu.Unlock()
+		d.log.Warn("dispatch: the agent is failing; events are kept and retried",
+			append(fields, zap.String("error", reason))...)
+	} else {
+		in.failures++
+		warn := now.Sub(in.lastWarn) >= incidentWarnEvery
+		newly, total, since := in.failures-in.warned, in.failures, in.since
+		if warn {
+			in.lastWarn, in.warned = now, in.failures
+		}
+		in.mu.Unlock()
+		if warn {
+			d.log.Warn("dispatch: the agent is still failing",
+				zap.String("source", s.src.Name), zap.Int("failed_attempts", total), zap.Int("failed_since_last_line", newly),
+				zap.Duration("failing_for", now.Sub(since).Round(time.Second)), zap.String("error", reason))
+		}
+	}
+	if save {
+		d.saveFailures(s)
+	}
+	if n := s.src.Policy.PauseAfter; n > 0 && breakerFault(out.Status) {
+		d.countFault(s, n, reason)
+	}
+}
+
+// breakerFault says whether an agent's status counts toward
+// forward.pause_after: the answers that point at the gateway's
+// configuration, which retrying cannot fix.
+func breakerFault(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+		return true
+	}
+	return false
+}
+
+// countFault counts one configuration-fault answer in the store and, on
+// the count that reaches a multiple of pauseAfter (one process across
+// instances), pauses the source: its events keep queueing, and resume
+// delivers them.
+func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	faults, err := d.l.RecordAgentFault(ctx, s.src.Name, reason)
+	if err != nil {
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: counting a configuration fault for forward.pause_after failed", zap.String("source", s.src.Name), zap.Error(err))
+		return
+	}
+	if faults%pauseAfter != 0 {
+		return
+	}
+	if err := d.l.SetSourcePaused(ctx, s.src.Name, true); err != nil {
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Error("dispatch: forward.pause_after reached but pausing the source failed", zap.String("source", s.src.Name), zap.Error(err))
+		return
+	}
+	d.mu.Lock()
+	s.paused = true // no further take or hand-over here; other processes at their next sweep
+	d.mu.Unlock()
+	d.log.Warn("dispatch: the source paused itself: its agent refused "+strconv.Itoa(faults)+" times in a row (forward.pause_after); events keep queueing, fix the agent or the configuration and run gateway sources resume "+s.src.Name,
+		zap.String("source", s.src.Name), zap.Int("faults", faults), zap.String("error", reason))
+}
+
+// saveFailures adds s's unsaved failures to the store's health record.
+func (d *Dispatcher) saveFailures(s *source) {
+	in := &s.incident
+	in.mu.Lock()
+	n, reason := in.unsaved, in.lastErr
+	in.unsaved, in.saved, in.stored = 0, d.now(), true
+	in.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	_, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason)
+	cancel()
+	if err != nil {
+		in.mu.Lock()
+		in.unsaved += n // tried again at the next failure or sweep
+		in.mu.Unlock()
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: recording the agent's failures for source health failed", zap.String("source", s.src.Name), zap.Error(err))
+	}
+}
+
+// answered is called after each attempt the agent answered (2xx, or a
+// rejection, which is an answer too). When the source has an incident,
+// here or in the store, it ends it; the process that ends the stored one
+// logs one info line saying how long it lasted and how many events wait.
+// Without an incident it costs nothing: no store step.
+func (d *Dispatcher) answered(s *source) {
+	in := &s.incident
+	in.mu.Lock()
+	local, since := in.failing, in.since
+	if !local && !in.stored {
+		in.mu.Unlock()
+		return
+	}
+	in.failing, in.failures, in.warned, in.unsaved, in.stored = false, 0, 0, 0, false
+	in.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	ended, lasted, err := d.l.RecordAgentAnswered(ctx, s.src.Name)
+	switch {
+	case err != nil:
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: recording the agent's recovery for source health failed", zap.String("source", s.src.Name), zap.Error(err))
+		if !local {
+			return
+		}
+		lasted = d.now().Sub(since)
+	case !ended:
+		return // another process ended it, and said so
+	}
+	lasted = lasted.Round(time.Second)
+	fields := []zap.Field{zap.String("source", s.src.Name), zap.Duration("failing_for", lasted)}
+	// The agent answers: what waits for a later retry is due now, taken
+	// at the source's concurrency like any due delivery.
+	due, err := d.l.DueNow(ctx, s.src.Name, recoveryCountLimit)
+	if err != nil {
+		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
+		d.log.Warn("dispatch: agent answering again after "+lasted.String()+"; making its waiting events due failed, they keep their schedule",
+			append(fields, zap.Error(err))...)
+		return
+	}
+	d.Notify()
+	d.log.Info("dispatch: agent answering again after "+lasted.String()+"; "+plural(due, "waiting event")+" now due",
+		append(fields, zap.Int("now_due", due))...)
+}
+
+// readHealth is the sweep's look at the store's health record, at most
+// once per healthReadEvery: it learns which sources other processes found
+// failing, and writes failures not yet saved. A record that cannot be
+// read stops nothing.
+func (d *Dispatcher) readHealth(ctx context.Context) {
+	now := time.Now()
+	if now.Sub(d.healthRead) < healthReadEvery {
+		return
+	}
+	d.healthRead = now
+	for _, s := range d.sources {
+		s.incident.mu.Lock()
+		flush := s.incident.unsaved > 0
+		s.incident.mu.Unlock()
+		if flush {
+			d.saveFailures(s)
+		}
+	}
+	set, err := d.l.AgentHealths(ctx)
+	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
+		d.log.Warn("dispatch: reading source health failed", zap.Error(err))
+		return
+	}
+	for name, s := range d.sources {
+		s.incident.mu.Lock()
+		s.incident.stored = set[name].Failing
+		s.incident.mu.Unlock()
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}

@@ -1,0 +1,22 @@
+package dispatch
+
+// PauseNow stops this process's deliveries of source at once, as the
+// admin API's pause does once the pause is recorded (the store's record
+// is what every process, this one at its next sweep, goes by): no
+// delivery is handed over or taken from here on, and a held delivery that
+// has not started its forward goes back to the queue unsent. A resume
+// (paused false) only wakes the sweep, which unparks the source's
+// deliveries as it finds the record changed.
+func (d *Dispatcher) PauseNow(source string, paused bool) {
+	s := d.sources[source]
+	if s == nil {
+		return
+	}
+	if paused {
+		d.mu.Lock()
+		s.paused = true
+		s.pausedNow.Store(true)
+		d.mu.Unlock()
+	}
+	d.Notify()
+}

@@ -128,7 +128,7 @@ var scenarios = []scenario{
 			}
 			return nil
 		}},
-	{name: "agent-close", stores: allStores, instances: 1,
+	{name: "agent-close", stores: allStores, instances: 1, short: true,
 		// The first delivery of one event in three is read and its
 		// connection closed without an answer: one attempt must be one
 		// request (issue #27: Go's client replayed it). agent-faults
@@ -139,7 +139,7 @@ var scenarios = []scenario{
 			sleep(ctx, time.Duration(e.rounds(4, 10))*time.Second)
 			return nil
 		}},
-	{name: "sigstop-past-claim", stores: allStores, instances: 2, lateCheck: true,
+	{name: "sigstop-past-claim", stores: allStores, instances: 2, lateCheck: true, short: true,
 		// One instance stopped (SIGSTOP) for longer than a claim while it
 		// holds deliveries, then continued: the other instance has taken
 		// them over; the stopped one must not forward them when it wakes
@@ -153,7 +153,7 @@ var scenarios = []scenario{
 			}
 			return nil
 		}},
-	{name: "stall-past-claim", stores: shared, instances: 2, lateCheck: true,
+	{name: "stall-past-claim", stores: shared, instances: 2, lateCheck: true, short: true,
 		// One instance's store connection stalled past a claim, the other
 		// instance's healthy (issue #27: a take that outlives its claim).
 		act: func(ctx context.Context, e *env) error {

@@ -63,8 +63,8 @@ commands:
   ledger  history SCOPE | ambiguous | resolve SCOPE ENTRY_ID --outcome committed|not_applied
           [--admin URL] [--config FILE] [--token T] [--json]
                               inspect and resolve the ledger through the admin API
-  events  list [--source S] [--status S] [--scope X] [--since T] | show SOURCE EVENT_ID | replay ...
-                              queued events: list, show with every attempt, deliver again
+  events  list [--source S] [--status S] [--scope X] [--since T] | show SOURCE EVENT_ID | replay ... | tail
+                              queued and inline events: list, show with every attempt, deliver again, follow live
   sources list | pause|resume NAME
                               every source's health, waiting and dead events; stop or restart dispatching a queued source
   providers [NAME]            list the providers (scheme, default event id, handshake), or print a source for one
@@ -149,6 +149,7 @@ var commandHelp = map[string]struct{ summary, example string }{
 	"events list":      {"Queued events, oldest first: every status, delivered included (without --status or with delivered: the scopes that received an event last).", "gateway events list --status dead --source github --config gateway.yaml"},
 	"events show":      {"A queued event and every delivery attempt: time, agent status, latency, error, the answer's first bytes.", "gateway events show github 72d3162e-cc78-11e3-81ab-4c9367dc0958 --config gateway.yaml"},
 	"events replay":    {"Deliver queued events again, as new deliveries of the same runs: one event, or all matching --status.", "gateway events replay --status dead --source github --config gateway.yaml"},
+	"events tail":      {"Each event as it is received and each attempt's outcome as it happens, from every instance sharing the store, until Ctrl-C.", "gateway events tail --source stripe --config gateway.yaml"},
 	"events rejected":  {"The last 100 requests this instance refused for a source before the ledger (signature, size, method, event id), newest first, credentials redacted.", "gateway events rejected stripe --config gateway.yaml"},
 	"sources pause":    {"Stop dispatching a source's queued events in every instance; it keeps accepting and storing them.", "gateway sources pause github --config gateway.yaml"},
 	"sources resume":   {"Dispatch a paused source's queued events again.", "gateway sources resume github --config gateway.yaml"},

@@ -22,6 +22,9 @@ commands:
   replay SOURCE EVENT_ID [--scope X]
   replay --status S [--source S] [--since T] [--until T]
                                    deliver again as a new delivery of the same run
+  tail [--source S] [--status S,...]
+                                   each event as it is received and each attempt's
+                                   outcome as it happens, from every instance, until Ctrl-C
   rejected SOURCE                  the last 100 requests this instance refused before the
                                    ledger (signature, size, method, event id), newest first
 
@@ -68,6 +71,8 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	case "list", "show", "replay":
 	case "rejected":
 		return a.eventsRejected(ctx, rest)
+	case "tail":
+		return a.eventsTail(ctx, rest)
 	default:
 		return usageError{fmt.Sprintf("events: unknown command %q\n\n%s", sub, eventsUsage)}
 	}

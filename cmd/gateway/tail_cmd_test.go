@@ -158,3 +158,40 @@ func within2s(t *testing.T, out *syncBuffer, what, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// An inline event is in the tail too: the attempt the provider was
+// answered 503 for, then its retry's.
+func TestEventsTailInline(t *testing.T) {
+	agent := newSink(t)
+	agent.setAnswer(func(n int, r *http.Request) (int, time.Duration) {
+		if n == 1 {
+			return http.StatusInternalServerError, 0
+		}
+		return http.StatusOK, 0
+	})
+	g := startGateway(t, writeConfig(t, "{kind: memory}", "", agent.srv.URL))
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	app := &App{Stdout: stdout, Stderr: stderr, LookupEnv: env(nil), Clock: time.Now}
+	go func() { done <- app.Run(ctx, []string{"events", "tail", "--admin", "http://" + g.admin}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("events tail ended with %v, want nil on Ctrl-C", err)
+		}
+	}()
+	waitFor(t, "tail to start", func() bool { return strings.Contains(stderr.String(), "tailing events") })
+	id := fmt.Sprintf("evt_tail_inline_%d", time.Now().UnixNano())
+	body, header := stripeEvent(t, id, nil)
+	client := newClient(t)
+	if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("first delivery: %d %v, want 503 (the agent answered 500)", r.status, r.body)
+	}
+	within2s(t, stdout, "the inline event", id+"  scope stripe:"+id+"  received (inline)  failed")
+	within2s(t, stdout, "attempt 1", id+"  scope stripe:"+id+"  attempt 1  retry  agent 500")
+	if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusOK {
+		t.Fatalf("the provider's retry: %d %v", r.status, r.body)
+	}
+	within2s(t, stdout, "attempt 2", id+"  scope stripe:"+id+"  attempt 2  delivered  agent 200")
+}

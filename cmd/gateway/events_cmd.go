@@ -198,9 +198,17 @@ func (a *App) sourcesCmd(ctx context.Context, args []string) error {
 		return explain(err)
 	}
 	if f.json {
-		return a.printJSON(ledgerapi.PausedJSON{Paused: paused})
+		return a.printJSON(paused)
 	}
-	fmt.Fprintf(a.Stdout, "%sd %s; paused now: [%s]\n", sub, pos[0], strings.Join(paused, " "))
+	fmt.Fprintf(a.Stdout, "%sd %s; paused now: [%s]\n", sub, pos[0], strings.Join(paused.Paused, " "))
+	if sub == "pause" {
+		// The API waited for every live gateway instance's dispatcher to
+		// stop the source (docs/health.md): say for which.
+		fmt.Fprintf(a.Stdout, "paused on %s: [%s]\n", plural(len(paused.StoppedOn), "instance", "instances"), strings.Join(paused.StoppedOn, " "))
+		if len(paused.NotConfirmed) > 0 {
+			fmt.Fprintf(a.Stdout, "not confirmed in time by [%s]: each stops at its next sweep if it is running; check that it is\n", strings.Join(paused.NotConfirmed, " "))
+		}
+	}
 	return nil
 }
 

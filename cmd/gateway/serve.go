@@ -29,6 +29,11 @@ import (
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
 
+// pauseWait bounds how long a pause waits for the other instances'
+// dispatchers to stop the source: several sweeps (1 s each), and within
+// the CLI's default admin timeout (10 s).
+const pauseWait = 5 * time.Second
+
 func (a *App) logger(c config.Log) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(c.Level)
 	if err != nil {
@@ -273,6 +278,7 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 //
 // pause (nil: none) is told of each pause and resume the API records,
 // before it answers: this process's dispatcher stops the source at once.
+// A pause then waits for every other live instance's dispatcher.
 func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, admin config.Admin, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
 	tp trace.TracerProvider, pause func(source string, paused bool)) (http.Handler, error) {
 	token := admin.Token
@@ -287,7 +293,9 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	}
 	apiOpts := []ledgerapi.Option{ledgerapi.WithSources(names), ledgerapi.WithInlineSources(inline)}
 	if pause != nil {
-		apiOpts = append(apiOpts, ledgerapi.WithPauseHook(pause))
+		// A pause answers once every live instance's dispatcher has
+		// stopped the source (docs/health.md), or after pauseWait.
+		apiOpts = append(apiOpts, ledgerapi.WithPauseHook(pause), ledgerapi.WithPauseWait(pauseWait))
 	}
 	// The ledger API and, beside it, the sources' health (which needs the
 	// sources' configuration): one handler, which the console calls too.

@@ -56,6 +56,9 @@ type Options struct {
 	// TracerProvider, when set, traces every delivery attempt (see
 	// trace.go). Nil: no tracing, at no cost.
 	TracerProvider trace.TracerProvider
+	// Instance names this dispatcher in the pause acknowledgements
+	// (pauseack.go); empty: a random id.
+	Instance string
 }
 
 // Dispatcher delivers queued events: the ones the gateway hands it as they
@@ -72,6 +75,11 @@ type Dispatcher struct {
 	sources map[string]*source
 	wake    chan struct{}
 	tracer  trace.Tracer // nil: tracing off
+	// instance, acked and ackedAt: see pauseack.go (acked and ackedAt
+	// are Run's goroutine only).
+	instance string
+	acked    map[string]bool
+	ackedAt  time.Time
 
 	// forwards is the context every forward runs in; Shutdown cancels it
 	// once the grace period is over.
@@ -201,8 +209,11 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
 	}
+	if o.Instance == "" {
+		o.Instance = randomInstance()
+	}
 	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock,
-		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1)}
+		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1), instance: o.Instance}
 	for _, s := range o.Sources {
 		if s.Policy.Mode != ModeQueued {
 			continue
@@ -395,6 +406,11 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		s.pausedNow.Store(s.paused)
 	}
 	d.mu.Unlock()
+	// Only now, with every paused source stopped here, may this process
+	// say so: a pause waits for that (pauseack.go).
+	if err := d.ackPaused(ctx, paused); err != nil {
+		return false, err
+	}
 	unparked, err := d.unpark(ctx, resumed)
 	if err != nil {
 		return false, err
@@ -737,6 +753,7 @@ func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
+	d.leavePauseAcks(ctx)
 	idle := make(chan struct{})
 	go func() {
 		d.running.Wait()

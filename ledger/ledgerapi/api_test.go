@@ -677,7 +677,7 @@ func TestDeliveryEndpoints(t *testing.T) {
 		t.Fatalf("without the token: %d", status)
 	}
 	paused, err := e.client.PauseSource(ctx, "gh", true)
-	if err != nil || len(paused) != 1 || paused[0] != "gh" {
+	if err != nil || len(paused.Paused) != 1 || paused.Paused[0] != "gh" {
 		t.Fatalf("pause: %v %v", paused, err)
 	}
 }

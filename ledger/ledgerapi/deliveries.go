@@ -170,13 +170,18 @@ type SourceRequest struct {
 // PausedJSON answers the pause endpoints.
 type PausedJSON struct {
 	Paused []string `json:"paused"`
+	// StoppedOn (a pause only) names the gateway instances whose
+	// dispatchers have stopped the source, which the pause waited for;
+	// NotConfirmed the live ones that had not when the wait ended.
+	StoppedOn    []string `json:"stoppedOn,omitempty"`
+	NotConfirmed []string `json:"notConfirmed,omitempty"`
 }
 
 func (s *server) routeDeliveries(mux *http.ServeMux) {
 	s.route(mux, http.MethodGet, "/v1/deliveries", s.listDeliveries)
 	s.route(mux, http.MethodGet, "/v1/deliveries/show", s.showDelivery)
 	s.route(mux, http.MethodPost, "/v1/deliveries/replay", s.replayDeliveries)
-	s.route(mux, http.MethodGet, "/v1/sources/paused", s.paused)
+	s.route(mux, http.MethodGet, "/v1/sources/paused", s.pausedSources)
 	s.route(mux, http.MethodPost, "/v1/sources/pause", func(r *http.Request) (any, error) { return s.setPaused(r, true) })
 	s.route(mux, http.MethodPost, "/v1/sources/resume", func(r *http.Request) (any, error) { return s.setPaused(r, false) })
 }
@@ -341,14 +346,16 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 	return itemsJSON(out), nil
 }
 
-func (s *server) paused(r *http.Request) (any, error) {
+func (s *server) pausedSources(r *http.Request) (any, error) { return s.paused(r) }
+
+func (s *server) paused(r *http.Request) (PausedJSON, error) {
 	set, err := s.l.PausedSources(r.Context())
 	if errors.Is(err, ledger.ErrCorruptControl) {
 		// Nothing counts as paused, as for the dispatchers; the next pause
 		// or resume writes a fresh record.
 		s.log.Error("ledger api: paused sources record is corrupt; answering none paused", zap.Error(err))
 	} else if err != nil {
-		return nil, err
+		return PausedJSON{}, err
 	}
 	out := PausedJSON{Paused: []string{}}
 	for name := range set {
@@ -382,7 +389,19 @@ func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 	if s.onPause != nil {
 		s.onPause(req.Source, paused)
 	}
-	return s.paused(r)
+	var w ledger.PauseWait
+	if paused && s.pauseWait > 0 {
+		var err error
+		if w, err = s.l.WaitPaused(r.Context(), req.Source, s.pauseWait); err != nil {
+			return nil, err
+		}
+	}
+	out, err := s.paused(r)
+	if err != nil {
+		return nil, err
+	}
+	out.StoppedOn, out.NotConfirmed = w.Stopped, w.Missing
+	return out, nil
 }
 
 // Deliveries lists queued deliveries by filter.
@@ -428,15 +447,16 @@ func (c *Client) Replay(ctx context.Context, req ReplayRequest) ([]DeliveryItemJ
 }
 
 // PauseSource pauses (or, with paused false, resumes) a source's dispatch
-// and returns the sources paused now.
-func (c *Client) PauseSource(ctx context.Context, source string, paused bool) ([]string, error) {
+// and returns the sources paused now and, for a pause, the instances that
+// have stopped it.
+func (c *Client) PauseSource(ctx context.Context, source string, paused bool) (PausedJSON, error) {
 	path := "/v1/sources/resume"
 	if paused {
 		path = "/v1/sources/pause"
 	}
 	var out PausedJSON
 	err := c.do(ctx, http.MethodPost, path, SourceRequest{Source: source}, &out)
-	return out.Paused, err
+	return out, err
 }
 
 // PausedSources returns the sources whose dispatch is paused.

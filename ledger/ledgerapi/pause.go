@@ -1,5 +1,7 @@
 package ledgerapi
 
+import "time"
+
 // WithInlineSources names the sources that deliver inline: pausing one is
 // refused 400 invalid_request, since pause applies to queued delivery
 // (an inline source's events wait in the provider's retries, not in the
@@ -19,4 +21,11 @@ func WithInlineSources(names []string) Option {
 // caller has the answer.
 func WithPauseHook(hook func(source string, paused bool)) Option {
 	return func(s *server) { s.onPause = hook }
+}
+
+// WithPauseWait makes a pause wait, after the hook, until every live
+// dispatcher on the store has stopped the source (ledger.WaitPaused), for
+// at most maxWait, and answer which did. Zero: no wait.
+func WithPauseWait(maxWait time.Duration) Option {
+	return func(s *server) { s.pauseWait = maxWait }
 }

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -93,10 +94,12 @@ type server struct {
 	// (WithSources); nil: any name is taken.
 	sources map[string]bool
 	// inline and onPause: see WithInlineSources and WithPauseHook.
-	inline   map[string]bool
-	onPause  func(source string, paused bool)
-	log      *zap.Logger
-	refusals *refusalLog
+	inline  map[string]bool
+	onPause func(source string, paused bool)
+	// pauseWait: see WithPauseWait.
+	pauseWait time.Duration
+	log       *zap.Logger
+	refusals  *refusalLog
 	// routes lists "METHOD /path" as registered, for the test that holds
 	// openapi.yaml to them.
 	routes []string

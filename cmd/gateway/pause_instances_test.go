@@ -38,8 +38,10 @@ func TestPauseStopsEveryInstance(t *testing.T) {
 				waitFor(t, id+" delivered", func() bool { return agent.counts()[id] == 1 })
 			}
 
+			asked := time.Now()
 			out := runCLI(t, instances[0], "sources", "pause", "stripe")
 			returned := time.Now()
+			t.Logf("%s: the pause answered after %v (a measure, not asserted):\n%s", name, returned.Sub(asked).Round(time.Millisecond), out)
 			if !strings.Contains(out, "paused on 3 instances") {
 				t.Fatalf("pause did not wait for the three instances:\n%s", out)
 			}

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/replyonce/gateway/ledger"
@@ -38,5 +39,40 @@ func TestPauseNowStopsThisProcessAtOnce(t *testing.T) {
 	}
 	if q := h.item(t, "p-1"); q.Status != ledger.DeliveryDelivered || len(h.agent.requests("p-1")) != 1 {
 		t.Fatalf("after resume: %s, %d forwards; want delivered once", q.Status, len(h.agent.requests("p-1")))
+	}
+}
+
+// A pause recorded by another process: this dispatcher says it has
+// stopped the source (its pause-acks entry) only from the sweep that
+// applied it, and from then on an event accepted here is not handed over
+// nor delivered.
+func TestAckPausedOnlyOnceStopped(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	ctx := context.Background()
+	h.sweep(t)
+	listed := func() bool {
+		acks, err := h.ledger.PauseAcks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(acks[h.d.Instance()].Paused, "github")
+	}
+	if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Fatal("the entry lists the source before any sweep applied the pause")
+	}
+	h.sweep(t)
+	if !listed() {
+		t.Fatal("the sweep that applied the pause did not say so")
+	}
+	if status, ans := h.post(t, "a-1"); status != http.StatusAccepted {
+		t.Fatalf("a paused source must keep accepting: %d %v", status, ans)
+	}
+	settle(t, h.d)
+	h.sweep(t)
+	if n := len(h.agent.requests("a-1")); n != 0 {
+		t.Fatalf("%d forwards after this process said it stopped the source, want 0", n)
 	}
 }

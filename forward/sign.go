@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"hash"
 	"strconv"
 	"strings"
@@ -65,4 +66,16 @@ func (ss *signers) get(secret string) (*signer, error) {
 	}
 	got, _ := ss.m.LoadOrStore(secret, s)
 	return got.(*signer), nil
+}
+
+// SignStandardWebhook returns the webhook-signature header value for id,
+// ts and body under secret (whsec_ prefix optional, then base64), as the
+// forwarder signs: other senders of the gateway (alerts) sign the same way
+// rather than keep a second implementation.
+func SignStandardWebhook(secret, id string, ts time.Time, body []byte) (string, error) {
+	s, err := newSigner(secret)
+	if err != nil {
+		return "", fmt.Errorf("forward: the signing secret is not base64 (after an optional whsec_ prefix): %w", err)
+	}
+	return s.sign(id, ts, body), nil
 }

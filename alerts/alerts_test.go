@@ -1,0 +1,187 @@
+package alerts_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	svix "github.com/svix/svix-webhooks/go"
+	"go.uber.org/goleak"
+
+	"github.com/replyonce/gateway/alerts"
+	"github.com/replyonce/gateway/internal/testkit"
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest/backends"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// receiver is a test alert target: it keeps every body it was posted,
+// answering down's status while down is set.
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies [][]byte
+	heads  []http.Header
+	down   atomic.Int32 // a status to answer instead of 200
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		if s := r.down.Load(); s != 0 {
+			w.WriteHeader(int(s))
+			return
+		}
+		r.mu.Lock()
+		r.bodies = append(r.bodies, b)
+		r.heads = append(r.heads, req.Header.Clone())
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) got() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.bodies...)
+}
+
+func fastBackoff(int) time.Duration { return 5 * time.Millisecond }
+
+func newNotifier(t *testing.T, l *ledger.Ledger, cfg alerts.Config) *alerts.Notifier {
+	t.Helper()
+	n, err := alerts.New(alerts.Options{Config: cfg, Ledger: l, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+var start = time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+
+// One Slack-format message per incident and kind, on every store, however
+// many gateway processes raise it: three notifiers, each on its own handle
+// of the same store (its own caches), raise the same failing and recovery
+// alerts, and the receiver gets one of each.
+func TestThreeInstancesSendOneAlertPerIncident(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, another := b.Open(t)
+			slack := newReceiver(t)
+			cfg := alerts.Config{Targets: []alerts.Target{{Slack: slack.URL + "/services/T0/B0/secret"}},
+				ConsoleURL: "https://gw.example.com/console"}
+			var ns []*alerts.Notifier
+			for i := range 3 {
+				s := store
+				if i > 0 {
+					s = another()
+				}
+				ns = append(ns, newNotifier(t, ledger.New(s, ledger.Options{}), cfg))
+			}
+			failing := alerts.Alert{Kind: alerts.Failing, Source: "stripe", Incident: start, Failures: 3,
+				Error: "nothing is listening at http://127.0.0.1:9/ (connection refused): check that the agent is running and forward.url"}
+			for _, n := range ns {
+				n.Raise(failing)
+			}
+			testkit.Eventually(t, "one failing alert", func() bool { return len(slack.got()) >= 1 })
+			for _, n := range ns {
+				n.Raise(alerts.Alert{Kind: alerts.Recovered, Source: "stripe", Incident: start, Lasted: 4*time.Minute + 12*time.Second})
+			}
+			testkit.Eventually(t, "the recovery alert", func() bool { return len(slack.got()) >= 2 })
+			for _, n := range ns {
+				n.Close() // every try has ended: nothing more can arrive
+			}
+			got := slack.got()
+			if len(got) != 2 {
+				t.Fatalf("the receiver got %d messages, want 2 (one per incident and kind):\n%s", len(got), got)
+			}
+			var msg map[string]any
+			if err := json.Unmarshal(got[0], &msg); err != nil || len(msg) != 1 {
+				t.Fatalf("not Slack's {\"text\": …} format: %s (%v)", got[0], err)
+			}
+			text, _ := msg["text"].(string)
+			for _, want := range []string{"Source stripe is failing", "3 attempts in a row", "connection refused",
+				"<https://gw.example.com/console/sources/stripe|Open stripe in the console>"} {
+				if !strings.Contains(text, want) {
+					t.Fatalf("failing alert %q lacks %q", text, want)
+				}
+			}
+			if !strings.Contains(string(got[1]), "stripe recovered: its agent answers again after 4m12s") {
+				t.Fatalf("recovery alert: %s", got[1])
+			}
+			// A new incident of the same source is a new alert.
+			n := newNotifier(t, ledger.New(store, ledger.Options{}), cfg)
+			failing.Incident = start.Add(time.Hour)
+			n.Raise(failing)
+			testkit.Eventually(t, "the next incident's alert", func() bool { return len(slack.got()) == 3 })
+		})
+	}
+}
+
+// A webhook target gets a JSON body signed with Standard Webhooks, which
+// svix's own verifier accepts.
+func TestWebhookAlertIsSignedWithStandardWebhooks(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	hook := newReceiver(t)
+	n := newNotifier(t, ledger.New(memory.New(nil), ledger.Options{}), alerts.Config{
+		Targets: []alerts.Target{{Webhook: hook.URL, Secret: secret}}, ConsoleURL: "https://gw.example.com/console/"})
+	n.Raise(alerts.Alert{Kind: alerts.Paused, Source: "github", Incident: start, Failures: 5, Error: "the agent refused"})
+	testkit.Eventually(t, "the webhook alert", func() bool { return len(hook.got()) == 1 })
+	hook.mu.Lock()
+	body, head := hook.bodies[0], hook.heads[0]
+	hook.mu.Unlock()
+	wh, err := svix.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Verify(body, head); err != nil {
+		t.Fatalf("svix does not verify the alert: %v\n%s\n%v", err, body, head)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["type"] != "source.paused" || got["source"] != "github" || got["consecutiveFailures"] != float64(5) ||
+		got["consoleUrl"] != "https://gw.example.com/console/sources/github" {
+		t.Fatalf("webhook body: %s", body)
+	}
+}
+
+// A target that is down neither blocks Raise nor the other targets: it is
+// retried with backoff on its own goroutine and gets the alert, once,
+// when it is back.
+func TestDownTargetIsRetriedAndBlocksNothing(t *testing.T) {
+	down, up := newReceiver(t), newReceiver(t)
+	down.down.Store(http.StatusServiceUnavailable)
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // never answers until the test ends
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer func() { close(hang); slow.Close() }()
+	n := newNotifier(t, ledger.New(memory.New(nil), ledger.Options{}), alerts.Config{Targets: []alerts.Target{
+		{Slack: slow.URL}, {Slack: down.URL}, {Slack: up.URL}}})
+	for i := range 300 { // more than a queue holds: Raise still returns
+		n.Raise(alerts.Alert{Kind: alerts.Failing, Source: "s", Incident: start.Add(time.Duration(i) * time.Second), Failures: 3})
+	}
+	testkit.Eventually(t, "the up target's alerts", func() bool { return len(up.got()) >= 256 })
+	if len(down.got()) != 0 {
+		t.Fatal("the down target counted a message")
+	}
+	down.down.Store(0)
+	testkit.Eventually(t, "the down target's first alert once it is back", func() bool { return len(down.got()) >= 1 })
+	n.Close() // returns although the slow target never answered
+}

@@ -160,6 +160,16 @@ func (a Alert) scope() string {
 	return ScopePrefix + a.Source + ":" + a.Incident.UTC().Format(time.RFC3339Nano)
 }
 
+// intent names the alert's entry in its incident's scope: one per kind
+// and target, and for a pause one per trip of the breaker (after a resume
+// the same incident may pause the source again).
+func (a Alert) intent(target string) string {
+	if a.Kind == Paused {
+		return fmt.Sprintf("%s-%d:%s", a.Kind, a.Failures, target)
+	}
+	return string(a.Kind) + ":" + target
+}
+
 // text is the alert in one or two sentences, for Slack and for the log.
 func (a Alert) text(console string) string {
 	var b strings.Builder
@@ -362,7 +372,7 @@ func (n *Notifier) deliver(ctx context.Context, t *target, a Alert) {
 // sent, here or elsewhere.
 func (n *Notifier) once(ctx context.Context, t *target, a Alert) (done bool, err error) {
 	c, err := n.l.Claim(ctx, ledger.ClaimRequest{
-		Key:           ledger.Key{Scope: a.scope(), Intent: string(a.Kind) + ":" + t.name},
+		Key:           ledger.Key{Scope: a.scope(), Intent: a.intent(t.name)},
 		Summary:       "alert " + string(a.Kind) + " to " + t.name,
 		Redeliverable: true, // a process that died holding it does not leave it ambiguous
 		MaxAttempts:   n.tries * 3,

@@ -79,6 +79,17 @@ func (l *Ledger) RecordAgentFailures(ctx context.Context, source string, failure
 // RecordAgentAnswered ends source's incident, if it has one: the agent
 // answered. ended says there was one, and how long it lasted.
 func (l *Ledger) RecordAgentAnswered(ctx context.Context, source string) (ended bool, lasted time.Duration, err error) {
+	was, ended, err := l.EndAgentIncident(ctx, source)
+	if ended {
+		lasted = l.now().Sub(was.Since)
+	}
+	return ended, lasted, err
+}
+
+// EndAgentIncident is RecordAgentAnswered returning the record of the
+// incident it ended (its Since names the incident, for alerts). ended is
+// true on one process across instances.
+func (l *Ledger) EndAgentIncident(ctx context.Context, source string) (was AgentHealth, ended bool, err error) {
 	now := l.now()
 	err = l.store.TransactControl(ctx, controlHealth, func(cur []byte) ([]byte, error) {
 		set := parseHealth(cur)
@@ -87,11 +98,11 @@ func (l *Ledger) RecordAgentAnswered(ctx context.Context, source string) (ended 
 			ended = false
 			return nil, nil // nothing to write
 		}
-		ended, lasted = true, now.Sub(h.Since)
+		ended, was = true, h
 		set[source] = AgentHealth{Since: now, LastError: h.LastError, LastAt: now}
 		return json.Marshal(set)
 	})
-	return ended, lasted, err
+	return was, ended, err
 }
 
 // AgentHealths returns the health record of every source that ever

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ledger"
 )
@@ -44,6 +45,10 @@ type Options struct {
 	Conversation *ConversationMetrics
 	// Clock is the ledger's clock: it times the retry schedule.
 	Clock func() time.Time
+	// Alerts is told when a source starts failing (alerts.after_failures
+	// attempts in a row), recovers, or pauses itself (forward.pause_after);
+	// nil raises none. Its Raise never blocks.
+	Alerts *alerts.Notifier
 	// Jitter returns a number in [0, 1) for the schedule's ±20 % jitter
 	// (RetryPolicy.Jitter), for sources whose policy has none; nil:
 	// math/rand.
@@ -80,6 +85,7 @@ type Dispatcher struct {
 	instance string
 	acked    map[string]bool
 	ackedAt  time.Time
+	alerts   *alerts.Notifier
 
 	// forwards is the context every forward runs in; Shutdown cancels it
 	// once the grace period is over.
@@ -212,7 +218,7 @@ func New(o Options) (*Dispatcher, error) {
 	if o.Instance == "" {
 		o.Instance = randomInstance()
 	}
-	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock,
+	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock, alerts: o.Alerts,
 		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1), instance: o.Instance}
 	for _, s := range o.Sources {
 		if s.Policy.Mode != ModeQueued {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
@@ -149,6 +150,8 @@ type harness struct {
 	conv   *dispatch.ConversationMetrics
 	logs   *observer.ObservedLogs
 	logger *zap.Logger
+	// alerts is given to every dispatcher the harness builds (nil: none).
+	alerts *alerts.Notifier
 }
 
 func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
@@ -175,7 +178,8 @@ func newTracedHarness(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerPro
 }
 
 // newHarnessOn is newTracedHarness on the given store.
-func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider, store ledger.Store) *harness {
+// Each of mods changes the harness before its dispatcher is built.
+func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvider, store ledger.Store, mods ...func(*harness)) *harness {
 	t.Helper()
 	h := &harness{clock: storetest.NewClock(time.Now()), jitterU: 0.5, tp: tp, reg: prometheus.NewRegistry(), dreg: prometheus.NewRegistry()}
 	h.conv = dispatch.NewConversationMetrics(h.reg)
@@ -185,6 +189,9 @@ func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvide
 	h.agent = newAgent(t)
 	h.store = &downStore{Store: store}
 	h.ledger = ledger.New(h.store, ledger.Options{Clock: h.clock.Now})
+	for _, m := range mods {
+		m(h)
+	}
 	if cfg.Forward.URL == "" {
 		cfg.Forward.URL = h.agent.URL + "/events"
 	}
@@ -227,7 +234,7 @@ func (h *harness) newDispatcherOnStore(t *testing.T, store ledger.Store, fwd *fo
 	d, err := dispatch.New(dispatch.Options{Ledger: ledger.New(store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
 		Metrics: metrics,
 		Sources: []*dispatch.Source{h.source.Queued()}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
-		TracerProvider: h.tp})
+		TracerProvider: h.tp, Alerts: h.alerts})
 	if err != nil {
 		t.Fatal(err)
 	}

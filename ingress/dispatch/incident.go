@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ledger"
 )
@@ -54,6 +55,10 @@ type incident struct {
 	lastErr string
 	saved   time.Time
 	stored  bool
+	// alerted is the start of the last incident this process raised the
+	// failing alert for: raised once per incident here, and the ledger
+	// claim makes it once across instances.
+	alerted time.Time
 }
 
 // failed is called after each attempt the agent failed (no answer, 5xx,
@@ -135,6 +140,15 @@ func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 	d.mu.Unlock()
 	d.log.Warn("dispatch: the source paused itself: its agent refused "+strconv.Itoa(faults)+" times in a row (forward.pause_after); events keep queueing, fix the agent or the configuration and run gateway sources resume "+s.src.Name,
 		zap.String("source", s.src.Name), zap.Int("faults", faults), zap.String("error", reason))
+	if d.alerts != nil {
+		// The incident's start names the alert's scope; a record that
+		// cannot be read names it by now, which only risks a second alert.
+		since := d.now()
+		if set, err := d.l.AgentHealths(ctx); err == nil && set[s.src.Name].Failing {
+			since = set[s.src.Name].Since
+		}
+		d.alerts.Raise(alerts.Alert{Kind: alerts.Paused, Source: s.src.Name, Incident: since, Error: reason, Failures: faults, At: d.now()})
+	}
 }
 
 // saveFailures adds s's unsaved failures to the store's health record.
@@ -148,8 +162,18 @@ func (d *Dispatcher) saveFailures(s *source) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	_, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason)
+	h, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason)
 	cancel()
+	if err == nil && d.alerts != nil && h.Failures >= d.alerts.AfterFailures() {
+		in.mu.Lock()
+		raise := !in.alerted.Equal(h.Since)
+		in.alerted = h.Since
+		in.mu.Unlock()
+		if raise {
+			d.alerts.Raise(alerts.Alert{Kind: alerts.Failing, Source: s.src.Name, Incident: h.Since,
+				Error: h.LastError, Failures: h.Failures, At: d.now()})
+		}
+	}
 	if err != nil {
 		in.mu.Lock()
 		in.unsaved += n // tried again at the next failure or sweep
@@ -176,7 +200,15 @@ func (d *Dispatcher) answered(s *source) {
 	in.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	ended, lasted, err := d.l.RecordAgentAnswered(ctx, s.src.Name)
+	was, ended, err := d.l.EndAgentIncident(ctx, s.src.Name)
+	lasted := d.now().Sub(was.Since)
+	if ended && d.alerts != nil && was.Failures >= d.alerts.AfterFailures() {
+		// One process ends the stored incident; the claim keeps it once
+		// even so. An incident too short to raise the failing alert
+		// raises no recovery either.
+		d.alerts.Raise(alerts.Alert{Kind: alerts.Recovered, Source: s.src.Name, Incident: was.Since,
+			Lasted: lasted, Error: was.LastError, Failures: was.Failures, At: d.now()})
+	}
 	switch {
 	case err != nil:
 		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()

@@ -1,0 +1,159 @@
+package dispatch_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/alerts"
+	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/internal/testkit"
+	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores/storetest/backends"
+)
+
+// slackReceiver is a test Slack incoming webhook: it keeps the text of
+// every message.
+type slackReceiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	texts []string
+}
+
+func newSlackReceiver(t *testing.T) *slackReceiver {
+	r := &slackReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var msg struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &msg); err != nil || msg.Text == "" {
+			t.Errorf("not a Slack message: %s", b)
+		}
+		r.mu.Lock()
+		r.texts = append(r.texts, msg.Text)
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *slackReceiver) matching(part string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.texts {
+		if strings.Contains(s, part) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// withAlerts gives the harness's dispatchers a Notifier sending to the
+// receiver and to a target that never answers, which must slow nothing.
+func withAlerts(t *testing.T, slack *slackReceiver) func(*harness) {
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server sees the client go only once the body is read
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hung.Close)
+	return func(h *harness) {
+		n, err := alerts.New(alerts.Options{Ledger: h.ledger, Clock: h.clock.Now, Logger: h.logger,
+			Backoff: func(int) time.Duration { return 10 * time.Millisecond },
+			Config: alerts.Config{Targets: []alerts.Target{{Slack: hung.URL}, {Slack: slack.URL}},
+				ConsoleURL: "https://gw.example.com/console"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Close)
+		h.alerts = n
+	}
+}
+
+// A source whose agent fails raises one Slack-format failing alert after
+// alerts.after_failures (3) attempts, with the plain-words error and a
+// link to its console page, and one recovery alert when the agent answers
+// again, on every store; a target that never answers slows no delivery.
+func TestAlertsWhenASourceFailsAndRecovers(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, _ := b.Open(t)
+			slack := newSlackReceiver(t)
+			h := newHarnessOn(t, queuedSource(), nil, store, withAlerts(t, slack))
+			var down atomic.Bool
+			down.Store(true)
+			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
+				if down.Load() {
+					w.WriteHeader(http.StatusBadGateway)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			h.post(t, "a-1")
+			h.post(t, "a-2")
+			settle(t, h.d)
+			h.sweep(t) // two failures: no alert yet
+			if got := slack.matching("is failing"); len(got) != 0 {
+				t.Fatalf("alert after two failures: %q", got)
+			}
+			h.post(t, "a-3")
+			settle(t, h.d)
+			testkit.Eventually(t, "the failing alert", func() bool {
+				h.sweep(t) // saves the failures not yet in the store
+				return len(slack.matching("is failing")) >= 1
+			})
+			h.post(t, "a-4") // a fourth failure in the same incident
+			settle(t, h.d)
+			h.sweep(t)
+			failing := slack.matching("is failing")
+			if len(failing) != 1 || !strings.Contains(failing[0], "Source github is failing") ||
+				!strings.Contains(failing[0], "the agent failed (502 Bad Gateway)") ||
+				!strings.Contains(failing[0], "<https://gw.example.com/console/sources/github|") {
+				t.Fatalf("failing alerts %q, want one naming the source, the plain-words error and the console page", failing)
+			}
+			down.Store(false)
+			h.post(t, "a-5") // answered: the incident ends
+			settle(t, h.d)
+			testkit.Eventually(t, "the recovery alert", func() bool { return len(slack.matching("recovered")) >= 1 })
+			h.sweep(t)
+			settle(t, h.d)
+			h.alerts.Close() // every try ended: nothing more can arrive
+			if n := len(slack.matching("recovered")); n != 1 {
+				t.Fatalf("%d recovery alerts, want 1", n)
+			}
+			if n := len(slack.matching("is failing")); n != 1 {
+				t.Fatalf("%d failing alerts, want 1", n)
+			}
+			for _, id := range []string{"a-1", "a-2", "a-3", "a-4", "a-5"} {
+				if n := len(h.agent.requests(id)); n < 1 {
+					t.Fatalf("%s never forwarded", id)
+				}
+			}
+		})
+	}
+}
+
+// forward.pause_after: the breaker that pauses a source raises one alert.
+func TestPauseAfterRaisesOneAlert(t *testing.T) {
+	slack := newSlackReceiver(t)
+	h := newHarnessOn(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.PauseAfter = 5 }), nil,
+		memory.New(nil), withAlerts(t, slack))
+	h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusUnauthorized) })
+	for _, id := range []string{"p-1", "p-2", "p-3", "p-4", "p-5"} {
+		h.post(t, id)
+		settle(t, h.d)
+	}
+	testkit.Eventually(t, "the pause alert", func() bool { return len(slack.matching("paused itself")) >= 1 })
+	h.alerts.Close()
+	got := slack.matching("paused itself")
+	if len(got) != 1 || !strings.Contains(got[0], "refused 5 times in a row") || !strings.Contains(got[0], "gateway sources resume github") {
+		t.Fatalf("pause alerts %q, want one", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/netutil"
 
+	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/tracing"
 	"github.com/replyonce/gateway/forward"
@@ -94,8 +95,17 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	for i, s := range sources {
 		queued[i] = s.Queued()
 	}
+	// Alerts go out on the notifier's own goroutines, so a target that is
+	// down slows no webhook; it stops after the dispatcher (deferred first).
+	var notifier *alerts.Notifier
+	if len(cfg.Alerts.Targets) > 0 {
+		if notifier, err = alerts.New(alerts.Options{Config: cfg.Alerts, Ledger: l, Logger: log.Named("alerts"), Clock: a.Clock}); err != nil {
+			return err
+		}
+		defer notifier.Close()
+	}
 	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: queued, Logger: log.Named("dispatch"),
-		Metrics: dispatch.NewMetrics(reg), Conversation: gwMetrics.Conversation, Clock: a.Clock, TracerProvider: tp})
+		Metrics: dispatch.NewMetrics(reg), Conversation: gwMetrics.Conversation, Clock: a.Clock, TracerProvider: tp, Alerts: notifier})
 	if err != nil {
 		return err
 	}

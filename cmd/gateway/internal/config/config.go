@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
@@ -34,6 +35,9 @@ type Config struct {
 	Log     Log            `yaml:"log"`
 	Server  Server         `yaml:"server"`
 	Tracing Tracing        `yaml:"tracing"`
+	// Alerts is the alerts package's own configuration (targets,
+	// after_failures, console_url), read into it with nothing between.
+	Alerts alerts.Config `yaml:"alerts"`
 	// Sources are the packages' own source configuration: the YAML keys
 	// are ingress.SourceConfig's tags, read into it with nothing between.
 	Sources map[string]ingress.SourceConfig `yaml:"sources"`
@@ -608,6 +612,9 @@ func (c Config) Validate() error {
 		bad("log.format", "%q is not json or console", c.Log.Format)
 	}
 	errs = append(errs, c.Tracing.validate()...)
+	if err := c.Alerts.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(c.Sources) == 0 {
 		bad("sources", "at least one source is required")
 	}

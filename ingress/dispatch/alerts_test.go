@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,8 +13,11 @@ import (
 	"time"
 
 	"github.com/replyonce/gateway/alerts"
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/internal/testkit"
+	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/memory"
 	"github.com/replyonce/gateway/stores/storetest/backends"
 )
@@ -155,5 +159,73 @@ func TestPauseAfterRaisesOneAlert(t *testing.T) {
 	got := slack.matching("paused itself")
 	if len(got) != 1 || !strings.Contains(got[0], "refused 5 times in a row") || !strings.Contains(got[0], "gateway sources resume github") {
 		t.Fatalf("pause alerts %q, want one", got)
+	}
+}
+
+// Three dispatchers (three gateway processes, each with its own store
+// handle and Notifier) that each see the same source failing raise one
+// failing alert between them, on every store.
+func TestThreeDispatchersSendOneAlertPerIncident(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, another := b.Open(t)
+			slack := newSlackReceiver(t)
+			h := newHarnessOn(t, queuedSource(), nil, store, withAlerts(t, slack))
+			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
+			fwd := forward.New(forward.NewClient(forward.ClientOptions{}), h.clock.Now)
+			var ds []*dispatch.Dispatcher
+			var ns []*alerts.Notifier
+			for range 2 {
+				s := another()
+				n, err := alerts.New(alerts.Options{Ledger: ledger.New(s, ledger.Options{Clock: h.clock.Now}), Clock: h.clock.Now,
+					Backoff: func(int) time.Duration { return 10 * time.Millisecond },
+					Config:  alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(n.Close)
+				h.alerts = n
+				ds = append(ds, h.newDispatcherOnStore(t, s, fwd, nil))
+				ns = append(ns, n)
+			}
+			ids := []string{"t-1", "t-2", "t-3"}
+			for _, id := range ids {
+				h.post(t, id) // first attempts on the harness's dispatcher
+			}
+			settle(t, h.d)
+			testkit.Eventually(t, "the first dispatcher's failing alert", func() bool {
+				h.sweep(t)
+				return len(slack.matching("is failing")) >= 1
+			})
+			// Each other dispatcher takes the retries, fails, and raises the
+			// same incident's alert.
+			for _, d := range ds {
+				h.clock.Advance(6 * time.Minute)
+				testkit.Eventually(t, "another dispatcher's failed retries", func() bool {
+					if _, err := d.Sweep(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					settle(t, d)
+					for _, id := range ids {
+						if q := h.item(t, id); q.NextAt.Before(h.clock.Now()) {
+							return false
+						}
+					}
+					return true
+				})
+				h.clock.Advance(2 * time.Second) // the next save of this dispatcher's failures
+				_, _ = d.Sweep(context.Background())
+			}
+			testkit.Eventually(t, "every attempt failed", func() bool {
+				return len(h.agent.requests("t-1")) >= 3
+			})
+			h.alerts.Close()
+			for _, n := range ns {
+				n.Close()
+			}
+			if got := slack.matching("is failing"); len(got) != 1 {
+				t.Fatalf("%d failing alerts from three dispatchers, want 1: %q", len(got), got)
+			}
+		})
 	}
 }

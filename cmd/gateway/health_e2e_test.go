@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,31 @@ func TestSourceHealthEndToEnd(t *testing.T) {
 	for name, store := range storeConfigs(t) {
 		t.Run(name, func(t *testing.T) {
 			agent := newCountingAgent(t)
+			var slackMu sync.Mutex
+			var slack []string
+			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var msg struct {
+					Text string `json:"text"`
+				}
+				_ = json.NewDecoder(r.Body).Decode(&msg)
+				slackMu.Lock()
+				slack = append(slack, msg.Text)
+				slackMu.Unlock()
+			}))
+			t.Cleanup(receiver.Close)
+			alerted := func(part string) int {
+				slackMu.Lock()
+				defer slackMu.Unlock()
+				n := 0
+				for _, s := range slack {
+					if strings.Contains(s, part) {
+						n++
+					}
+				}
+				return n
+			}
+			// The alerts: section rides after the store's line.
+			store += "\nalerts: {console_url: 'http://console.example/console', targets: [{slack: '" + receiver.URL + "/services/x'}]}"
 			g := startGateway(t, writeConfig(t, store,
 				"      mode: queued\n      retry: {schedule: [0s, 1s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s]}\n", "http://"+agent.addr))
 			client := newClient(t)
@@ -99,6 +125,7 @@ func TestSourceHealthEndToEnd(t *testing.T) {
 			if waited := time.Since(start); waited > 10*time.Second {
 				t.Errorf("failing was seen after %s, want within 10s", waited)
 			}
+			waitFor(t, "one Slack-format failing alert", func() bool { return alerted("Source stripe is failing") == 1 })
 			s := hs.Sources[0]
 			if s.LastError != plain || s.ConsecutiveFailures < 1 || s.Since == "" || s.Mode != "queued" || s.Dead != 0 {
 				t.Fatalf("source health %+v", s)
@@ -124,6 +151,10 @@ func TestSourceHealthEndToEnd(t *testing.T) {
 			waitFor(t, "the recovery line", func() bool { return strings.Contains(g.stderr.String(), "agent answering again after") })
 			if n := strings.Count(g.stderr.String(), "agent answering again after"); n != 1 {
 				t.Fatalf("%d recovery lines, want 1:\n%s", n, g.stderr.String())
+			}
+			waitFor(t, "one recovery alert", func() bool { return alerted("Source stripe recovered") == 1 })
+			if n := alerted("Source stripe is failing"); n != 1 {
+				t.Fatalf("%d failing alerts, want 1", n)
 			}
 		})
 	}

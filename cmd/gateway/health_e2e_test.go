@@ -13,25 +13,25 @@ import (
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
 
-// countingAgent counts forwards per event id; it listens only once
+// restartableAgent counts forwards per event id; it listens only once
 // started, so until then the gateway finds nothing listening.
-type countingAgent struct {
+type restartableAgent struct {
 	addr string
 	mu   sync.Mutex
 	byID map[string]int
 }
 
-func newCountingAgent(t *testing.T) *countingAgent {
+func newRestartableAgent(t *testing.T) *restartableAgent {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &countingAgent{addr: ln.Addr().String(), byID: map[string]int{}}
+	a := &restartableAgent{addr: ln.Addr().String(), byID: map[string]int{}}
 	_ = ln.Close() // stopped: connections are refused
 	return a
 }
 
-func (a *countingAgent) start(t *testing.T) {
+func (a *restartableAgent) start(t *testing.T) {
 	t.Helper()
 	ln, err := net.Listen("tcp", a.addr)
 	if err != nil {
@@ -54,7 +54,7 @@ func (a *countingAgent) start(t *testing.T) {
 	})
 }
 
-func (a *countingAgent) counts() map[string]int {
+func (a *restartableAgent) counts() map[string]int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make(map[string]int, len(a.byID))
@@ -71,7 +71,7 @@ func (a *countingAgent) counts() map[string]int {
 func TestSourceHealthEndToEnd(t *testing.T) {
 	for name, store := range storeConfigs(t) {
 		t.Run(name, func(t *testing.T) {
-			agent := newCountingAgent(t)
+			agent := newRestartableAgent(t)
 			var slackMu sync.Mutex
 			var slack []string
 			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -20,7 +20,7 @@ func TestPauseStopsEveryInstance(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			agent := newCountingAgent(t)
+			agent := newRestartableAgent(t)
 			agent.start(t)
 			cfg := writeConfig(t, store, "      mode: queued\n      concurrency: 8\n", "http://"+agent.addr)
 			instances := []*gateway{startGateway(t, cfg), startGateway(t, cfg), startGateway(t, cfg)}

@@ -20,12 +20,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/netutil"
 
-	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/tracing"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/ingress/dispatch/alerts"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/forward"
+	"github.com/replyonce/gateway/ingress/dispatch/alerts"
 	"github.com/replyonce/gateway/ledger"
 )
 

@@ -14,10 +14,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/replyonce/gateway/alerts"
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/ingress/dispatch/alerts"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ingress/field"
 	"github.com/replyonce/gateway/ledger"

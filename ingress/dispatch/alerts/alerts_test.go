@@ -14,7 +14,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 	"go.uber.org/goleak"
 
-	"github.com/replyonce/gateway/alerts"
+	"github.com/replyonce/gateway/ingress/dispatch/alerts"
 	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/memory"

@@ -146,17 +146,7 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 	if err != nil {
 		return Result{}, err
 	}
-	l.replays.remember(ref.Scope, ref.EntryID, res.Entry, l.now())
-	res.Err = effectErr
-	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
-	if res.Entry != nil {
-		ev.Intent, ev.RunID = res.Entry.Intent, res.Entry.RunID
-	}
-	if res.LateSettle {
-		ev.Type = "late_settle"
-	}
-	l.observe(ev)
-	return res, nil
+	return l.settled(ref, outcome, res, effectErr), nil
 }
 
 // inlineEvent is the event record of an inline item that kept no body:

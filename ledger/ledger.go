@@ -254,8 +254,13 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	if err != nil {
 		return Result{}, err
 	}
-	// The write landed (or the document already said so): a committed
-	// entry may answer this process's later claims for it from memory.
+	return l.settled(ref, outcome, res, effectErr), nil
+}
+
+// settled follows a settle whose write landed (or whose document already
+// said so): a committed entry may answer this process's later claims for it
+// from memory, and observers hear of the outcome.
+func (l *Ledger) settled(ref ClaimRef, outcome Outcome, res Result, effectErr error) Result {
 	l.replays.remember(ref.Scope, ref.EntryID, res.Entry, l.now())
 	res.Err = effectErr
 	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
@@ -266,7 +271,7 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 		ev.Type = "late_settle"
 	}
 	l.observe(ev)
-	return res, nil
+	return res
 }
 
 func encodeValue(v any) ([]byte, error) {

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command chaos runs the gateway binary against the real stores (bolt,
 // Postgres, Redis) while it breaks things: gateway processes killed,
 // stopped and terminated, the store stalled and cut through a TCP relay
@@ -17,6 +19,9 @@
 // REPLYONCE_TEST_POSTGRES, a table of each run's own, dropped after; Redis
 // is a server of the run's own, with persistence on. docs/chaos.md says
 // what each scenario does.
+//
+// It runs on Unix only: it stops and continues gateway processes with
+// SIGSTOP and SIGCONT, and starts its servers through stores/testservers.
 package main
 
 import (

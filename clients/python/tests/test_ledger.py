@@ -14,7 +14,7 @@ from gateway import Gateway, ledger_config
 
 from replyonce_gateway import Key, LedgerClient, LedgerError, NotApplied, entry_id
 
-TOKEN = "py-suite-token"
+TOKEN = "py-suite-token-0123456789"
 _n = itertools.count()
 
 

@@ -10,7 +10,7 @@ import { ledgerConfig, startGateway, type Gateway } from './gateway.js';
 
 let gw: Gateway;
 let client: LedgerClient;
-const token = 'ts-suite-token';
+const token = 'ts-suite-token-0123456789';
 
 before(async () => {
   gw = await startGateway(ledgerConfig(token));

@@ -66,21 +66,9 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 	default:
 		return Result{}, fmt.Errorf("%w: inline delivery status %q (want delivered, rejected or failed)", ErrInvalid, rec.Status)
 	}
-	switch outcome {
-	case OutcomeCommitted, OutcomeNotApplied, OutcomeUnknown:
-	default:
-		return Result{}, fmt.Errorf("%w: outcome %q (want committed, not_applied or unknown)", ErrInvalid, outcome)
-	}
-	var raw []byte
-	if outcome == OutcomeCommitted {
-		var err error
-		if raw, err = encodeValue(value); err != nil {
-			return Result{}, err
-		}
-	}
-	errText := ""
-	if effectErr != nil {
-		errText = effectErr.Error()
+	raw, errText, err := settleInput(outcome, value, effectErr)
+	if err != nil {
+		return Result{}, err
 	}
 	var body []byte
 	if rec.KeepBody {
@@ -97,7 +85,7 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 		att.Answer = att.Answer[:MaxInlineAnswer]
 	}
 	var res Result
-	err := l.transactBlobs(ctx, ref.Scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+	err = l.transactBlobs(ctx, ref.Scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		var changed bool
 		var derr error
 		res, changed, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, errText, now)

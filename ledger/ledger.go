@@ -227,24 +227,12 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	if ref.Scope == "" || ref.EntryID == "" {
 		return Result{}, fmt.Errorf("%w: a claim reference needs scope and entry id", ErrInvalid)
 	}
-	switch outcome {
-	case OutcomeCommitted, OutcomeNotApplied, OutcomeUnknown:
-	default:
-		return Result{}, fmt.Errorf("%w: outcome %q (want committed, not_applied or unknown)", ErrInvalid, outcome)
-	}
-	var raw []byte
-	if outcome == OutcomeCommitted {
-		var err error
-		if raw, err = encodeValue(value); err != nil {
-			return Result{}, err
-		}
-	}
-	errText := ""
-	if effectErr != nil {
-		errText = effectErr.Error()
+	raw, errText, err := settleInput(outcome, value, effectErr)
+	if err != nil {
+		return Result{}, err
 	}
 	var res Result
-	err := l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
+	err = l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
 		var changed bool
 		var derr error
 		// d is decoded for this call alone: res may keep its entry.
@@ -272,6 +260,26 @@ func (l *Ledger) settled(ref ClaimRef, outcome Outcome, res Result, effectErr er
 	}
 	l.observe(ev)
 	return res
+}
+
+// settleInput checks a settle's outcome and turns its value and error into
+// what the document keeps: the encoded value (committed outcomes only) and
+// the error's text.
+func settleInput(outcome Outcome, value any, effectErr error) (raw []byte, errText string, err error) {
+	switch outcome {
+	case OutcomeCommitted, OutcomeNotApplied, OutcomeUnknown:
+	default:
+		return nil, "", fmt.Errorf("%w: outcome %q (want committed, not_applied or unknown)", ErrInvalid, outcome)
+	}
+	if outcome == OutcomeCommitted {
+		if raw, err = encodeValue(value); err != nil {
+			return nil, "", err
+		}
+	}
+	if effectErr != nil {
+		errText = effectErr.Error()
+	}
+	return raw, errText, nil
 }
 
 func encodeValue(v any) ([]byte, error) {

@@ -148,33 +148,133 @@ func (c SourceConfig) withDefaults() SourceConfig {
 }
 
 // NewSource validates cfg and builds the source. Errors are *field.Error,
-// naming the field under "sources.<name>".
+// naming the field under "sources.<name>"; every problem found is
+// returned at once (joined), so gateway check lists them all instead of
+// making the operator fix one per run. Checks that need the provider's
+// facts are skipped when the provider is unknown.
 func NewSource(cfg SourceConfig) (*Source, error) {
 	path := "sources." + cfg.Name
 	if err := checkSourceName(cfg.Name); err != nil {
 		return nil, field.Wrap("sources", err)
 	}
+	var errs []error
+	bad := func(err error) { errs = append(errs, err) }
 	info, err := signatures.Lookup(cfg.Provider)
+	known := err == nil
 	if err != nil {
-		return nil, field.Wrap(path+".provider", err)
+		bad(field.Wrap(path+".provider", err))
 	}
-	scheme, err := signatures.New(cfg.Provider, cfg.Signature)
-	if err != nil {
-		return nil, field.Wrap(path, err)
+	var scheme signatures.Scheme
+	if known {
+		if scheme, err = signatures.New(cfg.Provider, cfg.Signature); err != nil {
+			bad(field.Wrap(path, err))
+		}
 	}
 	cfg = cfg.withDefaults()
 	s := &Source{Name: cfg.Name, Provider: cfg.Provider, cfg: cfg, scheme: scheme, info: info}
+	if known {
+		s.checkProviderRules(cfg, info, path, bad)
+	}
+	if len(cfg.Scope) > 0 {
+		if r, err := extract.ParseRule(cfg.Scope); err != nil {
+			bad(field.Wrap(path+".scope", err))
+		} else {
+			s.scope = &r
+		}
+	}
+	if len(cfg.ContextAt) > 0 {
+		if r, err := extract.ParseRule(cfg.ContextAt); err != nil {
+			bad(field.Wrap(path+".context_at", err))
+		} else {
+			s.contextAt = &r
+		}
+	}
+	switch cfg.Runs {
+	case ledger.ModeIndependent, ledger.ModeSupersede, ledger.ModeExclusive:
+	default:
+		bad(field.Errorf(path+".runs", "%q is not one of independent, supersede, exclusive", cfg.Runs))
+	}
+	if cfg.MaxBody < 0 {
+		bad(field.Errorf(path+".max_body", "must be positive"))
+	}
+	if cfg.RetryAfter < 0 {
+		bad(field.Errorf(path+".retry_after", "must be positive"))
+	}
+	if cfg.Forward.Timeout < 0 {
+		bad(field.Errorf(path+".forward.timeout", "must be positive"))
+	}
+	if cfg.Forward.URL == "" {
+		bad(field.Errorf(path+".forward.url", "missing: the agent's http:// or https:// URL the gateway forwards accepted events to"))
+	} else if u, err := url.Parse(cfg.Forward.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad(field.Errorf(path+".forward.url", "%q must be an http:// or https:// URL", shownURL(cfg.Forward.URL)))
+	}
+	if cfg.Forward.SigningSecret != "" {
+		if err := forward.ValidateSigningSecret(cfg.Forward.SigningSecret); err != nil {
+			bad(field.Wrap(path+".forward.signing_secret", err))
+		}
+	}
+	if err := cfg.Forward.Queue.Validate(path + ".forward"); err != nil {
+		bad(err)
+	}
+	if s.scope == nil && len(cfg.Scope) == 0 {
+		// Without a scope rule every event is its own scope: a scope
+		// never holds a second event to order or fold, so both settings
+		// would silently do nothing.
+		if cfg.Forward.Queue.Order != ledger.OrderNone {
+			bad(field.Errorf(path+".forward.order", "needs scope: without a scope rule every event is its own scope, so there is nothing to order (e.g. scope: \"{json:conversation.id}\")"))
+		}
+		if cfg.Forward.Queue.Debounce != (ledger.Debounce{}) {
+			bad(field.Errorf(path+".forward.debounce", "needs scope: without a scope rule every event is its own scope, so no burst is ever folded (e.g. scope: \"{json:conversation.id}\")"))
+		}
+	}
+	if cfg.Forward.Queue.Cancel == dispatch.CancelNotify && cfg.Runs != ledger.ModeSupersede {
+		// Only a newer event superseding the run in flight sends a
+		// notice: without supersede the setting would do nothing.
+		bad(field.Errorf(path+".forward.cancel", "notify needs runs: supersede (runs is %q): only a superseded run gets a cancellation notice", cfg.Runs))
+	}
+	s.queued = &dispatch.Source{Name: cfg.Name, Runs: cfg.Runs, Target: cfg.Forward.Target, Policy: cfg.Forward.Queue}
+	if err := checkRespond(cfg.Forward, s.split, path+".forward"); err != nil {
+		bad(err)
+	}
+	var err2 error
+	if s.ignore, err2 = compileIgnore(cfg, path); err2 != nil {
+		bad(err2)
+	}
+	if len(cfg.EchoOf) > 0 {
+		r, err := extract.ParseRule(cfg.EchoOf)
+		switch {
+		case s.scope == nil:
+			bad(field.Errorf(path+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope"))
+		case err != nil:
+			bad(field.Wrap(path+".echo_of", err))
+		default:
+			s.echoOf = &r
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// checkProviderRules checks and builds what depends on the provider's
+// facts: its handshake token, split, event id, forwarded headers and the
+// replay guard.
+func (s *Source) checkProviderRules(cfg SourceConfig, info signatures.Provider, path string, bad func(error)) {
 	if info.NeedsVerifyToken && cfg.Signature.VerifyToken == "" {
-		return nil, field.Errorf(path+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider)
+		bad(field.Errorf(path+".verify_token", "required for provider %q: its subscription handshake checks it", cfg.Provider))
 	}
 	ids := cfg.EventID
 	if cfg.Split != "" {
+		var err error
 		if s.split, err = splitPath(cfg.Split, info); err != nil {
-			return nil, field.Wrap(path+".split", err)
+			bad(field.Wrap(path+".split", err))
+			return
 		}
 		if len(ids) == 0 {
 			if ids = info.SplitEventID; len(ids) == 0 {
-				return nil, field.Errorf(path+".event_id", "provider %q has no default event id for split elements: set event_id", cfg.Provider)
+				bad(field.Errorf(path+".event_id", "provider %q has no default event id for split elements: set event_id", cfg.Provider))
+				return
 			}
 		}
 	}
@@ -182,85 +282,21 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		ids = info.EventID
 	}
 	if len(ids) == 0 {
-		return nil, field.Errorf(path+".event_id", "provider %q has no default event id: set event_id", cfg.Provider)
+		bad(field.Errorf(path+".event_id", "provider %q has no default event id: set event_id", cfg.Provider))
+		return
 	}
+	var err error
 	if s.eventID, err = extract.ParseRule(ids); err != nil {
-		return nil, field.Wrap(path+".event_id", err)
+		bad(field.Wrap(path+".event_id", err))
+		return
 	}
 	s.eventIDText = strings.Join(ids, " | ")
-	if len(cfg.Scope) > 0 {
-		r, err := extract.ParseRule(cfg.Scope)
-		if err != nil {
-			return nil, field.Wrap(path+".scope", err)
-		}
-		s.scope = &r
-	}
-	if len(cfg.ContextAt) > 0 {
-		r, err := extract.ParseRule(cfg.ContextAt)
-		if err != nil {
-			return nil, field.Wrap(path+".context_at", err)
-		}
-		s.contextAt = &r
-	}
-	switch cfg.Runs {
-	case ledger.ModeIndependent, ledger.ModeSupersede, ledger.ModeExclusive:
-	default:
-		return nil, field.Errorf(path+".runs", "%q is not one of independent, supersede, exclusive", cfg.Runs)
-	}
-	if cfg.MaxBody < 0 {
-		return nil, field.Errorf(path+".max_body", "must be positive")
-	}
-	if cfg.RetryAfter < 0 {
-		return nil, field.Errorf(path+".retry_after", "must be positive")
-	}
-	if cfg.Forward.Timeout < 0 {
-		return nil, field.Errorf(path+".forward.timeout", "must be positive")
-	}
-	if u, err := url.Parse(cfg.Forward.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, field.Errorf(path+".forward.url", "%q must be an http:// or https:// URL", shownURL(cfg.Forward.URL))
-	}
-	if cfg.Forward.SigningSecret != "" {
-		if err := forward.ValidateSigningSecret(cfg.Forward.SigningSecret); err != nil {
-			return nil, field.Wrap(path+".forward.signing_secret", err)
-		}
-	}
 	for _, h := range info.ForwardHeaders {
 		s.passHeaders = append(s.passHeaders, http.CanonicalHeaderKey(h))
 	}
 	if s.replays, err = refuseReplays(cfg, s, path); err != nil {
-		return nil, err
+		bad(err)
 	}
-	if err := cfg.Forward.Queue.Validate(path + ".forward"); err != nil {
-		return nil, err
-	}
-	if cfg.Forward.Queue.Cancel == dispatch.CancelNotify && cfg.Runs != ledger.ModeSupersede {
-		// Only a newer event superseding the run in flight sends a
-		// notice: without supersede the setting would do nothing.
-		return nil, field.Errorf(path+".forward.cancel", "notify needs runs: supersede (runs is %q): only a superseded run gets a cancellation notice", cfg.Runs)
-	}
-	s.queued = &dispatch.Source{Name: cfg.Name, Runs: cfg.Runs, Target: cfg.Forward.Target, Policy: cfg.Forward.Queue}
-	if err := checkRespond(cfg.Forward, s.split, path+".forward"); err != nil {
-		return nil, err
-	}
-	// Ignore rules and echo_of are checked together, so that gateway check
-	// lists every bad rule at once.
-	var ignoreErr, echoErr error
-	s.ignore, ignoreErr = compileIgnore(cfg, path)
-	if len(cfg.EchoOf) > 0 {
-		r, err := extract.ParseRule(cfg.EchoOf)
-		switch {
-		case s.scope == nil:
-			echoErr = field.Errorf(path+".echo_of", "needs scope: the echo is looked for among the effects committed on the event's scope")
-		case err != nil:
-			echoErr = field.Wrap(path+".echo_of", err)
-		default:
-			s.echoOf = &r
-		}
-	}
-	if ignoreErr != nil || echoErr != nil {
-		return nil, errors.Join(ignoreErr, echoErr)
-	}
-	return s, nil
 }
 
 // Config is the configuration the source runs with: as given to

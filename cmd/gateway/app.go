@@ -267,5 +267,8 @@ func (a *App) check(args []string) error {
 	for _, s := range sources {
 		fmt.Fprintln(a.Stdout, "  "+s.Describe())
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(a.Stderr, "warning: "+w)
+	}
 	return a.checkTracing(cfg.Tracing)
 }

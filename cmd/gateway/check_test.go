@@ -137,6 +137,65 @@ sources:
 	}
 }
 
+// One source with four mistakes of its own: check names all four in one
+// run (not the first), suggests the provider meant, calls a missing URL
+// missing, and refuses conversation settings that would do nothing
+// without a scope rule.
+func TestCheckPrintsEveryProblemOfASource(t *testing.T) {
+	const file = `sources:
+  chat:
+    provider: strpe
+    secrets: [whsec_x]
+    forward:
+      mode: queued
+      order: scope
+      debounce: {quiet: 2s, max_wait: 10s}
+`
+	_, err := runCheck(t, file, nil)
+	if err == nil {
+		t.Fatal("check accepted a broken source")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		"4 problems:",
+		"  sources.chat.provider: unknown provider \"strpe\", did you mean `stripe`?",
+		"  sources.chat.forward.url: missing:",
+		"  sources.chat.forward.order: needs scope:",
+		"  sources.chat.forward.debounce: needs scope:",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("check printed %d lines, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d = %q, want it to contain %q", i, lines[i], w)
+		}
+	}
+}
+
+// A valid source that forwards without forward.signing_secret passes
+// check with one warning naming it; a signed one gets none.
+func TestCheckWarnsOfUnsignedForwards(t *testing.T) {
+	file := validSource + `  signed:
+    provider: github
+    secrets: [x]
+    forward: {url: "http://127.0.0.1:9000/gh", signing_secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+`
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	app := &App{Stdout: &out, Stderr: &errOut, LookupEnv: env(map[string]string{"STRIPE_SECRET": "whsec_x"})}
+	if err := app.Run(context.Background(), []string{"check", "--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.TrimSpace(errOut.String())
+	if got != "warning: sources.stripe.forward.signing_secret is not set: the agent cannot tell the gateway's forwards from anyone else's requests to its URL" {
+		t.Fatalf("check's warnings:\n%s", got)
+	}
+}
+
 func TestCheckSaysAdminDisabled(t *testing.T) {
 	out, err := runCheck(t, "admin: {listen: \"\"}\n"+validSource, nil)
 	if err != nil {

@@ -69,6 +69,9 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 	tp, stopTracing, err := a.startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -125,6 +126,10 @@ type parser struct {
 	errs   []*field.Error
 	lines  map[string]int // field path → line, to place later errors
 	paths  map[int][]scalarAt
+	// meant are the fields a misspelt key was probably meant to be
+	// ("forwrd" for forward): what is missing under one is a consequence
+	// of the typo, already reported.
+	meant []string
 }
 
 func (p *parser) add(n *yaml.Node, path string, err error) {
@@ -229,6 +234,11 @@ func (p *parser) covered(field string) bool {
 			return true
 		}
 	}
+	for _, m := range p.meant {
+		if within(field, m) {
+			return true
+		}
+	}
 	return false
 }
 
@@ -296,6 +306,9 @@ func (p *parser) walk(n *yaml.Node, t reflect.Type, path string) {
 			if !ok {
 				p.errs = append(p.errs, &field.Error{Field: join(path, key.Value), Line: key.Line,
 					Err: fmt.Errorf("unknown field%s", suggest.Hint(key.Value, names))})
+				if c := suggest.Closest(key.Value, names); c != "" {
+					p.meant = append(p.meant, join(path, c))
+				}
 				continue
 			}
 			p.walk(n.Content[i+1], ft, join(path, key.Value))
@@ -654,7 +667,15 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 		sc.Signature.Fetcher = fetcher
 		src, err := ingress.NewSource(sc)
 		if err != nil {
-			errs = append(errs, sourceErrors(name, err)...)
+			for _, e := range sourceErrors(name, err) {
+				if errors.Is(e, signatures.ErrUnknownProvider) {
+					// The hint lives here, beside the other "did you
+					// mean"s, not in the signatures registry.
+					e = field.Errorf("sources."+name+".provider", "unknown provider %q%s (gateway providers lists them)",
+						sc.Provider, suggest.Hint(sc.Provider, signatures.Providers()))
+				}
+				errs = append(errs, e)
+			}
 			continue
 		}
 		out = append(out, src)
@@ -663,6 +684,20 @@ func (c Config) BuildSources() ([]*ingress.Source, error) {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// Warnings are what a valid configuration still gets wrong in a way an
+// operator should hear of once, at check and at start: a source that
+// forwards unsigned lets anything that reaches the agent's URL pose as
+// the gateway.
+func (c Config) Warnings() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(c.Sources)) {
+		if c.Sources[name].Forward.SigningSecret == "" {
+			out = append(out, fmt.Sprintf("sources.%s.forward.signing_secret is not set: the agent cannot tell the gateway's forwards from anyone else's requests to its URL", name))
+		}
+	}
+	return out
 }
 
 // sourceErrors lists what NewSource returned: one *field.Error, or

@@ -16,6 +16,9 @@ func TestConversationSettings(t *testing.T) {
 		return strings.Replace(base, "timeout: ${TIMEOUT}}", "timeout: ${TIMEOUT}, "+extra+"}", 1)
 	}
 	vars := lookup(map[string]string{"SECRET": "s", "TIMEOUT": "1s"})
+	scoped := func(y string) string {
+		return strings.Replace(y, "provider: github\n", "provider: github\n    scope: \"{json:repository.id}\"\n", 1)
+	}
 	for _, tc := range []struct{ yaml, want string }{
 		{withForward("order: fifo"), `sources.s.forward.order: "fifo" is not "scope"`},
 		{withForward("mode: inline, order: scope"), "sources.s.forward.order: needs forward.mode queued"},
@@ -25,6 +28,8 @@ func TestConversationSettings(t *testing.T) {
 		{withForward("debounce: {quiet: 2s}"), "sources.s.forward.debounce.max_wait: required"},
 		{withForward("debounce: {quiet: 2s, max_wait: 1s}"), "sources.s.forward.debounce.max_wait: 1s is shorter than quiet 2s"},
 		{withForward("cancel: abort"), `sources.s.forward.cancel: "abort" is not "notify"`},
+		{withForward("order: scope"), "sources.s.forward.order: needs scope: without a scope rule every event is its own scope"},
+		{withForward("debounce: {quiet: 2s, max_wait: 10s}"), "sources.s.forward.debounce: needs scope: without a scope rule every event is its own scope"},
 		{withForward("mode: inline, cancel: notify"), "sources.s.forward.cancel: needs forward.mode queued"},
 	} {
 		cfg, err := Parse([]byte(tc.yaml), vars)
@@ -35,7 +40,7 @@ func TestConversationSettings(t *testing.T) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.yaml, err, tc.want)
 		}
 	}
-	supersede := strings.Replace(withForward("order: scope, debounce: {quiet: 2s, max_wait: 10s}, cancel: notify"), "provider: github\n", "provider: github\n    runs: supersede\n", 1)
+	supersede := strings.Replace(scoped(withForward("order: scope, debounce: {quiet: 2s, max_wait: 10s}, cancel: notify")), "provider: github\n", "provider: github\n    runs: supersede\n", 1)
 	cfg, err := Parse([]byte(supersede), vars)
 	if err != nil {
 		t.Fatal(err)

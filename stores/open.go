@@ -249,3 +249,8 @@ func (c Config) String() string {
 	}
 	return c.Kind
 }
+
+// ErrInUse is wrapped by Open's error when the store is a bolt file held
+// by another process: unlike a server still starting, it does not come
+// good by retrying while that process runs, so serve exits instead.
+var ErrInUse = bolt.ErrInUse

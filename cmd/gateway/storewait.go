@@ -12,6 +12,7 @@ import (
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores"
 )
 
 // Opening the store at start: the first retry waits DefaultStoreRetry,
@@ -43,6 +44,9 @@ func (a *App) openStoreRetrying(ctx context.Context, c config.Store, log *zap.Lo
 	store, closeStore, err := open(ctx)
 	if err == nil {
 		return store, closeStore, nil
+	}
+	if errors.Is(err, stores.ErrInUse) {
+		return nil, nil, fmt.Errorf("%w; stop the other gateway first, or use postgres or redis to run several instances", err)
 	}
 	w := &waitingStore{}
 	w.setErr(err)

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replyonce/gateway/stores/bolt"
 )
 
 // tcpRelay forwards connections from a listener to target, as a store that
@@ -184,5 +186,41 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A second serve on a bolt file another gateway holds exits with an error
+// that says so, instead of serving 503 while it retries a lock that will
+// not come free; and it says so before trying its port, which here is
+// taken too: the error is about the file, not the port.
+func TestServeOnAHeldBoltFileExits(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "ledger.db")
+	held, err := bolt.Open(dbPath, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	path := writeConfig(t, "{kind: bolt, path: '"+filepath.ToSlash(dbPath)+"'}", "", "http://127.0.0.1:9")
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "listen: 127.0.0.1:0\n", "listen: "+taken.Addr().String()+"\n", 1))
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	app := &App{Stdout: io.Discard, Stderr: stderr, LookupEnv: env(nil), Clock: time.Now, StoreRetry: 100 * time.Millisecond}
+	err = app.Run(context.Background(), []string{"serve", "--config", path})
+	if err == nil || !strings.Contains(err.Error(), "is held by another process") || !strings.Contains(err.Error(), "stop the other gateway") {
+		t.Fatalf("serve on a held bolt file: %v, want it to say the file is held\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "serving 503") {
+		t.Fatalf("serve retried a held bolt file:\n%s", stderr.String())
 	}
 }

@@ -30,6 +30,11 @@ var (
 	bucketControl = []byte("control")
 )
 
+// ErrInUse is wrapped by Open's error when another process holds the
+// file: bolt is single-process, so waiting longer would not help while
+// that process runs.
+var ErrInUse = errors.New("is held by another process")
+
 // Options tune the store. Zero values take the defaults.
 type Options struct {
 	// Clock judges physical expiry (default time.Now).
@@ -69,8 +74,8 @@ func Open(path string, opts Options) (*Store, error) {
 	// the same file waits here, then fails, on every platform.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("bolt store: %s is open in another process (one gateway per bolt file; waited %s for its lock): %w",
-			path, opts.OpenTimeout, err)
+		return nil, fmt.Errorf("bolt store: %s %w (one gateway per bolt file; waited %s for its lock: %w)",
+			path, ErrInUse, opts.OpenTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: open %s: %w", path, err)

@@ -134,7 +134,7 @@ func TestSecondOpenWaitsForTheLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	first := open(t, path)
 	_, err := bolt.Open(path, bolt.Options{OpenTimeout: 50 * time.Millisecond})
-	if !errors.Is(err, bolterrors.ErrTimeout) || !strings.Contains(err.Error(), "is open in another process") {
+	if !errors.Is(err, bolterrors.ErrTimeout) || !errors.Is(err, bolt.ErrInUse) || !strings.Contains(err.Error(), "is held by another process") {
 		t.Fatalf("second open of a locked file: %v, want the lock named", err)
 	}
 	if err := first.Close(); err != nil {

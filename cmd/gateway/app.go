@@ -214,6 +214,50 @@ func (a *App) loadConfig(path string) (config.Config, error) {
 	return cfg, nil
 }
 
+// loadConfigFor loads a configuration for a client command (send,
+// events, ledger, health) that reads only some of its fields: problems
+// elsewhere in the file, such as the variable of another source's secret
+// not being set in this shell, are serve's to report, not this command's.
+// A field counts as used when it is, or lies inside, one of uses, and not
+// inside one of skip.
+func (a *App) loadConfigFor(path string, uses, skip []string) (config.Config, error) {
+	if path == "" {
+		return config.Config{}, usageError{"--config FILE is required"}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return config.Config{}, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := config.Parse(data, a.LookupEnv)
+	if err == nil {
+		return cfg, nil
+	}
+	problems := field.List(err)
+	if len(problems) == 0 {
+		return config.Config{}, configError{path, err} // not YAML at all
+	}
+	var kept []error
+	for _, p := range problems {
+		if fieldWithin(p.Field, uses) && !fieldWithin(p.Field, skip) {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) > 0 {
+		return config.Config{}, configError{path, errors.Join(kept...)}
+	}
+	return cfg, nil
+}
+
+// fieldWithin reports whether name is one of fields or lies inside one.
+func fieldWithin(name string, fields []string) bool {
+	for _, f := range fields {
+		if name == f || strings.HasPrefix(name, f) && (name[len(f)] == '.' || name[len(f)] == '[') {
+			return true
+		}
+	}
+	return false
+}
+
 // configError prints every problem of a file on its own line.
 type configError struct {
 	path string

@@ -22,7 +22,7 @@ func (a *App) health(ctx context.Context, args []string) error {
 	}
 	u := *target
 	if u == "" && *path != "" {
-		cfg, err := a.loadConfig(*path)
+		cfg, err := a.loadConfigFor(*path, []string{"admin.listen"}, nil)
 		if err != nil {
 			return err
 		}

@@ -176,7 +176,7 @@ func (a *App) adminTarget(f ledgerFlags) (string, string, error) {
 		token, _ = a.LookupEnv("GATEWAY_ADMIN_TOKEN")
 	}
 	if f.config != "" && (adminURL == "" || token == "") {
-		cfg, err := a.loadConfig(f.config)
+		cfg, err := a.loadConfigFor(f.config, []string{"admin.listen", "admin.token"}, nil)
 		if err != nil {
 			return "", "", fmt.Errorf("%w (or pass --admin and --token instead of --config)", err)
 		}

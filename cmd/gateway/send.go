@@ -51,7 +51,9 @@ func (a *App) send(ctx context.Context, args []string) error {
 	if *conversation != "" && *bodyFile != "" {
 		return usageError{"--conversation and --body do not mix: put the chat message in the body file"}
 	}
-	cfg, err := a.loadConfig(*path)
+	// send signs as the source and posts to the public listener: the
+	// admin token, the agent's side and other sources are not its business.
+	cfg, err := a.loadConfigFor(*path, []string{"listen", "sources." + *name}, []string{"sources." + *name + ".forward"})
 	if err != nil {
 		return err
 	}

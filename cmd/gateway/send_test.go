@@ -315,3 +315,60 @@ func TestSendHeadersAndStableWebhookID(t *testing.T) {
 		t.Fatalf("webhook-id %q for two event ids", c.Get("Webhook-Id"))
 	}
 }
+
+// Client commands read only the fields they use: `send --source stripe`
+// needs Stripe's secret, not the admin token, the forward signing secret
+// or another source's secret, and `events list` needs the admin address
+// and token, not any source's secret. A variable they do use, unset, is
+// still named.
+func TestClientCommandsNeedOnlyTheirVariables(t *testing.T) {
+	var got atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"deliveries":[]}`)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"status":"accepted"}`)
+	}))
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	file := `admin: {listen: ` + strings.TrimPrefix(srv.URL, "http://") + `, token: ${ADMIN_TOKEN}}
+store: {kind: memory}
+sources:
+  stripe:
+    provider: stripe
+    secrets: [${MY_STRIPE_SECRET}]
+    forward: {url: "http://127.0.0.1:9/", signing_secret: "${FORWARD_SECRET}"}
+  gh:
+    provider: github
+    secrets: [${GH_SECRET}]
+    forward: {url: "http://127.0.0.1:9/"}
+`
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(vars map[string]string, args ...string) error {
+		app := &App{Stdout: io.Discard, Stderr: io.Discard, LookupEnv: env(vars), Clock: time.Now}
+		return app.Run(context.Background(), args)
+	}
+	if err := run(map[string]string{"MY_STRIPE_SECRET": "whsec_abc"}, "send", "--config", path, "--source", "stripe", "--to", srv.URL+"/hooks/stripe"); err != nil {
+		t.Fatalf("send with only Stripe's secret set: %v", err)
+	}
+	if err := run(map[string]string{"ADMIN_TOKEN": "0123456789abcdef0"}, "events", "list", "--config", path); err != nil {
+		t.Fatalf("events list with only the admin token set: %v", err)
+	}
+	if got.Load() != 2 {
+		t.Fatalf("%d requests reached the server, want 2", got.Load())
+	}
+	err := run(nil, "send", "--config", path, "--source", "stripe", "--to", srv.URL+"/hooks/stripe")
+	if err == nil || !strings.Contains(err.Error(), "sources.stripe.secrets[0]: ${MY_STRIPE_SECRET} is not set") || strings.Contains(err.Error(), "GH_SECRET") {
+		t.Fatalf("send without Stripe's secret: %v, want only that variable named", err)
+	}
+	err = run(nil, "events", "list", "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "admin.token: ${ADMIN_TOKEN} is not set") || strings.Contains(err.Error(), "MY_STRIPE_SECRET") {
+		t.Fatalf("events list without the admin token: %v, want only that variable named", err)
+	}
+}

@@ -17,10 +17,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/replyonce/gateway/signatures"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	"github.com/replyonce/gateway/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -283,11 +287,35 @@ func TestRedisLogsThroughZap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	redisLogger{log.Named("go-redis")}.Printf(context.Background(), "redis: %s failed", "dial")
+	newRedisLogger(log.Named("go-redis"), time.Now).Printf(context.Background(), "redis: %s failed", "dial")
 	_ = log.Sync()
 	var line map[string]any
 	if err := json.Unmarshal([]byte(buf.String()), &line); err != nil || line["logger"] != "go-redis" || line["msg"] != "redis: dial failed" || line["level"] != "warn" {
 		t.Fatalf("line %q: %v", buf.String(), err)
+	}
+}
+
+// A Redis that is down: go-redis logs each failed dial of its pool, and
+// 42 of the same message within a few seconds make one line; after
+// libraryLogEvery the next makes one more, saying how many were left out.
+// A different message is not held back by the first.
+func TestRedisLogsOneLinePerMessageAndPeriod(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	clock := testkit.NewClock(time.Now())
+	l := newRedisLogger(zap.New(core), clock.Now)
+	for range 42 {
+		l.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
+		clock.Advance(100 * time.Millisecond)
+	}
+	l.Printf(context.Background(), "redis: discarding bad PubSub connection")
+	if n := logs.Len(); n != 2 {
+		t.Fatalf("%d lines for 42 identical messages and one other, want 2", n)
+	}
+	clock.Advance(libraryLogEvery)
+	l.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %s", 5, "connection refused")
+	all := logs.All()
+	if len(all) != 3 || all[2].ContextMap()["repeats_left_out"] != int64(41) {
+		t.Fatalf("after the period: %d lines, last %v; want a third saying 41 were left out", len(all), all[len(all)-1].ContextMap())
 	}
 }
 

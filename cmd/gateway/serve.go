@@ -61,7 +61,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	routeLibraryLogs(log)
+	routeLibraryLogs(log, a.Clock)
 	if cfg.Store.Kind == "memory" {
 		log.Warn("store.kind is memory: deduplication is lost when the gateway restarts; use bolt, postgres or redis in production")
 	}

@@ -346,6 +346,9 @@ func (d *Dispatcher) done(s *source) {
 	d.Notify()
 }
 
+// sweepLogEvery paces the reminders of a store outage in Run's log.
+const sweepLogEvery = time.Minute
+
 // Run sweeps the store for due deliveries until ctx ends. Deliveries it
 // started keep running; Shutdown waits for them.
 func (d *Dispatcher) Run(ctx context.Context) {
@@ -356,6 +359,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var backoff time.Duration
+	// A store outage is one incident in the log, not a line per backoff
+	// step: its first failed sweep, a reminder at most every
+	// sweepLogEvery while it lasts, and the recovery.
+	var failures int
+	var failingSince, lastLogged time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -372,11 +380,25 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			backoff = min(max(backoff*2, 100*time.Millisecond), maxBackoff)
 			next = backoff
 			d.metrics.sweepErrors.Inc()
-			d.log.Warn("dispatch: reading due deliveries failed; backing off", zap.Duration("backoff", backoff), zap.Error(err))
+			failures++
+			switch now := time.Now(); {
+			case failures == 1:
+				failingSince, lastLogged = now, now
+				d.log.Warn("dispatch: reading due deliveries failed; retrying with backoff, next reminder in a minute", zap.Duration("backoff", backoff), zap.Error(err))
+			case now.Sub(lastLogged) >= sweepLogEvery:
+				lastLogged = now
+				d.log.Warn("dispatch: reading due deliveries still failing", zap.Int("failed_sweeps", failures),
+					zap.Duration("for", now.Sub(failingSince).Round(time.Second)), zap.Duration("backoff", backoff), zap.Error(err))
+			}
 		case full:
 			backoff, next = 0, 0
 		default:
 			backoff = 0
+		}
+		if err == nil && failures > 0 {
+			d.log.Info("dispatch: reading due deliveries again", zap.Int("failed_sweeps", failures),
+				zap.Duration("after", time.Since(failingSince).Round(time.Millisecond)))
+			failures = 0
 		}
 		if !timer.Stop() {
 			select {

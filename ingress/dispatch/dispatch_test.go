@@ -518,3 +518,30 @@ func TestSlowAgentBehindShortBudget(t *testing.T) {
 		}
 	}
 }
+
+// A store outage while the loop runs is one warning, however many
+// sweeps back off during it, and one line when the store answers again.
+func TestStoreOutageIsOneIncidentInTheLog(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	h.store.down.Store(true)
+	run(t, h.d)
+	testkit.Eventually(t, "four failed sweeps", func() bool {
+		mfs, err := h.dreg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "replyonce_dispatch_sweep_errors_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue() >= 4
+			}
+		}
+		return false
+	})
+	h.store.down.Store(false)
+	testkit.Eventually(t, "the recovery line", func() bool {
+		return h.logs.FilterMessage("dispatch: reading due deliveries again").Len() == 1
+	})
+	if n := h.logs.FilterMessageSnippet("reading due deliveries failed").Len() + h.logs.FilterMessageSnippet("still failing").Len(); n != 1 {
+		t.Fatalf("%d warnings for one store outage, want 1", n)
+	}
+}

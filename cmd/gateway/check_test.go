@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,6 +219,7 @@ func TestComposeConfigPassesCheck(t *testing.T) {
 		Services map[string]struct {
 			Environment map[string]string `yaml:"environment"`
 			Volumes     []string          `yaml:"volumes"`
+			Ports       []string          `yaml:"ports"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
@@ -248,6 +250,15 @@ func TestComposeConfigPassesCheck(t *testing.T) {
 	}
 	if _, err := runCheck(t, string(data), vars); err != nil {
 		t.Fatalf("%s with the compose environment %v: %v", config, vars, err)
+	}
+	// The console is reachable from the host running Compose, and only
+	// from it: the admin port is published on loopback, the webhook port
+	// on every interface.
+	if !slices.Contains(gw.Ports, "127.0.0.1:8081:8081") || !slices.Contains(gw.Ports, "8080:8080") {
+		t.Fatalf("gateway ports %q, want the webhook port 8080 published and the admin port 8081 on 127.0.0.1 only", gw.Ports)
+	}
+	if !strings.Contains(string(data), "listen: 0.0.0.0:8081") {
+		t.Fatalf("%s: the admin listener is not on 0.0.0.0:8081 inside the container, so the published port reaches nothing", config)
 	}
 }
 

@@ -65,6 +65,9 @@ func (b *blobSet) drop(q *QueueItem) {
 	for n := 1; n <= q.Attempts; n++ {
 		b.set(attemptBlob(q.Blob, n), nil)
 	}
+	for n := 1; n <= q.Trials; n++ {
+		b.set(trialBlob(q.Blob, n), nil)
+	}
 }
 
 type runState struct {

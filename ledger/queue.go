@@ -72,6 +72,10 @@ type QueueItem struct {
 	// operator's lists only (inline.go); its attempts are in the item.
 	Inline         bool            `json:"inline,omitempty"`
 	InlineAttempts []AttemptRecord `json:"inlineAttempts,omitempty"`
+	// Trials counts the sends of the event to another URL
+	// (RecordTrial); their records are blobs of their own, so that they
+	// never disturb the numbering of the item's deliveries.
+	Trials int `json:"trials,omitempty"`
 }
 
 // Due reports whether a dispatcher may take the item at now: a queued item
@@ -435,6 +439,9 @@ type AttemptRecord struct {
 	Error       string        `json:"error,omitempty"`
 	Answer      []byte        `json:"answer,omitempty"` // the first bytes of the agent's answer
 	Late        bool          `json:"late,omitempty"`   // another delivery had taken over meanwhile
+	// To is set on a trial (RecordTrial): the URL the event was sent to
+	// instead of its source's agent. N then counts the item's trials.
+	To string `json:"to,omitempty"`
 }
 
 // Finish settles a taken delivery.
@@ -741,6 +748,23 @@ func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, 
 			return nil, fmt.Errorf("ledger: attempt record %d of %s %s: %w", n, q.Source, q.EventID, err)
 		}
 		out = append(out, r)
+	}
+	for n := 1; n <= q.Trials; n++ {
+		b, err := l.store.ReadBlob(ctx, q.Scope, trialBlob(q.Blob, n))
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue
+		}
+		var r AttemptRecord
+		if err := unmarshalRecord(b, &r); err != nil {
+			return nil, fmt.Errorf("ledger: trial record %d of %s %s: %w", n, q.Source, q.EventID, err)
+		}
+		out = append(out, r)
+	}
+	if q.Trials > 0 {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,10 @@ commands:
   replay SOURCE EVENT_ID [--scope X]
   replay --status S [--source S] [--since T] [--until T]
                                    deliver again as a new delivery of the same run
+  replay SOURCE EVENT_ID --to URL [--scope X]
+                                   send the event once to another agent (a staging one),
+                                   signed as usual but with no live run; recorded as an
+                                   attempt, nothing else about the event changes
   tail [--source S] [--status S,...]
                                    each event as it is received and each attempt's
                                    outcome as it happens, from every instance, until Ctrl-C
@@ -57,6 +62,7 @@ func adminFlags(fs *flag.FlagSet, f *ledgerFlags) {
 type eventFlags struct {
 	ledgerFlags
 	source, status, scope, since, until string
+	to                                  string
 }
 
 func (a *App) eventsCmd(ctx context.Context, args []string) error {
@@ -80,6 +86,9 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 	fs := a.flags("events " + sub)
 	adminFlags(fs, &f.ledgerFlags)
 	fs.StringVar(&f.scope, "scope", "", "the event's scope (sources with a scope rule)")
+	if sub == "replay" {
+		fs.StringVar(&f.to, "to", "", "send the event once to this http(s) URL instead of replaying it")
+	}
 	if sub != "show" {
 		fs.StringVar(&f.source, "source", "", "only this source")
 		fs.StringVar(&f.status, "status", "", "queued | delivering | delivered | rejected | failed | dead | superseded | coalesced | paused")
@@ -136,6 +145,9 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 		}
 		a.printDelivery(d)
 	case "replay":
+		if f.to != "" {
+			return a.trial(ctx, client, f, pos)
+		}
 		req := ledgerapi.ReplayRequest{Scope: f.scope}
 		switch {
 		case len(pos) == 2 && f.status == "":
@@ -155,6 +167,29 @@ func (a *App) eventsCmd(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.Stdout, "%d event(s) due again:\n", len(items))
 		a.printDeliveries(items)
 	}
+	return nil
+}
+
+// trial sends one event to f.to (events replay ... --to URL).
+func (a *App) trial(ctx context.Context, client *ledgerapi.Client, f eventFlags, pos []string) error {
+	if len(pos) != 2 || f.status != "" {
+		return usageError{fmt.Sprintf("events replay --to: name one event (SOURCE EVENT_ID); a trial is never sent in bulk\n\n%s", eventsUsage)}
+	}
+	rec, err := client.Trial(ctx, ledgerapi.TrialRequest{Scope: f.scope, Source: pos[0], EventID: pos[1], To: f.to})
+	if err != nil {
+		return explain(err)
+	}
+	if f.json {
+		return a.printJSON(rec)
+	}
+	fmt.Fprintf(a.Stdout, "%s %s sent to %s (trial %d): %s", printable(pos[0]), printable(pos[1]), printable(rec.To), rec.N, rec.Outcome)
+	if rec.AgentStatus != 0 {
+		fmt.Fprintf(a.Stdout, ", %d", rec.AgentStatus)
+	}
+	if rec.Error != "" {
+		fmt.Fprintf(a.Stdout, ": %s", printable(rec.Error))
+	}
+	fmt.Fprintln(a.Stdout, "\nthe event itself is unchanged; its attempts list the trial (gateway events show)")
 	return nil
 }
 
@@ -272,7 +307,12 @@ func (a *App) printDelivery(d ledgerapi.DeliveryJSON) {
 		if r.Late {
 			late = " (late)"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s%s\t%d\t%s\t%s\t%s\n", r.N, r.At.UTC().Format(time.RFC3339), r.Delivery, r.Outcome, late,
+		n := strconv.Itoa(r.N)
+		if r.To != "" {
+			// A trial: numbered apart from the deliveries, sent elsewhere.
+			n, late = "trial "+n, " (to "+printable(r.To)+")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s%s\t%d\t%s\t%s\t%s\n", n, r.At.UTC().Format(time.RFC3339), r.Delivery, r.Outcome, late,
 			r.AgentStatus, time.Duration(r.LatencyMs*float64(time.Millisecond)).Round(time.Millisecond), printable(r.Error), printable(answer))
 	}
 	_ = tw.Flush()

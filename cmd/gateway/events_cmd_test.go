@@ -142,3 +142,49 @@ func TestUnknownSourceRefusedByEveryCommand(t *testing.T) {
 		t.Fatalf("pause of the configured source: %s", out)
 	}
 }
+
+// `events replay SOURCE ID --to URL` with the real binary's wiring: a dead
+// event goes once to a staging agent, signed with the source's
+// forward.signing_secret and with no live run; `events show` lists the
+// trial among the attempts, and the event stays dead and undelivered to
+// its own agent.
+func TestEventsReplayToAnotherURL(t *testing.T) {
+	agent := newSink(t)
+	agent.setAnswer(func(int, *http.Request) (int, time.Duration) { return http.StatusInternalServerError, 0 })
+	staging := newSink(t)
+	g := startGateway(t, writeConfig(t, "{kind: memory}", "      mode: queued\n      retry: {schedule: [0s]}\n", agent.srv.URL))
+	client := newClient(t)
+	id := "evt_cli_trial"
+	body, header := stripeEvent(t, id, nil)
+	if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusAccepted {
+		t.Fatalf("accept: %d %v", r.status, r.body)
+	}
+	waitFor(t, "dead letter", func() bool { return deliveryStatus(t, g, id) == "dead" })
+	agentCalls := agent.count()
+
+	out := runCLI(t, g, "events", "replay", "stripe", id, "--to", staging.srv.URL+"/staging")
+	if !strings.Contains(out, "sent to "+staging.srv.URL+"/staging (trial 1): delivered, 200") {
+		t.Fatalf("events replay --to:\n%s", out)
+	}
+	if staging.count() != 1 {
+		t.Fatalf("the staging agent got %d requests, want 1", staging.count())
+	}
+	r := staging.request(0)
+	if r.URL.Path != "/staging" || !strings.HasPrefix(r.Header.Get("Replyonce-Run-Id"), "trial:") ||
+		r.Header.Get("Replyonce-Fencing-Token") != "0" || r.Header.Get("Webhook-Signature") == "" {
+		t.Fatalf("trial request %s with headers %v", r.URL.Path, r.Header)
+	}
+	show := runCLI(t, g, "events", "show", "stripe", id)
+	if !strings.Contains(show, "trial 1") || !strings.Contains(show, "(to "+staging.srv.URL+"/staging)") || !strings.Contains(show, "dead after") {
+		t.Fatalf("events show after a trial:\n%s", show)
+	}
+	if agent.count() != agentCalls {
+		t.Fatalf("the source's agent got %d more requests after the trial", agent.count()-agentCalls)
+	}
+	var app App
+	app.Stdout, app.Stderr, app.LookupEnv, app.Clock = io.Discard, io.Discard, env(nil), time.Now
+	err := app.Run(context.Background(), []string{"events", "replay", "--status", "dead", "--to", staging.srv.URL, "--admin", "http://" + g.admin})
+	if err == nil || !strings.Contains(err.Error(), "never sent in bulk") {
+		t.Fatalf("a bulk trial: %v, want it refused", err)
+	}
+}

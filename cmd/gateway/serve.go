@@ -160,7 +160,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		adminAddr = admin.Addr().String()
-		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow)
+		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow, disp.SendTrial)
 		if err != nil {
 			_ = public.Close()
 			_ = admin.Close()
@@ -293,7 +293,7 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 // before it answers: this process's dispatcher stops the source at once.
 // A pause then waits for every other live instance's dispatcher.
 func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, admin config.Admin, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
-	tp trace.TracerProvider, pause func(source string, paused bool)) (http.Handler, error) {
+	tp trace.TracerProvider, pause func(source string, paused bool), trials ledgerapi.Trials) (http.Handler, error) {
 	token := admin.Token
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(sources))
@@ -305,6 +305,9 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 		}
 	}
 	apiOpts := []ledgerapi.Option{ledgerapi.WithSources(names), ledgerapi.WithInlineSources(inline)}
+	if trials != nil {
+		apiOpts = append(apiOpts, ledgerapi.WithTrials(trials))
+	}
 	if pause != nil {
 		// A pause answers once every live instance's dispatcher has
 		// stopped the source (docs/health.md), or after pauseWait.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -97,6 +96,9 @@ type AttemptJSON struct {
 	Error       string    `json:"error,omitempty"`
 	Answer      string    `json:"answer,omitempty"` // the first bytes of the agent's answer
 	Late        bool      `json:"late,omitempty"`
+	// To is set on a trial: the URL the event was sent to instead of its
+	// source's agent (POST /v1/deliveries/trial).
+	To string `json:"to,omitempty"`
 }
 
 // DeliveryJSON answers GET /v1/deliveries/show: the delivery, its event
@@ -181,6 +183,7 @@ func (s *server) routeDeliveries(mux *http.ServeMux) {
 	s.route(mux, http.MethodGet, "/v1/deliveries", s.listDeliveries)
 	s.route(mux, http.MethodGet, "/v1/deliveries/show", s.showDelivery)
 	s.route(mux, http.MethodPost, "/v1/deliveries/replay", s.replayDeliveries)
+	s.routeTrials(mux)
 	s.route(mux, http.MethodGet, "/v1/sources/paused", s.pausedSources)
 	s.route(mux, http.MethodPost, "/v1/sources/pause", func(r *http.Request) (any, error) { return s.setPaused(r, true) })
 	s.route(mux, http.MethodPost, "/v1/sources/resume", func(r *http.Request) (any, error) { return s.setPaused(r, false) })
@@ -257,9 +260,7 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 			// is the event's, as the list shows it.
 			a.Outcome = string(ledger.DeliveryDead)
 		}
-		out.Attempts = append(out.Attempts, AttemptJSON{N: a.N, At: a.At, Delivery: a.Delivery, Token: a.Token, Outcome: a.Outcome,
-			AgentStatus: a.AgentStatus, LatencyMs: float64(a.Latency.Microseconds()) / 1000, Error: a.Error,
-			Answer: strings.ToValidUTF8(string(a.Answer), "\uFFFD"), Late: a.Late})
+		out.Attempts = append(out.Attempts, attemptJSON(a))
 	}
 	if utf8.Valid(ev.Body) {
 		out.Event.Body = string(ev.Body)

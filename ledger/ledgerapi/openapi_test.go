@@ -149,7 +149,7 @@ var wireTypes = map[string]any{
 	"Escalation": ledgerapi.EscalationJSON{}, "Escalations": ledgerapi.EscalationsJSON{}, "DismissRequest": ledgerapi.DismissRequest{},
 	"EscalationOnly": ledgerapi.EscalationOnlyJSON{}, "DeliveryItem": ledgerapi.DeliveryItemJSON{}, "Deliveries": ledgerapi.DeliveriesJSON{},
 	"DeliveryPage": ledgerapi.PageJSON{}, "DeliveryShow": ledgerapi.DeliveryJSON{}, "Event": ledgerapi.EventJSON{},
-	"Attempt": ledgerapi.AttemptJSON{}, "ReplayRequest": ledgerapi.ReplayRequest{}, "DeliveryFilter": ledgerapi.DeliveryFilter{},
+	"Attempt": ledgerapi.AttemptJSON{}, "ReplayRequest": ledgerapi.ReplayRequest{}, "TrialRequest": ledgerapi.TrialRequest{}, "DeliveryFilter": ledgerapi.DeliveryFilter{},
 	"SourceRequest": ledgerapi.SourceRequest{}, "Paused": ledgerapi.PausedJSON{}, "Timeline": ledgerapi.TimelineJSON{},
 	"RunInfo": ledgerapi.RunInfoJSON{}, "Refusal": ledgerapi.RefusalJSON{},
 }
@@ -381,7 +381,13 @@ func (a *liveAPI) want(status, wantStatus int, what string, body map[string]any)
 func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 	clk := newClock()
 	l := ledger.New(memory.New(clk.Now), ledger.Options{Clock: clk.Now, Caps: map[string]ledger.Cap{"tag": {Max: 1, Window: time.Hour}}})
-	srv := httptest.NewServer(ledgerapi.NewHandler(l, token, zap.NewNop()))
+	// Trials are sent by the gateway's dispatcher (tested in
+	// ingress/dispatch); here one stands in that records what the
+	// staging agent would have answered.
+	trials := ledgerapi.WithTrials(func(ctx context.Context, q ledger.QueueItem, to string) (ledger.AttemptRecord, error) {
+		return l.RecordTrial(ctx, q.Scope, q.EntryID, ledger.AttemptRecord{To: to, Outcome: "delivered", AgentStatus: 200})
+	})
+	srv := httptest.NewServer(ledgerapi.NewHandler(l, token, zap.NewNop(), trials))
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
 	a := &liveAPI{t: t, o: loadOpenAPI(t), srv: srv, exercised: map[string]bool{}}
@@ -516,6 +522,18 @@ func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 	a.want(st, 200, "show", body)
 	st, body = a.call("GET", "/v1/deliveries/show", "/v1/deliveries/show?source=gh&event_id=nope", "")
 	a.want(st, 404, "show of nothing", body)
+	st, body = a.call("POST", "/v1/deliveries/trial", "/v1/deliveries/trial", `{"source":"gh","event_id":"d-1","to":"http://staging.test/events"}`)
+	if a.want(st, 200, "trial", body); body["to"] != "http://staging.test/events" || body["n"] != float64(1) {
+		t.Fatalf("trial: %v", body)
+	}
+	st, body = a.call("POST", "/v1/deliveries/trial", "/v1/deliveries/trial", `{"source":"gh","event_id":"d-1","to":"ftp://x"}`)
+	a.want(st, 400, "trial to a URL that is not http", body)
+	st, body = a.call("POST", "/v1/deliveries/trial", "/v1/deliveries/trial", `{"source":"gh","event_id":"nope","to":"http://staging.test/"}`)
+	a.want(st, 404, "trial of nothing", body)
+	st, body = a.call("GET", "/v1/deliveries/show", "/v1/deliveries/show?source=gh&event_id=d-1", "")
+	if a.want(st, 200, "show", body); !strings.Contains(fmt.Sprint(body["attempts"]), "http://staging.test/events") {
+		t.Fatalf("the trial is not among the event's attempts: %v", body["attempts"])
+	}
 	st, body = a.call("POST", "/v1/deliveries/replay", "/v1/deliveries/replay", `{"filter":{"status":"dead"}}`)
 	a.want(st, 200, "replay", body)
 	st, body = a.call("POST", "/v1/deliveries/replay", "/v1/deliveries/replay", `{"source":"gh","event_id":"nope"}`)

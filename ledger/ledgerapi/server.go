@@ -96,6 +96,8 @@ type server struct {
 	// inline and onPause: see WithInlineSources and WithPauseHook.
 	inline  map[string]bool
 	onPause func(source string, paused bool)
+	// trials: see WithTrials.
+	trials Trials
 	// pauseWait: see WithPauseWait.
 	pauseWait time.Duration
 	log       *zap.Logger

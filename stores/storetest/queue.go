@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -503,5 +504,68 @@ func testListDeliveries(t *testing.T, newStore NewStore) {
 	noErr(t, other.SetSourcePaused(e.ctx, "src", false))
 	if p := must(e.l.PausedSources(e.ctx)); p["src"] || !p["gh"] {
 		t.Fatalf("after resume: %v", p)
+	}
+}
+
+// testTrialChangesNothingButItsRecord: a trial (the event sent to another
+// URL) of a dead delivery, and of one in flight, is listed among the
+// item's attempts in time order with where it went, and leaves the item's
+// status, schedule, attempts and the in-flight delivery's finish as they
+// were; its record goes with the item at retention. An inline item and an
+// unknown one take no trial.
+func testTrialChangesNothingButItsRecord(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{Retention: 24 * time.Hour})
+	enqueue(t, e, "trial", "ev", false)
+	q := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	tk := must(e.l.TakeDelivery(e.ctx, "trial", q.EntryID, testLease))
+	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
+	before := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	e.clock.Advance(time.Minute)
+	rec := must(e.l.RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "http://staging.test/events", Outcome: "delivered", AgentStatus: 200}))
+	if rec.N != 1 || !rec.At.Equal(e.clock.Now()) {
+		t.Fatalf("trial record %+v, want the first, at now", rec)
+	}
+	after := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	if after.Status != before.Status || after.Attempts != before.Attempts || after.Failures != before.Failures || !after.NextAt.Equal(before.NextAt) || after.Trials != 1 {
+		t.Fatalf("a trial changed the item: before %+v, after %+v", before, after)
+	}
+	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
+		t.Fatalf("a trial made a dead delivery due: %+v", due)
+	}
+	// Replayed and in flight: a trial now does not make its finish late.
+	e.clock.Advance(time.Second)
+	must(e.l.ReplayDelivery(e.ctx, "trial", q.EntryID))
+	tk2 := must(e.l.TakeDelivery(e.ctx, "trial", q.EntryID, testLease))
+	takenAt := e.clock.Now() // the attempt's time is its start, as the dispatcher records it
+	e.clock.Advance(time.Second)
+	must(e.l.RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "http://staging.test/events", Outcome: "retry", AgentStatus: 500}))
+	res := must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered, Record: ledger.AttemptRecord{At: takenAt}}))
+	if res.LateSettle {
+		t.Fatal("a trial during a delivery made its finish late")
+	}
+	item := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	if item.Status != ledger.DeliveryDelivered {
+		t.Fatalf("item %+v, want delivered", item)
+	}
+	atts := must(e.l.AttemptsOf(e.ctx, item))
+	var got []string
+	for _, a := range atts {
+		got = append(got, fmt.Sprintf("%d:%d:%s", a.N, a.AgentStatus, a.To))
+	}
+	want := "1:0: 1:200:http://staging.test/events 2:0: 2:500:http://staging.test/events"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("attempts %q, want %q", strings.Join(got, " "), want)
+	}
+	if _, err := e.l.RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "ftp://x"}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("a trial to ftp://x: %v, want invalid", err)
+	}
+	if _, err := e.l.RecordTrial(e.ctx, "trial", "nope", ledger.AttemptRecord{To: "http://staging.test/"}); !errors.Is(err, ledger.ErrUnknownEntry) {
+		t.Fatalf("a trial of an unknown entry: %v", err)
+	}
+	// Retention: the trial records go with the item.
+	e.clock.Advance(24*time.Hour + time.Second)
+	enqueue(t, e, "trial", "other", false) // any write prunes
+	if b := must(e.store.ReadBlob(e.ctx, "trial", "t:"+q.Blob+":1")); b != nil {
+		t.Fatal("a pruned delivery's trial record is still stored")
 	}
 }

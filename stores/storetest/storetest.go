@@ -81,6 +81,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CountDue", testCountDue},
 		{"DeliveryLease", testDeliveryLease},
 		{"ReplayAndDead", testReplayAndDead},
+		{"TrialChangesNothingButItsRecord", testTrialChangesNothingButItsRecord},
 		{"ListDeliveries", testListDeliveries},
 		{"ScopeOrder", testScopeOrder},
 		{"NewestWins", testNewestWins},

@@ -446,3 +446,15 @@ func TestWriteTableWithoutCPU(t *testing.T) {
 		t.Errorf("a measured report prints its figures:\n%s", out)
 	}
 }
+
+// A store that cannot be reached ends the run with an error naming it,
+// and what was started before it (the sink, the servers) is stopped: no
+// panic from closing a half-built environment.
+func TestRunWithAStoreDownSaysSo(t *testing.T) {
+	cfg := shortConfig("postgres")
+	cfg.PostgresDSN, cfg.PostgresPool = "postgres://postgres@127.0.0.1:1/none?sslmode=disable", 1
+	_, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "postgres store") {
+		t.Fatalf("bench with Postgres unreachable: %v, want an error naming the store", err)
+	}
+}

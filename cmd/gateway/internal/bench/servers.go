@@ -157,9 +157,12 @@ func newSigner(provider string) (signatures.Signer, error) {
 
 func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	e = &env{sink: &sink{}, provider: cfg.Provider}
+	// The returns below set e to nil: close what was started through a
+	// copy, or a failed start panics instead of saying why.
+	started := e
 	defer func() {
 		if err != nil {
-			e.close()
+			started.close()
 			e = nil
 		}
 	}()

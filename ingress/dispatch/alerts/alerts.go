@@ -507,14 +507,6 @@ func New(o Options) (*Notifier, error) {
 	return n, nil
 }
 
-// AfterFailures is the failing alert's threshold; 0 for a nil Notifier.
-func (n *Notifier) AfterFailures() int {
-	if n == nil {
-		return 0
-	}
-	return n.cfg.Threshold()
-}
-
 // Failing says whether a source failing since since, failures attempts
 // in a row, at now, has reached the failing alert: after_failures
 // attempts, or failing for alerts.after. False for a nil Notifier.

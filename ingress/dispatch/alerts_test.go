@@ -372,3 +372,60 @@ func alignClock(h *harness, unit, offset time.Duration) {
 	now := h.clock.Now()
 	h.clock.Advance(now.Truncate(unit).Add(unit + offset).Sub(now))
 }
+
+// Two dispatchers (two gateway processes, each with its own store handle
+// and Notifier) that each sent events of one source to dead letter in the
+// same minute send one dead-letter alert between them, counting both
+// processes' dead letters from the store. On every store.
+func TestDeadLetterAlertCountsEveryInstance(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, another := b.Open(t)
+			slack := newSlackReceiver(t)
+			h := newHarnessOn(t, queuedSource(func(c *ingress.SourceConfig) {
+				c.Forward.Queue.Retry.Backoff.Schedule = []time.Duration{0, time.Second} // dead at the second failure
+			}), nil, store, withAlerts(t, slack))
+			alignClock(h, time.Minute, 5*time.Second)
+			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
+			first := h.alerts
+			s := another()
+			second, err := alerts.New(alerts.Options{Ledger: ledger.New(s, ledger.Options{Clock: h.clock.Now}), Clock: h.clock.Now,
+				Backoff: func(int) time.Duration { return 10 * time.Millisecond }, GroupEvery: 10 * time.Millisecond,
+				Config: alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(second.Close)
+			h.alerts = second
+			fwd := forward.New(forward.NewClient(forward.ClientOptions{}), h.clock.Now)
+			d2 := h.newDispatcherOnStore(t, s, fwd, nil)
+			dead := func(id string) bool { return h.item(t, id).Status == ledger.DeliveryDead }
+
+			h.post(t, "y-1") // fails on the first dispatcher
+			settle(t, h.d)
+			h.clock.Advance(2 * time.Second)
+			testkit.Eventually(t, "y-1 dead on the first dispatcher", func() bool { h.sweep(t); return dead("y-1") })
+			for _, id := range []string{"y-2", "y-3"} {
+				h.post(t, id)
+				settle(t, h.d)
+			}
+			h.clock.Advance(2 * time.Second)
+			testkit.Eventually(t, "y-2 and y-3 dead on the second dispatcher", func() bool {
+				if _, err := d2.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, d2)
+				return dead("y-2") && dead("y-3")
+			})
+			h.clock.Advance(time.Minute)
+			testkit.Eventually(t, "the dead-letter alert", func() bool { return len(slack.matching("dead letter")) >= 1 })
+			first.Close()
+			second.Close()
+			got := slack.matching("dead letter")
+			if len(got) != 1 || !strings.Contains(got[0], "Source github: 3 events went to dead letter") ||
+				!strings.Contains(got[0], "3 in dead letter now") {
+				t.Fatalf("dead-letter alerts %q, want one counting both processes' 3", got)
+			}
+		})
+	}
+}

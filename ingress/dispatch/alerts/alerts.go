@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"sort"
@@ -54,7 +55,7 @@ const DefaultAfterFailures = 3
 const DefaultAfter = 5 * time.Minute
 
 // DefaultVerificationFailures is how many requests of one source refused
-// for their signature within one minute, at one gateway process, raise
+// for their signature within one minute, counted across instances, raise
 // the verification alert when alerts.verification_failures is not set.
 const DefaultVerificationFailures = 10
 
@@ -94,8 +95,8 @@ type Config struct {
 	// however few attempts failed; 0 means DefaultAfter.
 	After time.Duration `yaml:"after"`
 	// VerificationFailures is how many requests of one source refused for
-	// their signature within one minute, at one process, raise the
-	// verification alert; 0 means DefaultVerificationFailures.
+	// their signature within one minute, counted across instances, raise
+	// the verification alert; 0 means DefaultVerificationFailures.
 	VerificationFailures int `yaml:"verification_failures"`
 	// ConsoleURL is the console's public address
 	// (https://gw.example.com/console); when set, each alert links to
@@ -409,7 +410,8 @@ type Options struct {
 	// (about an hour and a half with the default backoff).
 	Tries int
 	// GroupEvery is how often the minutes dead letters are grouped in are
-	// looked at, to send those that ended; 0 means a second.
+	// looked at, to send those that ended, and signature refusals are
+	// added to the store's count; 0 means a second.
 	GroupEvery time.Duration
 }
 
@@ -433,6 +435,9 @@ type Notifier struct {
 	dead       map[string]*deadGroup // by source: this minute's dead letters
 	ready      []*deadGroup          // groups whose minute ended, to send
 	verify     map[string]*verifyCount
+	// unsavedVerify holds refusals of ended minutes not yet added to the
+	// store's count.
+	unsavedVerify []verifyFlush
 }
 
 // deadGroup is one source's dead letters within one minute, seen here.
@@ -445,10 +450,12 @@ type deadGroup struct {
 }
 
 // verifyCount is one source's refused signatures within one minute, seen
-// here, and the hour its last verification alert was raised in.
+// here (unsaved of them not yet added to the store's count), and the hour
+// its last verification alert was raised in.
 type verifyCount struct {
 	minute  time.Time
 	count   int
+	unsaved int
 	reasons map[string]int
 	raised  time.Time
 }
@@ -553,15 +560,17 @@ func (n *Notifier) DeadLetter(source, eventID, lastErr string) {
 // VerificationFailed notes one request of source refused for its
 // signature, for reason (missing, malformed, stale, no_match, …). When
 // alerts.verification_failures of them come within one minute of the
-// clock here, it raises the verification alert, at most one per source
-// per hour across instances. It costs a lock and a map look-up: no store
-// step, whatever a prober sends.
+// clock, counted across instances, it raises the verification alert, at
+// most one per source per hour across instances. The request pays a lock
+// and a map look-up: the count is added to the store's record by the
+// Notifier's own goroutine, at most once a second per source, so a prober
+// cannot make the gateway write at its own pace.
 func (n *Notifier) VerificationFailed(source, reason string) {
 	if n == nil {
 		return
 	}
 	now := n.now().UTC()
-	minute, hour := now.Truncate(time.Minute), now.Truncate(verificationEvery)
+	minute := now.Truncate(time.Minute)
 	n.mu.Lock()
 	v := n.verify[source]
 	if v == nil {
@@ -569,19 +578,72 @@ func (n *Notifier) VerificationFailed(source, reason string) {
 		n.verify[source] = v
 	}
 	if !v.minute.Equal(minute) {
-		v.minute, v.count, v.reasons = minute, 0, map[string]int{}
+		if v.unsaved > 0 { // the ended minute's last refusals, added at the next tick
+			n.unsavedVerify = append(n.unsavedVerify, verifyFlush{source: source, minute: v.minute, n: v.unsaved, local: v.count, reasons: v.reasons})
+		}
+		v.minute, v.count, v.unsaved, v.reasons = minute, 0, 0, map[string]int{}
 	}
 	v.count++
+	v.unsaved++
 	v.reasons[reason]++
-	raise := v.count >= n.cfg.VerificationThreshold() && !v.raised.Equal(hour)
-	var a Alert
-	if raise {
-		v.raised = hour
-		a = Alert{Kind: Verification, Source: source, Incident: minute, Count: v.count, Reasons: reasonsText(v.reasons), At: now}
-	}
+	// This process alone may see enough: no need to wait for the store.
+	a, raise := n.verificationAlert(v, source, minute, v.count, v.reasons)
 	n.mu.Unlock()
 	if raise {
 		n.Raise(a)
+	}
+}
+
+// verifyFlush is refusals seen here, to add to the store's count.
+type verifyFlush struct {
+	source  string
+	minute  time.Time
+	n       int // not yet added
+	local   int // seen here in the minute
+	reasons map[string]int
+}
+
+// verificationAlert is the alert for count refusals of source in minute,
+// if it reaches the threshold and none was raised here in its hour.
+// n.mu is held.
+func (n *Notifier) verificationAlert(v *verifyCount, source string, minute time.Time, count int, reasons map[string]int) (Alert, bool) {
+	hour := minute.Truncate(verificationEvery)
+	if count < n.cfg.VerificationThreshold() || v.raised.Equal(hour) {
+		return Alert{}, false
+	}
+	v.raised = hour
+	return Alert{Kind: Verification, Source: source, Incident: minute, Count: count, Reasons: reasonsText(reasons), At: n.now()}, true
+}
+
+// flushVerification adds the refusals seen here since the last tick to
+// the store's per-minute counts, and raises the verification alert when
+// a count across instances reaches the threshold.
+func (n *Notifier) flushVerification(ctx context.Context) {
+	n.mu.Lock()
+	todo := n.unsavedVerify
+	n.unsavedVerify = nil
+	for src, v := range n.verify {
+		if v.unsaved > 0 {
+			todo = append(todo, verifyFlush{source: src, minute: v.minute, n: v.unsaved, local: v.count, reasons: maps.Clone(v.reasons)})
+			v.unsaved = 0
+		}
+	}
+	n.mu.Unlock()
+	for _, f := range todo {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		total, err := n.l.RecordVerificationFailures(rctx, f.source, f.minute, f.n)
+		cancel()
+		if err != nil {
+			n.log.Warn("alerts: adding signature refusals to the store's count failed; this process's own count still raises the alert",
+				zap.String("source", f.source), zap.Error(err))
+			continue
+		}
+		n.mu.Lock()
+		a, raise := n.verificationAlert(n.verify[f.source], f.source, f.minute, max(total, f.local), f.reasons)
+		n.mu.Unlock()
+		if raise {
+			n.Raise(a)
+		}
 	}
 }
 
@@ -604,7 +666,8 @@ func reasonsText(m map[string]int) string {
 }
 
 // group sends the dead-letter groups whose minute ended, at each tick or
-// when a new minute's dead letter ends one early.
+// when a new minute's dead letter ends one early, and adds the signature
+// refusals seen since the last tick to the store's count.
 func (n *Notifier) group(ctx context.Context) {
 	defer n.wg.Done()
 	t := time.NewTicker(n.groupEvery)
@@ -630,6 +693,7 @@ func (n *Notifier) group(ctx context.Context) {
 		for _, g := range ready {
 			n.Raise(n.deadAlert(ctx, g))
 		}
+		n.flushVerification(ctx)
 	}
 }
 

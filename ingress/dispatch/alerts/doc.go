@@ -5,7 +5,8 @@
 // letter (grouped per source and minute, counted in the store once the
 // minute is over). It also tells of each loop-breaker escalation and of a
 // jump in a source's signature refusals (alerts.verification_failures in
-// a minute at one process, at most one alert per source per hour).
+// a minute, counted across instances in a control record of the store,
+// at most one alert per source per hour).
 // Alerts go to the targets of the
 // gateway's alerts: section, a Slack incoming webhook (Slack's {"text": …}
 // message, with a link to the console's page for the source) or a generic

@@ -23,6 +23,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/ingress/dispatch/alerts"
 	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
@@ -55,6 +56,10 @@ type Options struct {
 	// no tracing, at no cost. Give the Forwarder the same provider
 	// (forward.Forwarder.WithTracer) so the agent joins the trace.
 	TracerProvider trace.TracerProvider
+	// Alerts is told of each request refused for its signature, and raises
+	// the verification alert when they jump (alerts.verification_failures
+	// in a minute). Nil: no alerts.
+	Alerts *alerts.Notifier
 }
 
 // DefaultStoreTimeout is Options.StoreTimeout's default: well inside the
@@ -75,6 +80,7 @@ type Gateway struct {
 	metrics  *Metrics
 	now      func() time.Time
 	handoff  Handoff
+	alerts   *alerts.Notifier
 	tracer   trace.Tracer // nil: tracing off
 	echo     *echo.Echo
 	// storeTimeout bounds each ledger call; settleMargin is what a claim
@@ -124,7 +130,7 @@ func New(o Options) (*Gateway, error) {
 	if o.StoreTimeout < 0 {
 		return nil, errors.New("ingress: the store timeout must be positive")
 	}
-	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), rejected: newRejectedLog(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff,
+	g := &Gateway{sources: map[string]*Source{}, ledger: o.Ledger, fwd: o.Forwarder, log: o.Logger, refusals: newLogLimiter(), rejected: newRejectedLog(), metrics: o.Metrics, now: o.Clock, handoff: o.Handoff, alerts: o.Alerts,
 		storeTimeout: o.StoreTimeout, settleMargin: o.StoreTimeout + clockSlack, tracer: tracerOf(o.TracerProvider)}
 	g.stop, g.stopNow = context.WithCancel(context.Background())
 	for _, s := range o.Sources {
@@ -390,6 +396,7 @@ func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
 		// The request names an algorithm this gateway does not implement: not a forgery to
 		// hide, but a gateway to upgrade, so the answer says so too.
 		g.metrics.verifyFailures.WithLabelValues(src.Name, "unsupported_algorithm").Inc()
+		g.alerts.VerificationFailed(src.Name, "unsupported_algorithm")
 		d.reason = "signature_unsupported_algorithm"
 		return &Error{Status: http.StatusUnauthorized, Message: "signature algorithm not supported", Reason: "unsupported_algorithm", Cause: err}
 	}
@@ -405,6 +412,7 @@ func (g *Gateway) unauthorized(src *Source, d *delivery, err error) error {
 		reason = "no_match"
 	}
 	g.metrics.verifyFailures.WithLabelValues(src.Name, reason).Inc()
+	g.alerts.VerificationFailed(src.Name, reason)
 	d.reason = "signature_" + reason
 	// The reason goes to the log only: a prober learns nothing from the body.
 	return &Error{Status: http.StatusUnauthorized, Message: "signature verification failed", Reason: "unauthorized", Cause: err}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -89,10 +91,28 @@ func TestLoopBreakerStopsSelfReplyLoop(t *testing.T) {
 	for name, store := range storeConfigs(t) {
 		t.Run(name, func(t *testing.T) {
 			agent := newLoopAgent(t)
+			var slackMu sync.Mutex
+			var slack []string
+			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var msg struct {
+					Text string `json:"text"`
+				}
+				_ = json.NewDecoder(r.Body).Decode(&msg)
+				slackMu.Lock()
+				slack = append(slack, msg.Text)
+				slackMu.Unlock()
+			}))
+			t.Cleanup(receiver.Close)
+			alerted := func() []string {
+				slackMu.Lock()
+				defer slackMu.Unlock()
+				return append([]string(nil), slack...)
+			}
 			cfg := fmt.Sprintf(`listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 store: %s
 log: {level: info, format: json}
+alerts: {targets: [{slack: '%s/services/x'}]}
 ledger:
   caps:
     reply: {max: 3, window: 5m}
@@ -105,7 +125,7 @@ sources:
       url: %s/events
       mode: inline
       timeout: 5s
-`, store, agent.srv.URL)
+`, store, receiver.URL, agent.srv.URL)
 			path := filepath.Join(t.TempDir(), "gateway.yaml")
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
@@ -163,6 +183,12 @@ sources:
 			if len(escs) != 1 || escs[0].Scope != thread || escs[0].Intent != "reply" || escs[0].Refused != 2 ||
 				escs[0].Reason != ledger.ReasonRateLimited || escs[0].RunID == "" {
 				t.Fatalf("escalations %+v, want one for reply on %s with 2 refusals", escs, thread)
+			}
+			// A person is told, once: one Slack message for the escalation.
+			testkit.Eventually(t, "the escalation alert", func() bool { return len(alerted()) >= 1 })
+			if got := alerted(); len(got) != 1 || !strings.Contains(got[0], "Loop breaker: scope "+thread+" reached its cap of reply (3 in 5m0s)") ||
+				!strings.Contains(got[0], "gateway ledger dismiss "+thread+" "+escs[0].ID) {
+				t.Fatalf("escalation alerts %q, want one naming the scope, the cap and the dismiss command", got)
 			}
 			metrics := scrape(t, g.admin)
 			for _, line := range []string{`replyonce_escalations_total{intent="reply"} 1`, `replyonce_rate_limited_total{intent="reply"} 2`} {

@@ -88,7 +88,11 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lopts := cfg.Ledger
 	lopts.Clock = a.Clock
-	lopts.Observe = loopBreakerObserver(reg, log.Named("ledger"))
+	// The notifier needs the ledger (it claims each alert through it) and
+	// the ledger's observer raises escalation alerts through the notifier:
+	// the observer reads it once it is set.
+	var alerting atomic.Pointer[alerts.Notifier]
+	lopts.Observe = loopBreakerObserver(reg, log.Named("ledger"), lopts.Caps, alerting.Load)
 	l := ledger.New(store, lopts)
 	fwd := forward.New(forward.NewClient(forward.ClientOptions{}), a.Clock).WithTracer(tp)
 	// Every serve process dispatches queued sources; several processes on
@@ -106,6 +110,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return err
 		}
 		defer notifier.Close()
+		alerting.Store(notifier)
 	}
 	disp, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: queued, Logger: log.Named("dispatch"),
 		Metrics: dispatch.NewMetrics(reg), Conversation: gwMetrics.Conversation, Clock: a.Clock, TracerProvider: tp, Alerts: notifier})
@@ -118,7 +123,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	gw, err := ingress.New(ingress.Options{
 		Sources: sources, Ledger: l, Forwarder: fwd,
 		Logger: log, Metrics: gwMetrics, Clock: a.Clock, Handoff: disp, StoreTimeout: cfg.Server.StoreTimeout,
-		TracerProvider: tp,
+		TracerProvider: tp, Alerts: notifier,
 	})
 	if err != nil {
 		return err

@@ -672,12 +672,14 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 		return
 	case fin.Status == ledger.DeliveryDead && t.Item.Order == string(ledger.OrderScope):
 		d.metrics.dead.WithLabelValues(s.src.Name).Inc()
+		d.alerts.DeadLetter(s.src.Name, t.Item.EventID, fin.Record.Error)
 		d.conv.MovedOn(s.src.Name)
 		d.log.Warn("dispatch: retry schedule exhausted; the event is in dead letter and its scope moves on to the next event in order",
 			append(fields, zap.String("scope", t.Item.Scope))...)
 		return
 	case fin.Status == ledger.DeliveryDead:
 		d.metrics.dead.WithLabelValues(s.src.Name).Inc()
+		d.alerts.DeadLetter(s.src.Name, t.Item.EventID, fin.Record.Error)
 		d.log.Warn("dispatch: retry schedule exhausted; the event is in dead letter", fields...)
 		return
 	case fin.Status == ledger.DeliveryQueued:

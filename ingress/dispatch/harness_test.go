@@ -205,7 +205,7 @@ func newHarnessOn(t *testing.T, cfg ingress.SourceConfig, tp trace.TracerProvide
 	fwd := forward.New(client, h.clock.Now).WithTracer(tp)
 	h.d = h.newDispatcher(t, fwd, dispatch.NewMetrics(h.dreg))
 	h.gw, err = ingress.New(ingress.Options{Sources: []*ingress.Source{src}, Ledger: h.ledger, Forwarder: fwd, Clock: h.clock.Now, Handoff: h.d,
-		TracerProvider: tp})
+		TracerProvider: tp, Alerts: h.alerts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/internal/testkit"
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/bolt"
 	"github.com/replyonce/gateway/stores/storetest/backends"
 )
 
@@ -128,4 +131,80 @@ func TestSourceHealthCountsDeadFromTheStore(t *testing.T) {
 func waitForHealth(t *testing.T, cond func() bool) {
 	t.Helper()
 	testkit.Eventually(t, "source health", cond)
+}
+
+// The dead count is read from the store, not kept by a process: a gateway
+// restarted on the same store (bolt reopened from its file; on Postgres
+// and Redis a new handle, another process's) reports the same dead
+// events, and a replay made after the restart brings the count down.
+func TestSourceHealthDeadCountSurvivesARestart(t *testing.T) {
+	type restartable struct {
+		name string
+		// open returns the store the first process uses, and a function
+		// that stops using it and opens the one the restarted process uses.
+		open func(t *testing.T, h **harness) (ledger.Store, func() ledger.Store)
+	}
+	cases := []restartable{{name: "bolt", open: func(t *testing.T, h **harness) (ledger.Store, func() ledger.Store) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		first, err := bolt.Open(path, bolt.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first, func() ledger.Store {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := (*h).d.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := bolt.Open(path, bolt.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = again.Close() })
+			return again
+		}
+	}}}
+	for _, b := range backends.All(t) {
+		if b.Name == "postgres" || b.Name == "redis" {
+			cases = append(cases, restartable{name: b.Name, open: func(t *testing.T, _ **harness) (ledger.Store, func() ledger.Store) {
+				return b.Open(t)
+			}})
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var h *harness
+			store, restart := c.open(t, &h)
+			h = newHarnessOn(t, queuedSource(func(c *ingress.SourceConfig) {
+				c.Forward.Queue.Retry.Backoff.Schedule = []time.Duration{0} // the first failure is dead
+			}), nil, store)
+			ctx := context.Background()
+			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
+			for _, id := range []string{"r-1", "r-2"} {
+				h.post(t, id)
+				settle(t, h.d)
+			}
+			sources := []*dispatch.Source{h.source.Queued()}
+			hs, err := dispatch.ReadHealth(ctx, h.ledger, sources, h.clock.Now())
+			if err != nil || hs[0].Dead != 2 {
+				t.Fatalf("before the restart: %+v %v, want 2 dead", hs, err)
+			}
+			q := h.item(t, "r-1")
+			l := ledger.New(restart(), ledger.Options{Clock: h.clock.Now}) // the restarted process
+			hs, err = dispatch.ReadHealth(ctx, l, sources, h.clock.Now())
+			if err != nil || hs[0].Dead != 2 || hs[0].Health != dispatch.Failing {
+				t.Fatalf("after the restart: %+v %v, want 2 dead and still failing", hs, err)
+			}
+			if _, err := l.ReplayDelivery(ctx, q.Scope, q.EntryID); err != nil {
+				t.Fatal(err)
+			}
+			hs, err = dispatch.ReadHealth(ctx, l, sources, h.clock.Now())
+			if err != nil || hs[0].Dead != 1 || hs[0].Waiting != 1 {
+				t.Fatalf("after a replay on the restarted process: %+v %v, want 1 dead and 1 waiting", hs, err)
+			}
+		})
+	}
 }

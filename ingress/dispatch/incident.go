@@ -164,15 +164,8 @@ func (d *Dispatcher) saveFailures(s *source) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	h, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason)
 	cancel()
-	if err == nil && d.alerts != nil && h.Failures >= d.alerts.AfterFailures() {
-		in.mu.Lock()
-		raise := !in.alerted.Equal(h.Since)
-		in.alerted = h.Since
-		in.mu.Unlock()
-		if raise {
-			d.alerts.Raise(alerts.Alert{Kind: alerts.Failing, Source: s.src.Name, Incident: h.Since,
-				Error: h.LastError, Failures: h.Failures, At: d.now()})
-		}
+	if err == nil {
+		d.alertFailing(s, h)
 	}
 	if err != nil {
 		in.mu.Lock()
@@ -180,6 +173,25 @@ func (d *Dispatcher) saveFailures(s *source) {
 		in.mu.Unlock()
 		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
 		d.log.Warn("dispatch: recording the agent's failures for source health failed", zap.String("source", s.src.Name), zap.Error(err))
+	}
+}
+
+// alertFailing raises the failing alert of s's stored incident h once it
+// has reached alerts.after_failures attempts or lasted alerts.after: once
+// per incident here, and the ledger claim makes it once across instances.
+func (d *Dispatcher) alertFailing(s *source, h ledger.AgentHealth) {
+	now := d.now()
+	if !h.Failing || !d.alerts.Failing(h.Failures, h.Since, now) {
+		return
+	}
+	in := &s.incident
+	in.mu.Lock()
+	raise := !in.alerted.Equal(h.Since)
+	in.alerted = h.Since
+	in.mu.Unlock()
+	if raise {
+		d.alerts.Raise(alerts.Alert{Kind: alerts.Failing, Source: s.src.Name, Incident: h.Since,
+			Error: h.LastError, Failures: h.Failures, Lasted: now.Sub(h.Since), At: now})
 	}
 }
 
@@ -202,7 +214,7 @@ func (d *Dispatcher) answered(s *source) {
 	defer cancel()
 	was, ended, err := d.l.EndAgentIncident(ctx, s.src.Name)
 	lasted := d.now().Sub(was.Since)
-	if ended && d.alerts != nil && was.Failures >= d.alerts.AfterFailures() {
+	if ended && d.alerts.Failing(was.Failures, was.Since, d.now()) {
 		// One process ends the stored incident; the claim keeps it once
 		// even so. An incident too short to raise the failing alert
 		// raises no recovery either.
@@ -263,6 +275,10 @@ func (d *Dispatcher) readHealth(ctx context.Context) {
 		s.incident.mu.Lock()
 		s.incident.stored = set[name].Failing
 		s.incident.mu.Unlock()
+		// A source failing for alerts.after raises its alert here, however
+		// few attempts failed: the sweep reads the record every second on
+		// every instance, attempt or not.
+		d.alertFailing(s, set[name])
 	}
 }
 

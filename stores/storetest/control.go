@@ -175,3 +175,51 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 		t.Fatalf("after a pause over a corrupt old scope: %s", got)
 	}
 }
+
+// testVerificationCounts: the requests refused for their signature are
+// counted per source and minute in a control record every process adds
+// to, atomically; a new minute starts a new count, and a late write for
+// an older minute changes nothing.
+func testVerificationCounts(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	m0 := start.Truncate(time.Minute)
+	rec := func(source string, minute time.Time, n int) int {
+		t.Helper()
+		return must(e.l.RecordVerificationFailures(e.ctx, source, minute, n))
+	}
+	if got := rec("gh", m0.Add(5*time.Second), 2); got != 2 {
+		t.Fatalf("first count: %d, want 2", got)
+	}
+	if got := rec("gh", m0.Add(50*time.Second), 3); got != 5 {
+		t.Fatalf("same minute: %d, want 5", got)
+	}
+	if got := rec("stripe", m0, 1); got != 1 {
+		t.Fatalf("another source: %d, want 1", got)
+	}
+	if got := rec("gh", m0.Add(time.Minute), 1); got != 1 {
+		t.Fatalf("the next minute: %d, want a new count of 1", got)
+	}
+	if got := rec("gh", m0, 4); got != 4 {
+		t.Fatalf("a late write for the older minute: %d, want its own 4", got)
+	}
+	if got := rec("gh", m0.Add(time.Minute), 1); got != 2 {
+		t.Fatalf("after a late write: %d, want 2 (the late one not added)", got)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.l.RecordVerificationFailures(e.ctx, "race", m0, 1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := rec("race", m0, 1); got != 17 {
+		t.Fatalf("16 concurrent writes and one more: %d, want 17", got)
+	}
+	if _, err := e.l.RecordVerificationFailures(e.ctx, "gh", m0, 0); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("a count of 0: %v, want ErrInvalid", err)
+	}
+}

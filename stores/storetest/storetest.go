@@ -110,6 +110,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"AmbiguousWriteConflicts", testAmbiguousWriteConflicts},
 		{"ControlRecords", testControlRecords},
 		{"PausedSourcesRecord", testPausedSourcesRecord},
+		{"VerificationCounts", testVerificationCounts},
 		{"ContentClaims", testContentClaims},
 	}
 	for _, tc := range tests {

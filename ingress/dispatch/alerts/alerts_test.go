@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,9 +60,13 @@ func (r *receiver) got() [][]byte {
 
 func fastBackoff(int) time.Duration { return 5 * time.Millisecond }
 
-func newNotifier(t *testing.T, l *ledger.Ledger, cfg alerts.Config) *alerts.Notifier {
+func newNotifier(t *testing.T, l *ledger.Ledger, cfg alerts.Config, clock ...func() time.Time) *alerts.Notifier {
 	t.Helper()
-	n, err := alerts.New(alerts.Options{Config: cfg, Ledger: l, Backoff: fastBackoff})
+	o := alerts.Options{Config: cfg, Ledger: l, Backoff: fastBackoff, GroupEvery: 5 * time.Millisecond}
+	if len(clock) > 0 {
+		o.Clock = clock[0]
+	}
+	n, err := alerts.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +118,7 @@ func TestThreeInstancesSendOneAlertPerIncident(t *testing.T) {
 			}
 			text, _ := msg["text"].(string)
 			for _, want := range []string{"Source stripe is failing", "3 attempts in a row", "connection refused",
-				"<https://gw.example.com/console/sources/stripe|Open stripe in the console>"} {
+				"<https://gw.example.com/console/events?source=stripe|Open stripe in the console>"} {
 				if !strings.Contains(text, want) {
 					t.Fatalf("failing alert %q lacks %q", text, want)
 				}
@@ -153,7 +159,7 @@ func TestWebhookAlertIsSignedWithStandardWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got["type"] != "source.paused" || got["source"] != "github" || got["consecutiveFailures"] != float64(5) ||
-		got["consoleUrl"] != "https://gw.example.com/console/sources/github" {
+		got["consoleUrl"] != "https://gw.example.com/console/events?source=github" {
 		t.Fatalf("webhook body: %s", body)
 	}
 }
@@ -184,4 +190,183 @@ func TestDownTargetIsRetriedAndBlocksNothing(t *testing.T) {
 	down.down.Store(0)
 	testkit.Eventually(t, "the down target's first alert once it is back", func() bool { return len(down.got()) >= 1 })
 	n.Close() // returns although the slow target never answered
+}
+
+// texts decodes the Slack messages the receiver got.
+func (r *receiver) texts(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, b := range r.got() {
+		var msg struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &msg); err != nil {
+			t.Fatalf("not a Slack message: %s", b)
+		}
+		out = append(out, msg.Text)
+	}
+	return out
+}
+
+// Dead letters are grouped per source and minute: those of one minute
+// are one message once the minute is over, naming the events; three
+// processes on one store that each saw dead letters of the same source in
+// the same minute send one message between them. On every store.
+func TestDeadLettersAreGroupedPerMinuteAndSentOnce(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, another := b.Open(t)
+			slack := newReceiver(t)
+			clock := testkit.NewClock(start.Add(10 * time.Second))
+			cfg := alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}, ConsoleURL: "https://gw.example.com/console"}
+			var ns []*alerts.Notifier
+			for i := range 3 {
+				s := store
+				if i > 0 {
+					s = another()
+				}
+				ns = append(ns, newNotifier(t, ledger.New(s, ledger.Options{Clock: clock.Now}), cfg, clock.Now))
+			}
+			const why = "the agent failed (502 Bad Gateway): see the agent's own log"
+			ns[0].DeadLetter("stripe", "evt_0", why)
+			ns[0].DeadLetter("stripe", "evt_1", why)
+			clock.Advance(30 * time.Second) // the same minute
+			ns[0].DeadLetter("stripe", "evt_2", why)
+			clock.Advance(30 * time.Second)
+			testkit.Eventually(t, "the dead-letter alert", func() bool { return len(slack.got()) >= 1 })
+			for i, n := range ns { // the next minute, seen by every process
+				n.DeadLetter("stripe", "evt_n"+strconv.Itoa(i), why)
+			}
+			clock.Advance(time.Minute)
+			testkit.Eventually(t, "the next minute's alert", func() bool { return len(slack.got()) >= 2 })
+			for _, n := range ns {
+				n.Close() // every try has ended: nothing more can arrive
+			}
+			got := slack.texts(t)
+			if len(got) != 2 {
+				t.Fatalf("%d messages, want one per minute: %q", len(got), got)
+			}
+			for _, want := range []string{"Source stripe: 3 events went to dead letter in the minute from 2026-12-04 01:00 UTC",
+				"(evt_0, evt_1, evt_2)", "0 in dead letter now", "502 Bad Gateway", "gateway events replay --status dead --source stripe",
+				"<https://gw.example.com/console/events?source=stripe&status=dead|Open stripe in the console>"} {
+				if !strings.Contains(got[0], want) {
+					t.Fatalf("dead-letter alert %q lacks %q", got[0], want)
+				}
+			}
+			if !strings.Contains(got[1], "1 event went to dead letter in the minute from 2026-12-04 01:01 UTC (evt_n") {
+				t.Fatalf("next minute's alert: %q", got[1])
+			}
+		})
+	}
+}
+
+// The verification alert: alerts.verification_failures refusals within
+// one minute, counted across instances in the store, raise it, though no
+// process saw that many; fewer do not; and it is one message, however many
+// processes see the count cross the threshold. On every store.
+func TestVerificationFailuresJumpRaisesOneAlert(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, another := b.Open(t)
+			hook := newReceiver(t)
+			clock := testkit.NewClock(start.Add(5 * time.Second))
+			cfg := alerts.Config{VerificationFailures: 5,
+				Targets: []alerts.Target{{Webhook: hook.URL, Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}}
+			var ns []*alerts.Notifier
+			for i := range 3 {
+				s := store
+				if i > 0 {
+					s = another()
+				}
+				ns = append(ns, newNotifier(t, ledger.New(s, ledger.Options{Clock: clock.Now}), cfg, clock.Now))
+			}
+			// 01:00: one refusal at each process, three in all: under the threshold.
+			for _, n := range ns {
+				n.VerificationFailed("github", "no_match")
+			}
+			// 01:01: two at each process, six in all: over it, though no
+			// process saw more than two.
+			clock.Advance(time.Minute)
+			for _, n := range ns {
+				n.VerificationFailed("github", "stale")
+				n.VerificationFailed("github", "no_match")
+			}
+			testkit.Eventually(t, "the verification alert", func() bool { return len(hook.got()) >= 1 })
+			for _, n := range ns {
+				n.Close()
+			}
+			got := hook.got()
+			if len(got) != 1 {
+				t.Fatalf("%d verification alerts from three processes past the threshold, want 1: %s", len(got), got)
+			}
+			var body map[string]any
+			if err := json.Unmarshal(got[0], &body); err != nil {
+				t.Fatal(err)
+			}
+			text, _ := body["text"].(string)
+			if body["type"] != "source.verification" || body["source"] != "github" ||
+				!regexp.MustCompile(`^Source github refused [56] requests for their signature in the minute from 2026-12-04 01:01 UTC \(`).MatchString(text) ||
+				!strings.Contains(text, "no_match: 1") || !strings.Contains(text, "sources.github.secrets") {
+				t.Fatalf("verification alert: %s", got[0])
+			}
+		})
+	}
+}
+
+// A loop-breaker escalation raised by every process that hears it is one
+// message, naming the scope, the cap and the command that dismisses it,
+// linked to the conversation's console page; another escalation is
+// another message.
+func TestEscalationAlertIsSentOnce(t *testing.T) {
+	for _, b := range backends.All(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			store, another := b.Open(t)
+			slack := newReceiver(t)
+			cfg := alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}, ConsoleURL: "https://gw.example.com/console"}
+			ns := []*alerts.Notifier{newNotifier(t, ledger.New(store, ledger.Options{}), cfg),
+				newNotifier(t, ledger.New(another(), ledger.Options{}), cfg)}
+			esc := alerts.Alert{Kind: alerts.Escalation, Scope: "conv-42", Intent: "reply", RunID: "github:d-1",
+				EscalationID: "e1", Max: 3, Window: 5 * time.Minute}
+			for _, n := range ns {
+				n.Raise(esc)
+			}
+			testkit.Eventually(t, "the escalation alert", func() bool { return len(slack.got()) >= 1 })
+			esc.EscalationID = "e2"
+			ns[1].Raise(esc)
+			testkit.Eventually(t, "the next escalation's alert", func() bool { return len(slack.got()) >= 2 })
+			for _, n := range ns {
+				n.Close()
+			}
+			got := slack.texts(t)
+			if len(got) != 2 {
+				t.Fatalf("%d messages, want one per escalation: %q", len(got), got)
+			}
+			for _, want := range []string{"Loop breaker: scope conv-42 reached its cap of reply (3 in 5m0s)", "run github:d-1",
+				"gateway ledger dismiss conv-42 e1", "<https://gw.example.com/console/scope?scope=conv-42|Open conv-42 in the console>"} {
+				if !strings.Contains(got[0], want) {
+					t.Fatalf("escalation alert %q lacks %q", got[0], want)
+				}
+			}
+		})
+	}
+}
+
+// alerts.after and alerts.verification_failures are checked like the
+// other keys.
+func TestConfigRefusesNegativeThresholds(t *testing.T) {
+	for _, c := range []struct {
+		cfg  alerts.Config
+		want string
+	}{
+		{alerts.Config{After: -time.Second}, "alerts.after: -1s is negative"},
+		{alerts.Config{VerificationFailures: -1}, "alerts.verification_failures: -1 is negative"},
+	} {
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("Validate(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	var cfg alerts.Config
+	if cfg.FailingAfter() != alerts.DefaultAfter || cfg.VerificationThreshold() != alerts.DefaultVerificationFailures {
+		t.Fatal("zero values do not mean the defaults")
+	}
 }

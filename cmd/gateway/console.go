@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -29,7 +33,34 @@ func newConsole(api http.Handler, token string, trustProto bool, sources []*ingr
 		names = append(names, s.Name)
 	}
 	return console.New(console.Options{API: client, Token: token, Sources: names, Metrics: reg, Clock: clock, Logger: log,
-		TrustForwardedProto: trustProto})
+		TrustForwardedProto: trustProto, Rejected: rejectedFetcher(api, token)})
+}
+
+// rejectedFetcher reads GET /v1/rejected from the admin API handler in
+// process, token and all, as `gateway events rejected` reads it over HTTP.
+func rejectedFetcher(api http.Handler, token string) func(ctx context.Context, source string) ([]ingress.Rejected, error) {
+	return func(ctx context.Context, source string) ([]ingress.Rejected, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console.internal"+rejectedPath+"?source="+url.QueryEscape(source), nil)
+		if err != nil {
+			return nil, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := inProcess{api}.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("rejected requests: the admin API answered %s", resp.Status)
+		}
+		var out RejectedJSON
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return nil, fmt.Errorf("rejected requests: %w", err)
+		}
+		return out.Rejected, nil
+	}
 }
 
 // inProcess is an http.RoundTripper that serves each request with a

@@ -157,13 +157,12 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		adminAddr = admin.Addr().String()
-		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow)
+		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow, gw.RejectedRequests)
 		if err != nil {
 			_ = public.Close()
 			_ = admin.Close()
 			return err
 		}
-		adminH = withRejected(adminH, gw, cfg.Admin.Token, log)
 		servers = append(servers, &http.Server{
 			Handler:           newHostGuard(cfg.Admin.Listen, cfg.Admin.AllowedHosts, log.Named("admin"), adminH),
 			MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),
@@ -290,7 +289,7 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 // before it answers: this process's dispatcher stops the source at once.
 // A pause then waits for every other live instance's dispatcher.
 func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, admin config.Admin, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
-	tp trace.TracerProvider, pause func(source string, paused bool)) (http.Handler, error) {
+	tp trace.TracerProvider, pause func(source string, paused bool), rejected func(source string) []ingress.Rejected) (http.Handler, error) {
 	token := admin.Token
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(sources))
@@ -312,6 +311,9 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	api := http.NewServeMux()
 	api.Handle("/v1/", tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, apiOpts...))
 	api.Handle("GET "+ledgerapi.HealthPath, ledgerapi.HealthHandler(healthJSON(sourcesHealth(l, sources, a.Clock)), token, log.Named("ledgerapi")))
+	if rejected != nil {
+		api.Handle("GET "+rejectedPath, rejectedHandler(rejected, token, log.Named("ledgerapi")))
+	}
 	mux.Handle("/v1/", api)
 	clock := a.Clock
 	if clock == nil {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -58,6 +60,60 @@ func TestConsoleEventLogInBrowser(t *testing.T) {
 		run(t, ctx, "github", chromedp.Navigate(e.admin+"/rejected?source=github"), chromedp.WaitVisible("#rejected", chromedp.ByID))
 		if n, _ := count(ctx, "#rejected tr.rejected"); n != 0 {
 			t.Errorf("github lists %d rejected request(s), want none", n)
+		}
+	})
+
+	t.Run("conversations, newest first, filtered, linking to the timeline", func(t *testing.T) {
+		now := time.Now()
+		x, y, z := "cus_"+p+"_x", "cus_"+p+"_y", "cus_"+p+"_z"
+		for _, ev := range []struct{ source, id, scope string }{{"stripe", "x1", x}, {"stripe", "y1", y}, {"stripe", "x2", x}, {"billing", "z1", z}} {
+			e.stripe(t, ev.source, "evt_"+p+"_"+ev.id, ev.scope, now)
+			// Receipt times are kept to the millisecond: one apart, so
+			// that newest first has one answer.
+			time.Sleep(5 * time.Millisecond)
+		}
+		run(t, ctx, "conversations",
+			chromedp.Navigate(e.admin+"/events"),
+			chromedp.WaitVisible(`nav a[href="/conversations"]`, chromedp.ByQuery),
+			clickNav(`nav a[href="/conversations"]`),
+			chromedp.WaitVisible("#c-prefix", chromedp.ByID),
+			chromedp.SendKeys("#c-prefix", "cus_"+p+"_", chromedp.ByID),
+			clickNav("#c-apply"),
+			chromedp.WaitVisible("#conversations", chromedp.ByID))
+		var order []string
+		run(t, ctx, "rows", chromedp.Evaluate(`[...document.querySelectorAll("#conversations tbody tr[data-scope]")].map(r => r.dataset.scope)`, &order))
+		if fmt.Sprint(order) != fmt.Sprint([]string{z, x, y}) {
+			t.Fatalf("conversations listed %v, want newest first [%s %s %s]", order, z, x, y)
+		}
+		var row string
+		run(t, ctx, "row", chromedp.Text(`tr[data-scope="`+x+`"]`, &row, chromedp.ByQuery))
+		if !strings.Contains(row, "stripe evt_"+p+"_x2") || strings.Contains(row, "x1") {
+			t.Fatalf("the row of %s does not name its last event x2: %q", x, row)
+		}
+		var cells []string
+		run(t, ctx, "cells", chromedp.Evaluate(`[...document.querySelectorAll('tr[data-scope="`+x+`"] td.num')].map(c => c.textContent.trim())`, &cells))
+		if len(cells) != 3 || cells[0] != "2" || !strings.HasPrefix(cells[2], "2 ") {
+			t.Fatalf("the row of %s counts %v, want 2 events and 2 runs", x, cells)
+		}
+		e.screenshot(t, ctx, "conversations")
+		run(t, ctx, "by source",
+			chromedp.SetValue("#c-source", "stripe", chromedp.ByID),
+			clickNav("#c-apply"),
+			chromedp.WaitVisible("#conversations", chromedp.ByID),
+			chromedp.Evaluate(`[...document.querySelectorAll("#conversations tbody tr[data-scope]")].map(r => r.dataset.scope)`, &order))
+		if fmt.Sprint(order) != fmt.Sprint([]string{x, y}) {
+			t.Fatalf("stripe's conversations listed %v, want [%s %s]", order, x, y)
+		}
+		run(t, ctx, "open the timeline",
+			clickNav(`tr[data-scope="`+x+`"] th a`),
+			chromedp.WaitVisible("#timeline", chromedp.ByID))
+		var name string
+		run(t, ctx, "scope", chromedp.Text("#scope-name", &name, chromedp.ByID))
+		if name != x {
+			t.Fatalf("the link opened the timeline of %q, want %s", name, x)
+		}
+		if n, _ := count(ctx, `.moment[data-kind="event received"]`); n != 2 {
+			t.Fatalf("events received on %s's timeline = %d, want 2", x, n)
 		}
 	})
 

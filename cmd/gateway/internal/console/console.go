@@ -112,6 +112,7 @@ func New(o Options) (*Console, error) {
 	m.Handle("GET /events/replay", c.page(c.bulkConfirm))
 	m.Handle("POST /events/replay", c.action(c.bulkReplay))
 	m.Handle("GET /scope", c.page(c.conversation))
+	m.Handle("GET /conversations", c.page(c.conversations))
 	m.Handle("GET /ambiguous", c.page(c.ambiguous))
 	m.Handle("GET /ambiguous/resolve", c.page(c.resolveConfirm))
 	m.Handle("POST /ambiguous/resolve", c.action(c.resolve))

@@ -352,7 +352,7 @@ type moment struct {
 func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *session) error {
 	scope := r.URL.Query().Get("scope")
 	if scope == "" {
-		c.render(w, r, s, http.StatusOK, "scope", "Conversation", map[string]any{})
+		redirect(w, r, "/conversations")
 		return nil
 	}
 	tl, err := c.api.Timeline(r.Context(), scope)

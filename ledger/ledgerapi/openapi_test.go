@@ -515,6 +515,10 @@ func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 	a.want(st, 400, "list with a bad status", body)
 	st, body = a.call("GET", "/v1/deliveries/show", "/v1/deliveries/show?source=gh&event_id=d-1", "")
 	a.want(st, 200, "show", body)
+	st, body = a.call("GET", "/v1/scopes/{scope}/timeline", "/v1/scopes/gh:d-1/timeline?attempts=1", "")
+	if a.want(st, 200, "timeline with attempts", body); len(asSlice(body["attempts"].(map[string]any)[res.Item.EntryID])) != 1 {
+		t.Fatalf("timeline with attempts: %v", body)
+	}
 	st, body = a.call("GET", "/v1/conversations", "/v1/conversations?page=5&prefix=gh:", "")
 	if a.want(st, 200, "conversations", body); len(asSlice(body["conversations"])) != 1 {
 		t.Fatalf("conversations: %v", body)

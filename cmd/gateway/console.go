@@ -23,7 +23,10 @@ import (
 // admin listener serves under /v1/: the console's client calls that very
 // handler in process, token and all, so the console, the CLI and any other
 // API caller see and do exactly the same things.
-func newConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
+//
+// hist, when not nil, is this instance's last hour that the overview draws;
+// its owner runs it.
+func newConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, hist *console.History, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
 	client, err := ledgerapi.NewClient("http://console.internal", token, &http.Client{Transport: inProcess{api}})
 	if err != nil {
 		return nil, err
@@ -33,7 +36,7 @@ func newConsole(api http.Handler, token string, trustProto bool, sources []*ingr
 		names = append(names, s.Name)
 	}
 	return console.New(console.Options{API: client, Token: token, Sources: names, Metrics: reg, Clock: clock, Logger: log,
-		TrustForwardedProto: trustProto, Rejected: rejectedFetcher(api, token)})
+		TrustForwardedProto: trustProto, Rejected: rejectedFetcher(api, token), History: hist})
 }
 
 // rejectedFetcher reads GET /v1/rejected from the admin API handler in

@@ -52,6 +52,9 @@ type Options struct {
 	// Secure (and __Host-). Leave it off unless such a proxy is the only
 	// way in: anyone else could send the header.
 	TrustForwardedProto bool
+	// History is this instance's last hour per source and minute, drawn
+	// on the overview; nil draws none. Its owner runs it (History.Run).
+	History *History
 	// Rejected reads the requests this instance refused for a source
 	// before the ledger (GET /v1/rejected); nil hides the Rejected page.
 	Rejected func(ctx context.Context, source string) ([]ingress.Rejected, error)
@@ -67,7 +70,7 @@ type Console struct {
 	log      *zap.Logger
 	tmpl     map[string]*template.Template
 	sessions *sessions
-	rates    *rateSampler
+	history  *History
 	metrics  prometheus.Gatherer
 	mux      *http.ServeMux
 	// rejectedOf: Options.Rejected.
@@ -86,7 +89,7 @@ func New(o Options) (*Console, error) {
 		o.Logger = zap.NewNop()
 	}
 	c := &Console{api: o.API, token: sha256.Sum256([]byte(o.Token)), open: o.Token == "", now: o.Clock, log: o.Logger,
-		sessions: newSessions(o.Clock), rates: newRateSampler(), metrics: o.Metrics, rejectedOf: o.Rejected}
+		sessions: newSessions(o.Clock), history: o.History, metrics: o.Metrics, rejectedOf: o.Rejected}
 	c.sessions.trustProto = o.TrustForwardedProto
 	c.sources = append([]string{}, o.Sources...)
 	sort.Strings(c.sources)

@@ -117,6 +117,74 @@ func TestConsoleEventLogInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("timeline: folded, superseded, every attempt, nothing red for them", func(t *testing.T) {
+		now := time.Now()
+		// A burst of five on a debounced source: the newest is delivered
+		// for all of them.
+		burst := "cus_" + p + "_burst"
+		for i := 1; i <= 5; i++ {
+			e.stripe(t, "chat", fmt.Sprintf("evt_%s_b%d", p, i), burst, now)
+		}
+		waitFor(t, "the burst delivered", func() bool { return len(e.agent.forwards("evt_"+p+"_b5")) > 0 })
+		for i := 1; i <= 4; i++ {
+			if n := len(e.agent.forwards(fmt.Sprintf("evt_%s_b%d", p, i))); n != 0 {
+				t.Fatalf("b%d was forwarded %d time(s); a folded event is not", i, n)
+			}
+		}
+		eventually(t, ctx, "the burst's timeline", e.admin+"/scope?scope="+burst, func() (bool, error) {
+			n, err := count(ctx, `.moment[data-kind="folded"]`)
+			d, _ := count(ctx, `.moment[data-kind="attempt"][data-status="delivered"]`)
+			return n == 4 && d == 1, err
+		})
+		var folded []string
+		run(t, ctx, "folded lines", chromedp.Evaluate(`[...document.querySelectorAll('.moment[data-kind="folded"]')].map(m => m.innerText)`, &folded))
+		for _, f := range folded {
+			if !strings.Contains(f, "folded into evt_"+p+"_b5") {
+				t.Errorf("folded line %q does not say folded into b5", f)
+			}
+		}
+		if n, _ := count(ctx, `.moment[data-kind="not applied"], .moment[data-kind="claim"]`); n != 0 {
+			t.Errorf("%d line(s) show a delivery's own claim or a red \"not applied\"", n)
+		}
+		if n, _ := count(ctx, `.moment[data-kind="folded"] .st-bad, .moment[data-status="coalesced"] .st-bad`); n != 0 {
+			t.Errorf("%d folded event(s) drawn red", n)
+		}
+		e.screenshot(t, ctx, "timeline-burst")
+
+		// A superseded run: s1 fails once and waits an hour for its retry;
+		// s2 on the same conversation supersedes it.
+		e.agent.status.Store(http.StatusServiceUnavailable)
+		defer e.agent.status.Store(http.StatusOK)
+		sup := "cus_" + p + "_sup"
+		e.stripe(t, "stripe", "evt_"+p+"_s1", sup, now.Add(-time.Minute))
+		waitFor(t, "s1's failed attempt", func() bool { return len(e.agent.forwards("evt_"+p+"_s1")) > 0 })
+		time.Sleep(20 * time.Millisecond) // a later millisecond: a newer run
+		e.stripe(t, "stripe", "evt_"+p+"_s2", sup, now)
+		eventually(t, ctx, "the superseded timeline", e.admin+"/scope?scope="+sup, func() (bool, error) {
+			n, err := count(ctx, `.moment[data-kind="superseded"]`)
+			a, _ := count(ctx, `.moment[data-kind="attempt"]`)
+			return n == 1 && a >= 2, err
+		})
+		var line string
+		run(t, ctx, "superseded line", chromedp.Text(`.moment[data-kind="superseded"]`, &line, chromedp.ByQuery))
+		s2 := e.agent.forwards("evt_" + p + "_s2")
+		if len(s2) == 0 || !strings.Contains(line, "superseded by run "+s2[0].runID) {
+			t.Fatalf("superseded line %q does not name s2's run (%+v)", line, s2)
+		}
+		if n, _ := count(ctx, `.moment[data-kind="superseded"] .st-bad`); n != 0 {
+			t.Error("the superseded line is red")
+		}
+		var s1 string
+		run(t, ctx, "s1's attempt", chromedp.Evaluate(`[...document.querySelectorAll('.moment[data-kind="attempt"]')].map(m => m.innerText).filter(t => t.includes("_s1")).join("\n")`, &s1))
+		if !strings.Contains(s1, "attempt 1, agent answered 503") {
+			t.Errorf("s1's failed attempt is not on the timeline: %q", s1)
+		}
+		if n, _ := count(ctx, `.moment[data-kind="not applied"], .moment[data-kind="claim"]`); n != 0 {
+			t.Errorf("%d line(s) show a delivery's own claim or a red \"not applied\"", n)
+		}
+		e.screenshot(t, ctx, "timeline-superseded")
+	})
+
 	if n := dialogs.Load(); n != 0 {
 		t.Fatalf("%d JavaScript dialog(s) opened", n)
 	}

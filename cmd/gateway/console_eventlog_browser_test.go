@@ -56,11 +56,56 @@ func TestConsoleEventLogInBrowser(t *testing.T) {
 			t.Errorf("the forged body became %d element(s) on the page", n)
 		}
 		e.screenshot(t, ctx, "rejected")
+		// A flood: the newest 100 are kept and listed, newest first.
+		for i := range 120 {
+			_, header := stripeEvent(t, fmt.Sprintf("evt_%s_flood%03d", p, i), nil)
+			header.Set("Stripe-Signature", "t=1,"+sigValue)
+			if r := post(t, e.hc, e.g.hook("stripe"), []byte(fmt.Sprintf(`{"id":"evt_%s_flood%03d"}`, p, i)), header); r.status != http.StatusUnauthorized {
+				t.Fatalf("forged request %d: %d, want 401", i, r.status)
+			}
+		}
+		run(t, ctx, "after the flood", chromedp.Navigate(e.admin+"/rejected?source=stripe"), chromedp.WaitVisible("#rejected", chromedp.ByID))
+		if n, _ := count(ctx, "#rejected tr.rejected"); n != 100 {
+			t.Fatalf("after 121 forged requests the list shows %d, want the newest 100", n)
+		}
+		var first, last, flood string
+		run(t, ctx, "ends", chromedp.Text("#rejected tr.rejected:first-child", &first, chromedp.ByQuery),
+			chromedp.Text("#rejected tr.rejected:last-child", &last, chromedp.ByQuery),
+			chromedp.Evaluate(`document.documentElement.outerHTML`, &flood))
+		if !strings.Contains(first, fmt.Sprintf("evt_%s_flood119", p)) || !strings.Contains(last, fmt.Sprintf("evt_%s_flood020", p)) {
+			t.Fatalf("the list runs from %q to %q, want flood119 down to flood020", first, last)
+		}
+		if strings.Contains(flood, sigValue) {
+			t.Fatal("a signature value shows after the flood")
+		}
 		// Another source refused nothing.
 		run(t, ctx, "github", chromedp.Navigate(e.admin+"/rejected?source=github"), chromedp.WaitVisible("#rejected", chromedp.ByID))
 		if n, _ := count(ctx, "#rejected tr.rejected"); n != 0 {
 			t.Errorf("github lists %d rejected request(s), want none", n)
 		}
+	})
+
+	t.Run("overview: the last hour per minute, this instance", func(t *testing.T) {
+		// The forged requests above were answered 401, not accepted; the
+		// stripe events below are: the current minute counts them once the
+		// instance has sampled its metrics (every 2 s).
+		for i := range 3 {
+			e.stripe(t, "stripe", fmt.Sprintf("evt_%s_chart%d", p, i), "chart_"+p, time.Now())
+		}
+		eventually(t, ctx, "the chart's current minute", e.admin+"/", func() (bool, error) {
+			var total int
+			err := chromedp.Run(ctx, chromedp.Evaluate(`[...document.querySelectorAll('svg.spark[data-source="stripe"] g.minute')].reduce((n, g) => n + Number(g.dataset.accepted), 0)`, &total))
+			return total >= 3, err
+		})
+		if n, _ := count(ctx, `svg.spark[data-source="stripe"] g.minute`); n != 60 {
+			t.Fatalf("the stripe chart has %d minutes, want 60", n)
+		}
+		var legend string
+		run(t, ctx, "legend", chromedp.Text("#chart-legend", &legend, chromedp.ByID))
+		if !strings.Contains(legend, "this instance") {
+			t.Fatalf("the chart's legend %q does not say whose figures they are", legend)
+		}
+		e.screenshot(t, ctx, "overview-chart")
 	})
 
 	t.Run("conversations, newest first, filtered, linking to the timeline", func(t *testing.T) {

@@ -231,11 +231,13 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) erro
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	oldest := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
+	sort.Slice(oldest, func(i, j int) bool { return oldest[i].N < oldest[j].N })
 	attempts := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
 	sort.Slice(attempts, func(i, j int) bool { return attempts[i].N > attempts[j].N })
 	c.render(w, r, s, http.StatusOK, "event", "Event "+ref.EventID, map[string]any{
 		"Ref": ref, "D": d.Delivery, "Event": d.Event, "Body": viewBody(d.Event), "HeaderNames": names,
-		"Attempts": attempts, "Run": run, "Waiting": waitingFor(d.Delivery, isPaused, c.now()), "Paused": isPaused,
+		"Attempts": attempts, "Picture": attemptPicture(d.Delivery, oldest, c.now()), "Run": run, "Waiting": waitingFor(d.Delivery, isPaused, c.now()), "Paused": isPaused,
 		"ScopeLink": link("/scope", "scope", ref.Scope), "BodyLink": link("/event/body", "source", ref.Source, "event_id", ref.EventID, "scope", ref.Scope),
 		"Replayed": r.URL.Query().Get("replayed") != "",
 	})

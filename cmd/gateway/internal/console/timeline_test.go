@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,59 @@ func TestAbandonedEntryReadsAmbiguousEverywhere(t *testing.T) {
 	}
 	if !seen {
 		t.Fatal("the timeline has no ambiguous, abandoned line")
+	}
+}
+
+// The event page draws its attempts on one time axis, one mark per
+// attempt coloured by outcome, with the wait before each written under it.
+func TestEventPagePicturesItsAttempts(t *testing.T) {
+	e := newEnv(t, "", false)
+	ctx := context.Background()
+	const scope = "gh:pic"
+	_, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+		Event: ledger.QueuedEvent{Source: "gh", EventID: "pic", Scope: scope, Body: []byte(`{}`), ReceivedAt: e.clock.Now()},
+		Run:   ledger.RunOptions{RunID: scope, Mode: ledger.ModeIndependent},
+		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": "pic"}}, PendingTTL: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := []time.Duration{2 * time.Second, 30 * time.Second, 90 * time.Second}
+	for i, status := range []ledger.DeliveryStatus{ledger.DeliveryQueued, ledger.DeliveryQueued, ledger.DeliveryDelivered} {
+		e.clock.Add(waits[i])
+		q, err := e.ledger.FindDelivery(ctx, scope, "gh", "pic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := e.ledger.TakeDelivery(ctx, scope, q.EntryID, time.Minute)
+		if err != nil || !tk.OK {
+			t.Fatalf("take %d: %v", i, err)
+		}
+		rec := ledger.AttemptRecord{AgentStatus: 503, Outcome: "retry"}
+		if status == ledger.DeliveryDelivered {
+			rec = ledger.AttemptRecord{AgentStatus: 200, Outcome: "delivered"}
+		}
+		if _, err := e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: status, NextAt: e.clock.Now(), Record: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, page := e.get(t, "/event?source=gh&event_id=pic&scope="+scope)
+	i := strings.Index(page, `<svg id="attempt-picture"`)
+	if i < 0 {
+		t.Fatal("the event page has no picture of its attempts")
+	}
+	svg := page[i : i+strings.Index(page[i:], "</svg>")]
+	marks := regexp.MustCompile(`<g class="mark" data-n="(\d)"><title>([^<]*)</title><rect class="([a-z-]+)"`).FindAllStringSubmatch(svg, -1)
+	if len(marks) != 3 {
+		t.Fatalf("the picture has %d attempt marks, want 3:\n%s", len(marks), svg)
+	}
+	for i, want := range []struct{ class, wait string }{{"st-bad", "2.0 s"}, {"st-bad", "30.0 s"}, {"st-ok", "1 min 30 s"}} {
+		if marks[i][1] != strconv.Itoa(i+1) || marks[i][3] != want.class || !strings.Contains(marks[i][2], "after a wait of "+want.wait) {
+			t.Errorf("mark %d: n=%s class=%s title=%q, want class %s after %s", i+1, marks[i][1], marks[i][3], marks[i][2], want.class, want.wait)
+		}
+	}
+	// The waits wide enough to label are written under the picture.
+	if !strings.Contains(svg, ">1 min 30 s</text>") || !strings.Contains(svg, ">30.0 s</text>") {
+		t.Errorf("the waits are not written under the picture:\n%s", svg)
 	}
 }

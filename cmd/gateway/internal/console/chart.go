@@ -54,6 +54,9 @@ var deliveredOutcomes, failedOutcomes = map[string]bool{"delivered": true}, map[
 // totals reads the counters: cumulative figures per source.
 func (h *History) totals() map[string]minuteCounts {
 	out := map[string]minuteCounts{}
+	if h.metrics == nil {
+		return out
+	}
 	families, _ := h.metrics.Gather() // a partial gather still counts what it has
 	for _, f := range families {
 		for _, m := range f.GetMetric() {

@@ -56,7 +56,7 @@ func BenchmarkConsole(b *testing.B) {
 			l := ledger.New(store, ledger.Options{})
 			fillConsoleBench(b, l, events)
 			api := ledgerapi.NewHandler(l, consoleToken, nil)
-			con, err := newConsole(api, consoleToken, false, nil, nil, time.Now, zap.NewNop())
+			con, err := newConsole(api, consoleToken, false, nil, nil, nil, time.Now, zap.NewNop())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -192,6 +192,12 @@ sources:
     provider: github
     secrets: [gh-console-secret]
     forward: {url: %[3]s/events, timeout: 2s}
+  chat:
+    provider: stripe
+    secrets: [${STRIPE_SECRET}]
+    scope: "{json:data.object.customer}"
+    runs: independent
+    forward: {url: %[3]s/events, timeout: 5s, debounce: {quiet: 1s, max_wait: 10s}}
 `, consoleToken, store, agent.srv.URL)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

@@ -22,7 +22,7 @@ import (
 // state-changing request, with arguments that would work for a session.
 var consolePages = []string{"/", "/overview/live", "/events", "/events?status=queued", "/event?source=stripe&event_id=evt_1",
 	"/event/body?source=stripe&event_id=evt_1", "/events/replay?status=dead", "/scope?scope=cus_1", "/ambiguous",
-	"/ambiguous/resolve?scope=s&entry_id=e&outcome=committed", "/sources"}
+	"/ambiguous/resolve?scope=s&entry_id=e&outcome=committed", "/sources", "/conversations", "/conversations?prefix=cus_&source=stripe", "/rejected", "/rejected?source=stripe"}
 
 var consoleActions = map[string]url.Values{
 	"/sources/pause":      {"source": {"github"}},

@@ -39,7 +39,7 @@ func (downStore) ScopesToReview(context.Context, time.Time, int) ([]string, erro
 func TestReadyzRevealsNothingAboutTheStore(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	a := &App{Clock: time.Now}
-	h, err := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), config.Admin{Token: "secret-token"}, nil, zap.New(core), new(atomic.Bool), nil, nil, nil)
+	h, err := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), config.Admin{Token: "secret-token"}, nil, zap.New(core), new(atomic.Bool), nil, nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

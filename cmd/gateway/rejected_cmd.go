@@ -29,9 +29,11 @@ type RejectedJSON struct {
 	Rejected []ingress.Rejected `json:"rejected"`
 }
 
-// withRejected adds GET /v1/rejected to the admin handler h.
-func withRejected(h http.Handler, gw *ingress.Gateway, token string, log *zap.Logger) http.Handler {
-	list := ledgerapi.RequireToken(token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// rejectedHandler serves GET /v1/rejected from list, behind the admin
+// token. adminHandler mounts it beside the ledger API, so the console reads
+// it through the same handler as every other API caller.
+func rejectedHandler(list func(source string) []ingress.Rejected, token string, log *zap.Logger) http.Handler {
+	return ledgerapi.RequireToken(token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		source := r.URL.Query().Get("source")
 		w.Header().Set("Content-Type", "application/json")
 		if source == "" {
@@ -39,12 +41,8 @@ func withRejected(h http.Handler, gw *ingress.Gateway, token string, log *zap.Lo
 			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "invalid_request", "message": "source is required"}})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(RejectedJSON{Source: source, Rejected: gw.RejectedRequests(source)})
+		_ = json.NewEncoder(w).Encode(RejectedJSON{Source: source, Rejected: list(source)})
 	}), log)
-	mux := http.NewServeMux()
-	mux.Handle("GET "+rejectedPath, list)
-	mux.Handle("/", h)
-	return mux
 }
 
 // eventsRejected prints the requests the instance at --admin refused for a

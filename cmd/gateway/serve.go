@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	"github.com/replyonce/gateway/cmd/gateway/internal/console"
 	"github.com/replyonce/gateway/cmd/gateway/internal/tracing"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
@@ -34,6 +35,11 @@ import (
 // dispatchers to stop the source: several sweeps (1 s each), and within
 // the CLI's default admin timeout (10 s).
 const pauseWait = 5 * time.Second
+
+// historyEvery is how often the console's History samples the metrics:
+// an event counts in the minute of the sample after it, so one in the
+// last seconds of a minute may count in the next.
+const historyEvery = 2 * time.Second
 
 func (a *App) logger(c config.Log) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(c.Level)
@@ -158,6 +164,9 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	servers := []*http.Server{publicSrv}
 	listeners := []net.Listener{public}
 	adminAddr := ""
+	// hist is this instance's last hour per source for the console's
+	// overview; it samples the metrics until the servers are done.
+	var hist *console.History
 	if cfg.Admin.Listen != "" {
 		admin, err := net.Listen("tcp", cfg.Admin.Listen)
 		if err != nil {
@@ -165,13 +174,13 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin.listen: %w", err)
 		}
 		adminAddr = admin.Addr().String()
-		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow, disp.SendTrial)
+		hist = console.NewHistory(reg, a.Clock)
+		adminH, err := a.adminHandler(reg, store, l, cfg.Admin, sources, log, &stopping, tp, disp.PauseNow, disp.SendTrial, gw.RejectedRequests, hist)
 		if err != nil {
 			_ = public.Close()
 			_ = admin.Close()
 			return err
 		}
-		adminH = withRejected(adminH, gw, cfg.Admin.Token, log)
 		servers = append(servers, &http.Server{
 			Handler:           newHostGuard(cfg.Admin.Listen, cfg.Admin.AllowedHosts, log.Named("admin"), adminH),
 			MaxHeaderBytes:    int(cfg.Server.MaxHeaderBytes),
@@ -203,6 +212,15 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		go func() {
 			defer wg.Done()
 			certs.watch(watchCtx, a.Reload, check, log)
+		}()
+	}
+	histCtx, stopHist := context.WithCancel(context.Background())
+	defer stopHist()
+	if hist != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hist.Run(histCtx, historyEvery)
 		}()
 	}
 	dispCtx, stopDispatch := context.WithCancel(context.Background())
@@ -247,6 +265,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		}
 	}
 	stopWatch()
+	stopHist()
 	wg.Wait()
 	log.Info("gateway stopped")
 	return serveErr
@@ -298,7 +317,7 @@ func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c
 // before it answers: this process's dispatcher stops the source at once.
 // A pause then waits for every other live instance's dispatcher.
 func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledger.Ledger, admin config.Admin, sources []*ingress.Source, log *zap.Logger, stopping *atomic.Bool,
-	tp trace.TracerProvider, pause func(source string, paused bool), trials ledgerapi.Trials) (http.Handler, error) {
+	tp trace.TracerProvider, pause func(source string, paused bool), trials ledgerapi.Trials, rejected func(source string) []ingress.Rejected, hist *console.History) (http.Handler, error) {
 	token := admin.Token
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(sources))
@@ -323,12 +342,15 @@ func (a *App) adminHandler(reg *prometheus.Registry, store ledger.Store, l *ledg
 	api := http.NewServeMux()
 	api.Handle("/v1/", tracing.LedgerAPI(l, token, log.Named("ledgerapi"), tp, apiOpts...))
 	api.Handle("GET "+ledgerapi.HealthPath, ledgerapi.HealthHandler(healthJSON(sourcesHealth(l, sources, a.Clock)), token, log.Named("ledgerapi")))
+	if rejected != nil {
+		api.Handle("GET "+rejectedPath, rejectedHandler(rejected, token, log.Named("ledgerapi")))
+	}
 	mux.Handle("/v1/", api)
 	clock := a.Clock
 	if clock == nil {
 		clock = time.Now
 	}
-	con, err := newConsole(api, token, admin.TrustForwardedProto, sources, reg, clock, log.Named("console"))
+	con, err := newConsole(api, token, admin.TrustForwardedProto, sources, reg, hist, clock, log.Named("console"))
 	if err != nil {
 		return nil, err
 	}

@@ -248,24 +248,35 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := s.l.AttemptsOf(r.Context(), item)
+	attempts, err := s.attemptsOf(r.Context(), item)
 	if err != nil {
 		return nil, err
 	}
-	out := DeliveryJSON{Delivery: itemJSON(item), Attempts: make([]AttemptJSON, 0, len(attempts)),
+	out := DeliveryJSON{Delivery: itemJSON(item), Attempts: attempts,
 		Event: EventJSON{ContentType: ev.ContentType, Header: ev.Header, ReceivedAt: ev.ReceivedAt, ContextAt: ev.ContextAt}}
-	for _, a := range attempts {
-		if item.Status == ledger.DeliveryDead && a.N == item.Attempts && !a.Late {
-			// The attempt after which the schedule ran out: its outcome
-			// is the event's, as the list shows it.
-			a.Outcome = string(ledger.DeliveryDead)
-		}
-		out.Attempts = append(out.Attempts, attemptJSON(a))
-	}
 	if utf8.Valid(ev.Body) {
 		out.Event.Body = string(ev.Body)
 	} else {
 		out.Event.Body, out.Event.BodyBase64 = base64.StdEncoding.EncodeToString(ev.Body), true
+	}
+	return out, nil
+}
+
+// attemptsOf reads a delivery's attempts, oldest first, as the API
+// shows them (the event page and the timeline alike).
+func (s *server) attemptsOf(ctx context.Context, item ledger.QueueItem) ([]AttemptJSON, error) {
+	attempts, err := s.l.AttemptsOf(ctx, item)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AttemptJSON, 0, len(attempts))
+	for _, a := range attempts {
+		if item.Status == ledger.DeliveryDead && a.N == item.Attempts && !a.Late && a.To == "" {
+			// The attempt after which the schedule ran out: its outcome
+			// is the event's, as the list shows it.
+			a.Outcome = string(ledger.DeliveryDead)
+		}
+		out = append(out, attemptJSON(a))
 	}
 	return out, nil
 }

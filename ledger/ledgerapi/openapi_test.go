@@ -140,6 +140,7 @@ func TestOpenAPIRoutesMatchServer(t *testing.T) {
 // wireTypes are the Go types the API's bodies are made of, by the name of
 // their schema in components/schemas.
 var wireTypes = map[string]any{
+	"ConversationsPage": ledgerapi.ConversationsPageJSON{}, "Conversation": ledgerapi.ConversationJSON{},
 	"BeginRequest": ledgerapi.BeginRequest{}, "Run": ledgerapi.RunJSON{}, "RunRequest": ledgerapi.RunRequest{},
 	"Heartbeat": ledgerapi.HeartbeatJSON{}, "RunState": ledgerapi.RunStateJSON{}, "ClaimRequest": ledgerapi.ClaimRequest{},
 	"Claim": ledgerapi.ClaimJSON{}, "SettleRequest": ledgerapi.SettleRequest{}, "Result": ledgerapi.ResultJSON{},
@@ -520,6 +521,16 @@ func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 	a.want(st, 400, "list with a bad status", body)
 	st, body = a.call("GET", "/v1/deliveries/show", "/v1/deliveries/show?source=gh&event_id=d-1", "")
 	a.want(st, 200, "show", body)
+	st, body = a.call("GET", "/v1/scopes/{scope}/timeline", "/v1/scopes/gh:d-1/timeline?attempts=1", "")
+	if a.want(st, 200, "timeline with attempts", body); len(asSlice(body["attempts"].(map[string]any)[res.Item.EntryID])) != 1 {
+		t.Fatalf("timeline with attempts: %v", body)
+	}
+	st, body = a.call("GET", "/v1/conversations", "/v1/conversations?page=5&prefix=gh:", "")
+	if a.want(st, 200, "conversations", body); len(asSlice(body["conversations"])) != 1 {
+		t.Fatalf("conversations: %v", body)
+	}
+	st, body = a.call("GET", "/v1/conversations", "/v1/conversations?page=0", "")
+	a.want(st, 400, "conversations with a bad page", body)
 	st, body = a.call("GET", "/v1/deliveries/show", "/v1/deliveries/show?source=gh&event_id=nope", "")
 	a.want(st, 404, "show of nothing", body)
 	st, body = a.call("POST", "/v1/deliveries/trial", "/v1/deliveries/trial", `{"source":"gh","event_id":"d-1","to":"http://staging.test/events"}`)

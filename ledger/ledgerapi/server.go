@@ -155,6 +155,7 @@ func (s *server) mux() *http.ServeMux {
 	s.route(mux, http.MethodPost, "/v1/check", s.check)
 	s.route(mux, http.MethodGet, "/v1/scopes/{scope}/history", s.history)
 	s.route(mux, http.MethodGet, "/v1/scopes/{scope}/timeline", s.timeline)
+	s.route(mux, http.MethodGet, "/v1/conversations", s.conversations)
 	s.route(mux, http.MethodGet, "/v1/ambiguous", s.ambiguous)
 	s.route(mux, http.MethodPost, "/v1/entries/resolve", s.resolve)
 	s.routeDeliveries(mux)

@@ -58,7 +58,15 @@ type TimelineJSON struct {
 	Entries    []EntryJSON        `json:"entries"`
 	Deliveries []DeliveryItemJSON `json:"deliveries"`
 	Refusals   []RefusalJSON      `json:"refusals"`
+	// Attempts are the attempts of each delivery by its entry_id, oldest
+	// first, when asked for (attempts=1): those of the newest
+	// TimelineAttempts deliveries.
+	Attempts map[string][]AttemptJSON `json:"attempts,omitempty"`
 }
+
+// TimelineAttempts is how many of a scope's newest deliveries a timeline
+// lists the attempts of, when asked for them.
+const TimelineAttempts = 500
 
 // refusalLog keeps the last refusals per scope for the conversation view,
 // bounded in scopes and per scope so that a flood of refused claims costs
@@ -112,6 +120,24 @@ func (s *server) timeline(r *http.Request) (any, error) {
 			ContextAt: utc(ri.ContextAt), LastActive: utc(ri.LastActive), Wrote: ri.Wrote, EndedAt: utc(ri.EndedAt),
 			EndReason: ri.EndReason, Fenced: string(ri.Fenced)})
 	}
+	switch r.URL.Query().Get("attempts") {
+	case "", "0":
+	case "1":
+		out.Attempts = map[string][]AttemptJSON{}
+		// c.Queue is oldest first: the newest TimelineAttempts.
+		for _, q := range c.Queue[max(0, len(c.Queue)-TimelineAttempts):] {
+			if q.Attempts == 0 && len(q.InlineAttempts) == 0 {
+				continue
+			}
+			as, err := s.attemptsOf(r.Context(), q)
+			if err != nil {
+				return nil, err
+			}
+			out.Attempts[q.EntryID] = as
+		}
+	default:
+		return nil, fmt.Errorf("%w: attempts must be 0 or 1", ledger.ErrInvalid)
+	}
 	return out, nil
 }
 
@@ -120,6 +146,14 @@ func (s *server) timeline(r *http.Request) (any, error) {
 func (c *Client) Timeline(ctx context.Context, scope string) (TimelineJSON, error) {
 	var out TimelineJSON
 	err := c.do(ctx, http.MethodGet, "/v1/scopes/"+url.PathEscape(scope)+"/timeline", nil, &out)
+	return out, err
+}
+
+// TimelineWithAttempts is Timeline with the attempts of the newest
+// TimelineAttempts deliveries.
+func (c *Client) TimelineWithAttempts(ctx context.Context, scope string) (TimelineJSON, error) {
+	var out TimelineJSON
+	err := c.do(ctx, http.MethodGet, "/v1/scopes/"+url.PathEscape(scope)+"/timeline?attempts=1", nil, &out)
 	return out, err
 }
 

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
@@ -50,6 +52,12 @@ type Options struct {
 	// Secure (and __Host-). Leave it off unless such a proxy is the only
 	// way in: anyone else could send the header.
 	TrustForwardedProto bool
+	// History is this instance's last hour per source and minute, drawn
+	// on the overview; nil draws none. Its owner runs it (History.Run).
+	History *History
+	// Rejected reads the requests this instance refused for a source
+	// before the ledger (GET /v1/rejected); nil hides the Rejected page.
+	Rejected func(ctx context.Context, source string) ([]ingress.Rejected, error)
 }
 
 // Console serves the admin console. Mount it at "/" beside the API.
@@ -62,9 +70,11 @@ type Console struct {
 	log      *zap.Logger
 	tmpl     map[string]*template.Template
 	sessions *sessions
-	rates    *rateSampler
+	history  *History
 	metrics  prometheus.Gatherer
 	mux      *http.ServeMux
+	// rejectedOf: Options.Rejected.
+	rejectedOf func(ctx context.Context, source string) ([]ingress.Rejected, error)
 }
 
 // New builds a Console.
@@ -79,7 +89,7 @@ func New(o Options) (*Console, error) {
 		o.Logger = zap.NewNop()
 	}
 	c := &Console{api: o.API, token: sha256.Sum256([]byte(o.Token)), open: o.Token == "", now: o.Clock, log: o.Logger,
-		sessions: newSessions(o.Clock), rates: newRateSampler(), metrics: o.Metrics}
+		sessions: newSessions(o.Clock), history: o.History, metrics: o.Metrics, rejectedOf: o.Rejected}
 	c.sessions.trustProto = o.TrustForwardedProto
 	c.sources = append([]string{}, o.Sources...)
 	sort.Strings(c.sources)
@@ -105,10 +115,12 @@ func New(o Options) (*Console, error) {
 	m.Handle("GET /events/replay", c.page(c.bulkConfirm))
 	m.Handle("POST /events/replay", c.action(c.bulkReplay))
 	m.Handle("GET /scope", c.page(c.conversation))
+	m.Handle("GET /conversations", c.page(c.conversations))
 	m.Handle("GET /ambiguous", c.page(c.ambiguous))
 	m.Handle("GET /ambiguous/resolve", c.page(c.resolveConfirm))
 	m.Handle("POST /ambiguous/resolve", c.action(c.resolve))
 	m.Handle("GET /sources", c.page(c.sourcesPage))
+	m.Handle("GET /rejected", c.page(c.rejected))
 	m.Handle("POST /sources/pause", c.action(func(w http.ResponseWriter, r *http.Request, s *session) error { return c.pause(w, r, true) }))
 	m.Handle("POST /sources/resume", c.action(func(w http.ResponseWriter, r *http.Request, s *session) error { return c.pause(w, r, false) }))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -35,9 +35,14 @@
 //
 //   - Live refresh polls the overview every 5 seconds (no SSE): it is one
 //     cheap request and survives proxies that buffer streams.
-//   - Requests per minute are computed from the gateway's own Prometheus
-//     counters, sampled each time the overview is rendered, over the last
-//     minute of samples; the first view after a start shows totals only.
+//   - The overview's chart of the last hour is this instance's: a History
+//     samples the instance's own Prometheus counters every 2 seconds into
+//     60 one-minute buckets in memory (no store writes, no shared data),
+//     and the page says so. Minutes are real minutes of the clock.
+//   - Rejected requests are read per instance (GET /v1/rejected), as the
+//     gateway keeps them; conversations are listed by walking the store's
+//     received index (GET /v1/conversations), reading only the scopes a
+//     page shows.
 //   - Resolving an ambiguous entry asks for the operator's name, which the
 //     ledger records as resolved_by "operator:<name>" beside the time.
 //   - Lists come from the ledger's indexes as the API serves them: queued

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -13,60 +12,11 @@ import (
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
 
-// sample is one reading of the counters the overview shows per minute:
-// source → answer status → requests so far.
-type sample struct {
-	at       time.Time
-	requests map[string]map[string]float64
-}
-
-// rateSampler keeps the last few minutes of samples, one per overview
-// render, so a per-minute rate needs no goroutine of its own.
-type rateSampler struct {
-	mu      sync.Mutex
-	samples []sample
-}
-
-func newRateSampler() *rateSampler { return &rateSampler{} }
-
-const rateWindow = time.Minute
-
-// add records s and returns the oldest sample at least a few seconds old
-// within the window (nil when there is none yet).
-func (rs *rateSampler) add(s sample) *sample {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	keep := rs.samples[:0]
-	for _, old := range rs.samples {
-		if s.at.Sub(old.at) <= 5*rateWindow {
-			keep = append(keep, old)
-		}
-	}
-	rs.samples = keep
-	var base *sample
-	for i := range rs.samples {
-		d := s.at.Sub(rs.samples[i].at)
-		if d >= 2*time.Second && d <= rateWindow+30*time.Second {
-			b := rs.samples[i]
-			base = &b
-			break
-		}
-	}
-	if len(rs.samples) == 0 || s.at.Sub(rs.samples[len(rs.samples)-1].at) >= time.Second {
-		rs.samples = append(rs.samples, s)
-	}
-	if len(rs.samples) > 600 {
-		rs.samples = rs.samples[len(rs.samples)-600:]
-	}
-	return base
-}
-
-// answerRate is one answer status of a source: its total and, when a
-// baseline sample exists, its rate per minute.
+// answerRate is one answer status of a source and its total since this
+// process started.
 type answerRate struct {
 	Status  string
 	Total   float64
-	PerMin  string
 	Class   string
 	Numeric int
 }
@@ -93,14 +43,17 @@ type sourceRow struct {
 	OldestWait string
 	DeadNow    int
 	HasHealth  bool
+	// Chart is the source's last hour on this instance; nil without a
+	// History.
+	Chart *chart
 }
 
 type overviewData struct {
 	Sources    []sourceRow
 	Store      string
 	StoreError string
-	RateNote   string
 	Metrics    bool
+	Charts     bool
 }
 
 func labelOf(m *dto.Metric, name string) string {
@@ -113,8 +66,7 @@ func labelOf(m *dto.Metric, name string) string {
 }
 
 func (c *Console) overviewData(ctx context.Context) overviewData {
-	now := c.now()
-	out := overviewData{Store: "reachable", Metrics: c.metrics != nil}
+	out := overviewData{Store: "reachable", Metrics: c.metrics != nil, Charts: c.history != nil}
 	paused, err := c.api.PausedSources(ctx)
 	if err != nil {
 		out.Store, out.StoreError = "unreachable", "the ledger store did not answer: "+statusText(err)
@@ -139,7 +91,7 @@ func (c *Console) overviewData(ctx context.Context) overviewData {
 	} else if out.StoreError == "" {
 		out.StoreError = "source health could not be read: " + statusText(err)
 	}
-	cur := sample{at: now, requests: map[string]map[string]float64{}}
+	requests := map[string]map[string]float64{}
 	if c.metrics != nil {
 		families, _ := c.metrics.Gather() // a partial gather still shows what it has
 		for _, f := range families {
@@ -151,10 +103,10 @@ func (c *Console) overviewData(ctx context.Context) overviewData {
 				switch f.GetName() {
 				case "replyonce_requests_total":
 					st := labelOf(m, "status")
-					if cur.requests[src] == nil {
-						cur.requests[src] = map[string]float64{}
+					if requests[src] == nil {
+						requests[src] = map[string]float64{}
 					}
-					cur.requests[src][st] += m.GetCounter().GetValue()
+					requests[src][st] += m.GetCounter().GetValue()
 					if st == "503" {
 						row(src).Unavailable += m.GetCounter().GetValue()
 					}
@@ -173,14 +125,10 @@ func (c *Console) overviewData(ctx context.Context) overviewData {
 			}
 		}
 	}
-	base := c.rates.add(cur)
-	if base == nil {
-		out.RateNote = "Rates appear once the page has refreshed for a few seconds; totals are since the gateway started."
-	}
-	for src, byStatus := range cur.requests {
+	for src, byStatus := range requests {
 		r := row(src)
 		for st, total := range byStatus {
-			a := answerRate{Status: st, Total: total, PerMin: "—", Class: "st-other"}
+			a := answerRate{Status: st, Total: total, Class: "st-other"}
 			a.Numeric, _ = strconv.Atoi(st)
 			switch {
 			case a.Numeric >= 200 && a.Numeric < 300:
@@ -190,16 +138,15 @@ func (c *Console) overviewData(ctx context.Context) overviewData {
 			case a.Numeric >= 400:
 				a.Class = "st-wait"
 			}
-			if base != nil {
-				prev := base.requests[src][st]
-				minutes := now.Sub(base.at).Minutes()
-				a.PerMin = strconv.FormatFloat((total-prev)/minutes, 'f', 1, 64)
-			}
 			r.Answers = append(r.Answers, a)
 		}
 		sort.Slice(r.Answers, func(i, j int) bool { return r.Answers[i].Status < r.Answers[j].Status })
 	}
 	for _, r := range rows {
+		if c.history != nil {
+			ch := c.history.chart(r.Name)
+			r.Chart = &ch
+		}
 		out.Sources = append(out.Sources, *r)
 	}
 	sort.Slice(out.Sources, func(i, j int) bool { return out.Sources[i].Name < out.Sources[j].Name })

@@ -231,11 +231,13 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) erro
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	oldest := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
+	sort.Slice(oldest, func(i, j int) bool { return oldest[i].N < oldest[j].N })
 	attempts := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
 	sort.Slice(attempts, func(i, j int) bool { return attempts[i].N > attempts[j].N })
 	c.render(w, r, s, http.StatusOK, "event", "Event "+ref.EventID, map[string]any{
 		"Ref": ref, "D": d.Delivery, "Event": d.Event, "Body": viewBody(d.Event), "HeaderNames": names,
-		"Attempts": attempts, "Run": run, "Waiting": waitingFor(d.Delivery, isPaused, c.now()), "Paused": isPaused,
+		"Attempts": attempts, "Picture": attemptPicture(d.Delivery, oldest, c.now()), "Run": run, "Waiting": waitingFor(d.Delivery, isPaused, c.now()), "Paused": isPaused,
 		"ScopeLink": link("/scope", "scope", ref.Scope), "BodyLink": link("/event/body", "source", ref.Source, "event_id", ref.EventID, "scope", ref.Scope),
 		"Replayed": r.URL.Query().Get("replayed") != "",
 	})
@@ -347,19 +349,24 @@ type moment struct {
 	Detail  string
 	Link    string
 	EntryID string
+	// Neutral: an ending that is no failure (folded, superseded), shown
+	// without a status colour; DetailLink links the detail (the event a
+	// folded one was delivered in).
+	Neutral    bool
+	DetailLink string
 }
 
 func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *session) error {
 	scope := r.URL.Query().Get("scope")
 	if scope == "" {
-		c.render(w, r, s, http.StatusOK, "scope", "Conversation", map[string]any{})
+		redirect(w, r, "/conversations")
 		return nil
 	}
-	tl, err := c.api.Timeline(r.Context(), scope)
+	tl, err := c.api.TimelineWithAttempts(r.Context(), scope)
 	if err != nil {
 		return err
 	}
-	all := moments(tl)
+	all := moments(tl, c.now())
 	shown, earlier := all, 0
 	if r.URL.Query().Get("all") == "" && len(all) > maxMoments {
 		earlier = len(all) - maxMoments
@@ -370,43 +377,104 @@ func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *sessio
 	return nil
 }
 
-// moments merges a scope's deliveries, entries, runs and refusals into one
-// time line, oldest first.
-func moments(tl ledgerapi.TimelineJSON) []moment {
-	out := make([]moment, 0, 2*len(tl.Entries)+2*len(tl.Deliveries)+len(tl.Refusals))
+// moments merges a scope's deliveries, their attempts, entries, runs and
+// refusals into one time line, oldest first. A delivery's own ledger entry
+// (its deliver claim) is not a line of its own: its attempts are, each
+// with the number the event page gives it, so the page has one numbering
+// (attempt N, fencing token T). A coalesced or superseded event is no
+// failure: it ends neutrally, "folded into" the event delivered for it or
+// "superseded by run" the newer run.
+func moments(tl ledgerapi.TimelineJSON, now time.Time) []moment {
+	out := make([]moment, 0, 2*len(tl.Entries)+3*len(tl.Deliveries)+len(tl.Refusals))
+	deliverEntries := make(map[string]bool, len(tl.Deliveries))
 	for _, d := range tl.Deliveries {
+		deliverEntries[d.EntryID] = true
 		ref := eventRef{Scope: d.Scope, Source: d.Source, EventID: d.EventID}
-		out = append(out, moment{At: d.ReceivedAt, Order: 0, Kind: "event received", Status: d.Status, What: d.Source + " " + d.EventID,
-			RunID: d.RunID, Detail: strconv.Itoa(d.Attempts) + " attempt(s), " + strconv.Itoa(d.BodyBytes) + " bytes", Link: ref.Link()})
-		if !d.FinishedAt.IsZero() {
-			detail := ""
-			if d.LastStatus != 0 {
-				detail = "agent answered " + strconv.Itoa(d.LastStatus)
-			}
-			out = append(out, moment{At: d.FinishedAt, Order: 4, Kind: "delivery finished", Status: d.Status, What: d.Source + " " + d.EventID,
-				RunID: d.RunID, Detail: detail, Link: ref.Link()})
+		what := d.Source + " " + d.EventID
+		detail := strconv.Itoa(d.BodyBytes) + " bytes"
+		if d.Inline {
+			detail += ", forwarded inline"
 		}
+		if d.CoverCount > 1 {
+			detail += ", delivered on behalf of " + strconv.Itoa(d.CoverCount) + " events"
+		}
+		out = append(out, moment{At: d.ReceivedAt, Order: 0, Kind: "event received", Status: d.Status, What: what,
+			RunID: d.RunID, Detail: detail, Link: ref.Link(), Neutral: d.Status == "coalesced" || d.Status == "superseded"})
+		attempts, listed := tl.Attempts[d.EntryID]
+		for _, a := range attempts {
+			detail := "attempt " + strconv.Itoa(a.N)
+			if a.AgentStatus != 0 {
+				detail += ", agent answered " + strconv.Itoa(a.AgentStatus)
+			}
+			detail += " in " + strconv.FormatFloat(a.LatencyMs, 'f', 1, 64) + " ms"
+			if a.Late {
+				detail += ", late: another delivery had taken over"
+			}
+			if a.Error != "" {
+				detail += ": " + a.Error
+			}
+			out = append(out, moment{At: a.At, Order: 1, Kind: "attempt", Status: a.Outcome, What: what, RunID: d.RunID, Token: a.Token,
+				Detail: detail, Link: ref.Link()})
+		}
+		if !listed && tl.Attempts == nil && d.Attempts > 0 {
+			// An API without attempts on its timeline: the count at least.
+			out[len(out)-1].Detail += ", " + strconv.Itoa(d.Attempts) + " attempt(s)"
+		}
+		if d.FinishedAt.IsZero() {
+			continue
+		}
+		end := moment{At: d.FinishedAt, Order: 4, Kind: "delivery finished", Status: d.Status, What: what, RunID: d.RunID, Link: ref.Link()}
+		switch d.Status {
+		case "coalesced":
+			end.Kind, end.Neutral, end.Detail = "folded", true, "folded into "+d.CoveredBy
+			if d.CoveredBy != "" {
+				end.DetailLink = eventRef{Scope: d.Scope, Source: d.Source, EventID: d.CoveredBy}.Link()
+			}
+		case "superseded":
+			end.Kind, end.Neutral, end.Detail = "superseded", true, "superseded by run "+d.SupersededBy
+		default:
+			if d.LastStatus != 0 {
+				end.Detail = "agent answered " + strconv.Itoa(d.LastStatus)
+			}
+		}
+		out = append(out, end)
 	}
 	for _, e := range tl.Entries {
+		if deliverEntries[e.ID] {
+			continue // the delivery's attempts tell it
+		}
 		what := e.Intent
 		if e.Summary != "" {
 			what += " — " + e.Summary
 		}
-		out = append(out, moment{At: e.ClaimedAt, Order: 1, Kind: "claim", Status: "claimed", What: what, RunID: e.RunID, Token: e.Token,
-			Detail: "attempt " + strconv.Itoa(e.Attempt) + deliveryText(e.Delivery), EntryID: e.ID})
-		if !e.SettledAt.IsZero() {
-			detail := ""
-			if e.ResolvedBy != "" {
-				detail = "resolved by " + e.ResolvedBy
-			}
-			if e.Error != "" {
-				detail = strings.TrimSpace(detail + " " + e.Error)
-			}
-			out = append(out, moment{At: e.SettledAt, Order: 2, Kind: settleKind(e.State), Status: e.State, What: what, RunID: e.RunID,
-				Token: e.Token, Detail: detail, EntryID: e.ID})
-		} else if e.State != "pending" {
-			out = append(out, moment{At: e.ClaimedAt, Order: 2, Kind: settleKind(e.State), Status: e.State, What: what, RunID: e.RunID, Token: e.Token, EntryID: e.ID})
+		claim := moment{At: e.ClaimedAt, Order: 2, Kind: "claim", Status: "claimed", What: what, RunID: e.RunID, Token: e.Token, EntryID: e.ID}
+		if e.Attempt > 1 {
+			claim.Detail = "claim attempt " + strconv.Itoa(e.Attempt)
 		}
+		out = append(out, claim)
+		state, abandoned := entryState(e.State, e.Abandoned, e.Deadline, e.Redeliverable, now)
+		if e.SettledAt.IsZero() && state == "pending" {
+			continue
+		}
+		detail := ""
+		if abandoned {
+			detail = "abandoned: never settled within its pending TTL"
+		}
+		if e.ResolvedBy != "" {
+			detail = strings.TrimSpace(detail + " resolved by " + e.ResolvedBy)
+		}
+		if e.Error != "" && !abandoned {
+			detail = strings.TrimSpace(detail + " " + e.Error)
+		}
+		at := e.SettledAt
+		if at.IsZero() {
+			at = e.ClaimedAt
+			if abandoned && !e.Deadline.IsZero() {
+				at = e.Deadline
+			}
+		}
+		out = append(out, moment{At: at, Order: 3, Kind: settleKind(state), Status: state, What: what, RunID: e.RunID,
+			Token: e.Token, Detail: detail, EntryID: e.ID})
 	}
 	for _, f := range tl.Refusals {
 		what := f.Intent
@@ -431,6 +499,9 @@ func moments(tl ledgerapi.TimelineJSON) []moment {
 	for i := range out {
 		m := &out[i]
 		m.When, m.Class = stamp(m.At), statusClass(m.Status)
+		if m.Neutral {
+			m.Class = "st-other"
+		}
 		if m.Token != 0 {
 			m.TokenS = strconv.FormatUint(m.Token, 10)
 		}
@@ -438,11 +509,14 @@ func moments(tl ledgerapi.TimelineJSON) []moment {
 	return out
 }
 
-func deliveryText(n int) string {
-	if n == 0 {
-		return ""
+// entryState is the state an entry is shown with on every page: a pending
+// attempt past its TTL that is not redeliverable reads as ambiguous
+// (abandoned), as the Ambiguous page lists it and the ledger treats it.
+func entryState(state string, abandoned bool, deadline time.Time, redeliverable bool, now time.Time) (string, bool) {
+	if state == "pending" && !redeliverable && !deadline.IsZero() && !now.Before(deadline) {
+		return "ambiguous", true
 	}
-	return ", delivery " + strconv.Itoa(n)
+	return state, abandoned && state == "ambiguous"
 }
 
 func settleKind(state string) string {
@@ -462,7 +536,18 @@ func (c *Console) ambiguous(w http.ResponseWriter, r *http.Request, s *session) 
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "ambiguous", "Ambiguous entries", map[string]any{"Entries": es,
+	type row struct {
+		ledger.Entry
+		State     string
+		Abandoned bool
+	}
+	rows := make([]row, 0, len(es))
+	now := c.now()
+	for _, e := range es {
+		st, ab := entryState(string(e.State), e.Abandoned, e.Deadline(), e.Redeliverable, now)
+		rows = append(rows, row{Entry: e, State: st, Abandoned: ab})
+	}
+	c.render(w, r, s, http.StatusOK, "ambiguous", "Ambiguous entries", map[string]any{"Entries": rows,
 		"Resolved": r.URL.Query().Get("resolved"), "By": r.URL.Query().Get("by"), "At": r.URL.Query().Get("at"), "Outcome": r.URL.Query().Get("outcome")})
 	return nil
 }
@@ -495,7 +580,9 @@ func (c *Console) resolveConfirm(w http.ResponseWriter, r *http.Request, s *sess
 	if entry == nil {
 		return &httpError{status: http.StatusNotFound, msg: "no entry " + strconv.Quote(id) + " on scope " + strconv.Quote(scope)}
 	}
-	c.render(w, r, s, http.StatusOK, "resolve", "Resolve an entry", map[string]any{"E": entry, "Outcome": string(outcome)})
+	state, abandoned := entryState(string(entry.State), entry.Abandoned, entry.Deadline(), entry.Redeliverable, c.now())
+	c.render(w, r, s, http.StatusOK, "resolve", "Resolve an entry", map[string]any{"E": entry, "Outcome": string(outcome),
+		"State": state, "Abandoned": abandoned})
 	return nil
 }
 

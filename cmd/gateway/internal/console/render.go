@@ -137,7 +137,7 @@ func statusClass(s string) string {
 		return "st-ok"
 	case "queued", "delivering", "pending", "in_flight", "paused":
 		return "st-wait"
-	case "dead", "rejected", "failed", "ambiguous", "refused", "unreachable":
+	case "dead", "rejected", "failed", "ambiguous", "refused", "unreachable", "retry", "fault":
 		return "st-bad"
 	case "superseded", "coalesced", "run_ended", "run_cancelled", "conversation_changed", "busy":
 		return "st-fenced"

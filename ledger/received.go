@@ -1,0 +1,12 @@
+package ledger
+
+import "context"
+
+// ScopesReceived lists up to limit scopes that received an event, newest
+// first (ties by scope, descending), strictly after before; a zero before
+// starts from the newest. It is the store's received index as it is
+// (Store.ScopesReceived), read only: a listing of conversations pages
+// through it and reads only the scopes it shows.
+func (l *Ledger) ScopesReceived(ctx context.Context, before ScopeAt, limit int) ([]ScopeAt, error) {
+	return l.store.ScopesReceived(ctx, before, limit)
+}

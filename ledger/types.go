@@ -112,6 +112,18 @@ type Entry struct {
 // Deadline is when a pending attempt reads as abandoned.
 func (e *Entry) Deadline() time.Time { return e.ClaimedAt.Add(e.PendingTTL) }
 
+// ShownState is the state an operator is shown, the same on every console
+// page and in the CLI: a pending attempt past its deadline that will not
+// be redelivered reads as ambiguous, as the ledger treats it, and abandoned
+// says an ambiguous entry was never settled within its pending TTL (rather
+// than settled as unknown).
+func (e *Entry) ShownState(now time.Time) (state State, abandoned bool) {
+	if e.State == StatePending && !e.Redeliverable && !e.Deadline().IsZero() && !now.Before(e.Deadline()) {
+		return StateAmbiguous, true
+	}
+	return e.State, e.Abandoned && e.State == StateAmbiguous
+}
+
 // IdempotencyKey is the entry's key for providers that accept one.
 func (e *Entry) IdempotencyKey() string { return idempotencyKeyFor(e.ID) }
 

@@ -257,7 +257,7 @@ func (a *App) printHistory(scope string, es []ledger.Entry) {
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLAIMED\tSTATE\tINTENT\tPAYLOAD\tATTEMPT\tRUN\tENTRY ID\tNOTE")
 	for _, e := range es {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ClaimedAt.UTC().Format(timeLayout), stateText(e), printable(e.Intent),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.ClaimedAt.UTC().Format(timeLayout), stateText(e, a.Clock()), printable(e.Intent),
 			payloadText(e.Payload, 60), e.Attempt, orDash(runText(e)), e.ID, orDash(note(e)))
 	}
 	_ = tw.Flush()
@@ -272,8 +272,8 @@ func (a *App) printAmbiguous(es []ledger.Entry) {
 	fmt.Fprintln(tw, "SCOPE\tENTRY ID\tINTENT\tPAYLOAD\tATTEMPT\tCLAIMED\tWHY")
 	for _, e := range es {
 		why := e.Error
-		if e.State == ledger.StatePending {
-			why = "pending past its deadline: reads as abandoned"
+		if _, abandoned := e.ShownState(a.Clock()); abandoned {
+			why = "abandoned: never settled within its pending TTL"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", printable(e.Scope), e.ID, printable(e.Intent), payloadText(e.Payload, 40),
 			e.Attempt, e.ClaimedAt.UTC().Format(timeLayout), orDash(printable(why)))
@@ -292,7 +292,13 @@ func plural(n int, one, many string) string {
 // stateText is the entry's state, and for the gateway's own deliver
 // entries what the agent answered: a committed delivery may be one the
 // agent refused, which an operator must not read as done.
-func stateText(e ledger.Entry) string {
+func stateText(e ledger.Entry, now time.Time) string {
+	if state, abandoned := e.ShownState(now); abandoned {
+		// As every console page shows it (ledger.Entry.ShownState).
+		return string(state) + " (abandoned)"
+	} else if state != e.State {
+		return string(state)
+	}
 	if e.Intent != ingress.IntentDeliver || e.State != ledger.StateCommitted || len(e.Value) == 0 {
 		return string(e.State)
 	}

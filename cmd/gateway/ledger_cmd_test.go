@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 	"github.com/replyonce/gateway/stores/memory"
@@ -279,5 +280,38 @@ func TestDialable(t *testing.T) {
 		if got := dialable(in); got != want {
 			t.Errorf("dialable(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An agent's claim never settled within its pending TTL reads the same in
+// the CLI as on every console page: "ambiguous (abandoned)" in history,
+// and listed by ambiguous as abandoned; before its deadline it is pending.
+func TestLedgerShowsAbandonedClaimsAsTheConsoleDoes(t *testing.T) {
+	clock := testkit.NewClock(time.Now())
+	l := ledger.New(memory.New(clock.Now), ledger.Options{Clock: clock.Now})
+	cl, err := l.Claim(context.Background(), ledger.ClaimRequest{Key: ledger.Key{Scope: "conv-9", Intent: "reply", Payload: "m1"}, PendingTTL: time.Minute})
+	if err != nil || !cl.Acquired() {
+		t.Fatal(cl, err)
+	}
+	srv := httptest.NewServer(ledgerapi.NewHandler(l, adminToken, nil))
+	defer srv.Close()
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		app := &App{Stdout: &out, Stderr: io.Discard, LookupEnv: noEnv, Clock: clock.Now}
+		if err := app.Run(context.Background(), append(append([]string{"ledger"}, args...), "--admin", srv.URL, "--token", adminToken)); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if out := run("history", "conv-9"); !strings.Contains(out, "pending") || strings.Contains(out, "abandoned") {
+		t.Fatalf("history before the deadline:\n%s", out)
+	}
+	clock.Advance(2 * time.Minute)
+	if out := run("history", "conv-9"); !strings.Contains(out, "ambiguous (abandoned)") {
+		t.Fatalf("history past the deadline:\n%s", out)
+	}
+	if out := run("ambiguous"); !strings.Contains(out, "abandoned: never settled within its pending TTL") {
+		t.Fatalf("ambiguous past the deadline:\n%s", out)
 	}
 }

@@ -113,15 +113,20 @@ type Entry struct {
 func (e *Entry) Deadline() time.Time { return e.ClaimedAt.Add(e.PendingTTL) }
 
 // ShownState is the state an operator is shown, the same on every console
-// page and in the CLI: a pending attempt past its deadline that will not
-// be redelivered reads as ambiguous, as the ledger treats it, and abandoned
-// says an ambiguous entry was never settled within its pending TTL (rather
-// than settled as unknown).
+// page and in the CLI: see ShownState.
 func (e *Entry) ShownState(now time.Time) (state State, abandoned bool) {
-	if e.State == StatePending && !e.Redeliverable && !e.Deadline().IsZero() && !now.Before(e.Deadline()) {
+	return ShownState(e.State, e.Abandoned, e.Redeliverable, e.Deadline(), now)
+}
+
+// ShownState is the state an entry is shown with: a pending attempt past
+// its deadline that will not be redelivered reads as ambiguous, as the
+// ledger treats it, and abandoned says an ambiguous entry was never
+// settled within its pending TTL (rather than settled as unknown).
+func ShownState(state State, abandoned, redeliverable bool, deadline, now time.Time) (State, bool) {
+	if state == StatePending && !redeliverable && !deadline.IsZero() && !now.Before(deadline) {
 		return StateAmbiguous, true
 	}
-	return e.State, e.Abandoned && e.State == StateAmbiguous
+	return state, abandoned && state == StateAmbiguous
 }
 
 // IdempotencyKey is the entry's key for providers that accept one.

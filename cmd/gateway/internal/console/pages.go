@@ -509,14 +509,11 @@ func moments(tl ledgerapi.TimelineJSON, now time.Time) []moment {
 	return out
 }
 
-// entryState is the state an entry is shown with on every page: a pending
-// attempt past its TTL that is not redeliverable reads as ambiguous
-// (abandoned), as the Ambiguous page lists it and the ledger treats it.
+// entryState is ledger.ShownState for the console's strings: the state an
+// entry is shown with on every page and in the CLI.
 func entryState(state string, abandoned bool, deadline time.Time, redeliverable bool, now time.Time) (string, bool) {
-	if state == "pending" && !redeliverable && !deadline.IsZero() && !now.Before(deadline) {
-		return "ambiguous", true
-	}
-	return state, abandoned && state == "ambiguous"
+	st, ab := ledger.ShownState(ledger.State(state), abandoned, redeliverable, deadline, now)
+	return string(st), ab
 }
 
 func settleKind(state string) string {

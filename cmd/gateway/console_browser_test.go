@@ -411,8 +411,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		if !strings.Contains(waiting, "next attempt, due") {
 			t.Fatalf("a queued event after a failed attempt says it waits for %q, want its next attempt", waiting)
 		}
+		// A trial to a staging agent first: listed among the attempts,
+		// the event itself unchanged.
+		staging := newSink(t)
+		var statusBefore string
+		run(t, ctx, "status before the trial", chromedp.Text("#event-status", &statusBefore, chromedp.ByID))
+		run(t, ctx, "trial",
+			chromedp.SendKeys("#trial-to", staging.srv.URL+"/staging", chromedp.ByID),
+			clickNav("#trial"),
+			chromedp.WaitVisible("#tried", chromedp.ByID))
+		var tried, statusAfter string
+		run(t, ctx, "trial notice", chromedp.Text("#tried", &tried, chromedp.ByID), chromedp.Text("#event-status", &statusAfter, chromedp.ByID))
+		if !strings.Contains(tried, "Trial 1 sent to "+staging.srv.URL+"/staging: delivered (200)") || statusAfter != statusBefore || staging.count() != 1 {
+			t.Fatalf("after a trial: notice %q, status %q (was %q), %d requests at the staging agent", tried, statusAfter, statusBefore, staging.count())
+		}
+		if n, err := count(ctx, "#attempts tr.attempt.trial"); err != nil || n != 1 {
+			t.Fatalf("trial rows = %d (%v), want 1", n, err)
+		}
+		before++ // the trial's row
 		e.agent.status.Store(http.StatusOK)
-		run(t, ctx, "replay", clickNav("#replay"), chromedp.WaitVisible("#replayed", chromedp.ByID))
+		run(t, ctx, "replay asks first", clickNav("#replay"), chromedp.WaitVisible("#replay-confirm", chromedp.ByID))
+		run(t, ctx, "replay", clickNav("#replay-confirm"), chromedp.WaitVisible("#replayed", chromedp.ByID))
 		var loc string
 		run(t, ctx, "where", chromedp.Location(&loc))
 		eventually(t, ctx, "a new attempt, delivered", loc, func() (bool, error) {
@@ -449,6 +468,20 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal("Tab never reaches the replay button")
 		}
 		run(t, ctx, "enter",
+			chromedp.Evaluate(`document.body.dataset.stale = "1"`, nil),
+			chromedp.KeyEvent("\r"),
+			chromedp.WaitNotPresent(`body[data-stale]`, chromedp.ByQuery),
+			chromedp.WaitVisible("#replay-confirm", chromedp.ByID))
+		for range 40 {
+			run(t, ctx, "tab", chromedp.KeyEvent("\t"), chromedp.Evaluate(`document.activeElement.id`, &focused))
+			if focused == "replay-confirm" {
+				break
+			}
+		}
+		if focused != "replay-confirm" {
+			t.Fatal("Tab never reaches the confirm button")
+		}
+		run(t, ctx, "confirm",
 			chromedp.Evaluate(`document.body.dataset.stale = "1"`, nil),
 			chromedp.KeyEvent("\r"),
 			chromedp.WaitNotPresent(`body[data-stale]`, chromedp.ByQuery),

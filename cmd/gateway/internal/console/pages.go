@@ -231,16 +231,59 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) erro
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	oldest := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
+	// Trials (sent to another URL) are listed among the attempts, newest
+	// first by time since they are numbered apart, but not drawn: the
+	// picture is the event's own deliveries.
+	var oldest []ledgerapi.AttemptJSON
+	var tried *ledgerapi.AttemptJSON
+	wantTrial, _ := strconv.Atoi(r.URL.Query().Get("tried"))
+	for i, a := range d.Attempts {
+		if a.To == "" {
+			oldest = append(oldest, a)
+		} else if a.N == wantTrial {
+			tried = &d.Attempts[i]
+		}
+	}
 	sort.Slice(oldest, func(i, j int) bool { return oldest[i].N < oldest[j].N })
 	attempts := append([]ledgerapi.AttemptJSON{}, d.Attempts...)
-	sort.Slice(attempts, func(i, j int) bool { return attempts[i].N > attempts[j].N })
+	sort.SliceStable(attempts, func(i, j int) bool { return attempts[i].At.After(attempts[j].At) })
 	c.render(w, r, s, http.StatusOK, "event", "Event "+ref.EventID, map[string]any{
 		"Ref": ref, "D": d.Delivery, "Event": d.Event, "Body": viewBody(d.Event), "HeaderNames": names,
 		"Attempts": attempts, "Picture": attemptPicture(d.Delivery, oldest, c.now()), "Run": run, "Waiting": waitingFor(d.Delivery, isPaused, c.now()), "Paused": isPaused,
 		"ScopeLink": link("/scope", "scope", ref.Scope), "BodyLink": link("/event/body", "source", ref.Source, "event_id", ref.EventID, "scope", ref.Scope),
-		"Replayed": r.URL.Query().Get("replayed") != "",
+		"Replayed": r.URL.Query().Get("replayed") != "", "Tried": tried,
 	})
+	return nil
+}
+
+// replayConfirm asks before one event is replayed, as a bulk replay does:
+// the agent receives the event once more.
+func (c *Console) replayConfirm(w http.ResponseWriter, r *http.Request, s *session) error {
+	ref, err := refOf(r.URL.Query().Get)
+	if err != nil {
+		return err
+	}
+	d, err := c.api.ShowDelivery(r.Context(), ref.Scope, ref.Source, ref.EventID)
+	if err != nil {
+		return err
+	}
+	ref.Scope = d.Delivery.Scope
+	c.render(w, r, s, http.StatusOK, "replay", "Replay event "+ref.EventID, map[string]any{"D": d.Delivery, "Back": ref.Link()})
+	return nil
+}
+
+// trial sends the event once to another URL (POST /v1/deliveries/trial)
+// and shows the event page with the trial's outcome.
+func (c *Console) trial(w http.ResponseWriter, r *http.Request, s *session) error {
+	ref, err := refOf(r.PostFormValue)
+	if err != nil {
+		return err
+	}
+	rec, err := c.api.Trial(r.Context(), ledgerapi.TrialRequest{Scope: ref.Scope, Source: ref.Source, EventID: ref.EventID, To: r.PostFormValue("to")})
+	if err != nil {
+		return err
+	}
+	redirect(w, r, link("/event", "source", ref.Source, "event_id", ref.EventID, "scope", ref.Scope, "tried", strconv.Itoa(rec.N)))
 	return nil
 }
 

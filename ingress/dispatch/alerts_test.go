@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
@@ -389,9 +393,12 @@ func TestDeadLetterAlertCountsEveryInstance(t *testing.T) {
 			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
 			first := h.alerts
 			s := another()
+			// The same alerts: section as the first process's (targets are
+			// named by their place in it), a log to tell when it is done.
+			core, logs := observer.New(zapcore.DebugLevel)
 			second, err := alerts.New(alerts.Options{Ledger: ledger.New(s, ledger.Options{Clock: h.clock.Now}), Clock: h.clock.Now,
 				Backoff: func(int) time.Duration { return 10 * time.Millisecond }, GroupEvery: 10 * time.Millisecond,
-				Config: alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}}})
+				Config: alerts.Config{Targets: []alerts.Target{{Slack: "http://127.0.0.1:9/unused"}, {Slack: slack.URL}}}, Logger: zap.New(core)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -419,6 +426,17 @@ func TestDeadLetterAlertCountsEveryInstance(t *testing.T) {
 			})
 			h.clock.Advance(time.Minute)
 			testkit.Eventually(t, "the dead-letter alert", func() bool { return len(slack.matching("dead letter")) >= 1 })
+			// The second process has claimed its group at the receiver's
+			// target: sent it, or found it sent.
+			testkit.Eventually(t, "the second process done with its alert", func() bool {
+				for _, e := range logs.All() {
+					if strings.HasPrefix(e.Message, "alerts: ") && e.ContextMap()["kind"] == "dead" && e.ContextMap()["target"] == "slack-1" &&
+						(e.Message == "alerts: alert sent" || e.Message == "alerts: the alert was sent already, by this or another instance") {
+						return true
+					}
+				}
+				return false
+			})
 			first.Close()
 			second.Close()
 			got := slack.matching("dead letter")

@@ -807,6 +807,8 @@ func (n *Notifier) once(ctx context.Context, t *target, a Alert) (done bool, err
 	}
 	switch {
 	case c.Status == ledger.StatusReplayed:
+		n.log.Debug("alerts: the alert was sent already, by this or another instance", zap.String("target", t.name),
+			zap.String("source", a.Source), zap.String("kind", string(a.Kind)))
 		return true, nil // sent by some instance
 	case !c.Acquired():
 		return false, fmt.Errorf("the alert is %s elsewhere", c.Status) // in flight: look again later
@@ -818,6 +820,9 @@ func (n *Notifier) once(ctx context.Context, t *target, a Alert) (done bool, err
 	}
 	if _, err := n.l.Settle(context.WithoutCancel(ctx), c.Ref(), outcome, nil, sendErr); err != nil && sendErr == nil {
 		n.log.Warn("alerts: the alert was sent but recording it failed", zap.String("target", t.name), zap.Error(err))
+	}
+	if sendErr == nil {
+		n.log.Info("alerts: alert sent", zap.String("target", t.name), zap.String("source", a.Source), zap.String("kind", string(a.Kind)))
 	}
 	return sendErr == nil, sendErr
 }

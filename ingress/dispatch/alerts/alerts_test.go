@@ -15,6 +15,9 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/replyonce/gateway/ingress/dispatch/alerts"
 	"github.com/replyonce/gateway/internal/testkit"
@@ -62,7 +65,13 @@ func fastBackoff(int) time.Duration { return 5 * time.Millisecond }
 
 func newNotifier(t *testing.T, l *ledger.Ledger, cfg alerts.Config, clock ...func() time.Time) *alerts.Notifier {
 	t.Helper()
-	o := alerts.Options{Config: cfg, Ledger: l, Backoff: fastBackoff, GroupEvery: 5 * time.Millisecond}
+	return newLoggedNotifier(t, l, cfg, nil, clock...)
+}
+
+// newLoggedNotifier is newNotifier logging to log (nil: nowhere).
+func newLoggedNotifier(t *testing.T, l *ledger.Ledger, cfg alerts.Config, log *zap.Logger, clock ...func() time.Time) *alerts.Notifier {
+	t.Helper()
+	o := alerts.Options{Config: cfg, Ledger: l, Backoff: fastBackoff, GroupEvery: 5 * time.Millisecond, Logger: log}
 	if len(clock) > 0 {
 		o.Clock = clock[0]
 	}
@@ -220,12 +229,15 @@ func TestDeadLettersAreGroupedPerMinuteAndSentOnce(t *testing.T) {
 			clock := testkit.NewClock(start.Add(10 * time.Second))
 			cfg := alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}, ConsoleURL: "https://gw.example.com/console"}
 			var ns []*alerts.Notifier
+			var logs []*observer.ObservedLogs
 			for i := range 3 {
 				s := store
 				if i > 0 {
 					s = another()
 				}
-				ns = append(ns, newNotifier(t, ledger.New(s, ledger.Options{Clock: clock.Now}), cfg, clock.Now))
+				core, ol := observer.New(zapcore.DebugLevel)
+				logs = append(logs, ol)
+				ns = append(ns, newLoggedNotifier(t, ledger.New(s, ledger.Options{Clock: clock.Now}), cfg, zap.New(core), clock.Now))
 			}
 			const why = "the agent failed (502 Bad Gateway): see the agent's own log"
 			ns[0].DeadLetter("stripe", "evt_0", why)
@@ -239,6 +251,10 @@ func TestDeadLettersAreGroupedPerMinuteAndSentOnce(t *testing.T) {
 			}
 			clock.Advance(time.Minute)
 			testkit.Eventually(t, "the next minute's alert", func() bool { return len(slack.got()) >= 2 })
+			// Every process has claimed its group: sent it, or found it sent.
+			for i, want := range []int{2, 1, 1} {
+				testkit.Eventually(t, "each process done with its dead-letter alerts", func() bool { return done(logs[i], alerts.Dead) >= want })
+			}
 			for _, n := range ns {
 				n.Close() // every try has ended: nothing more can arrive
 			}
@@ -323,8 +339,10 @@ func TestEscalationAlertIsSentOnce(t *testing.T) {
 			store, another := b.Open(t)
 			slack := newReceiver(t)
 			cfg := alerts.Config{Targets: []alerts.Target{{Slack: slack.URL}}, ConsoleURL: "https://gw.example.com/console"}
-			ns := []*alerts.Notifier{newNotifier(t, ledger.New(store, ledger.Options{}), cfg),
-				newNotifier(t, ledger.New(another(), ledger.Options{}), cfg)}
+			core0, log0 := observer.New(zapcore.DebugLevel)
+			core1, log1 := observer.New(zapcore.DebugLevel)
+			ns := []*alerts.Notifier{newLoggedNotifier(t, ledger.New(store, ledger.Options{}), cfg, zap.New(core0)),
+				newLoggedNotifier(t, ledger.New(another(), ledger.Options{}), cfg, zap.New(core1))}
 			esc := alerts.Alert{Kind: alerts.Escalation, Scope: "conv-42", Intent: "reply", RunID: "github:d-1",
 				EscalationID: "e1", Max: 3, Window: 5 * time.Minute}
 			for _, n := range ns {
@@ -334,6 +352,9 @@ func TestEscalationAlertIsSentOnce(t *testing.T) {
 			esc.EscalationID = "e2"
 			ns[1].Raise(esc)
 			testkit.Eventually(t, "the next escalation's alert", func() bool { return len(slack.got()) >= 2 })
+			testkit.Eventually(t, "both processes done with their escalation alerts", func() bool {
+				return done(log0, alerts.Escalation) >= 1 && done(log1, alerts.Escalation) >= 2
+			})
 			for _, n := range ns {
 				n.Close()
 			}
@@ -369,4 +390,17 @@ func TestConfigRefusesNegativeThresholds(t *testing.T) {
 	if cfg.FailingAfter() != alerts.DefaultAfter || cfg.VerificationThreshold() != alerts.DefaultVerificationFailures {
 		t.Fatal("zero values do not mean the defaults")
 	}
+}
+
+// done counts the alerts of kind a Notifier logged as finished at a
+// target: sent, or found sent by another instance.
+func done(logs *observer.ObservedLogs, kind alerts.Kind) int {
+	n := 0
+	for _, e := range logs.All() {
+		if (e.Message == "alerts: alert sent" || e.Message == "alerts: the alert was sent already, by this or another instance") &&
+			e.ContextMap()["kind"] == string(kind) {
+			n++
+		}
+	}
+	return n
 }

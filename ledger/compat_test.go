@@ -83,7 +83,7 @@ func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
 	// An operator resolves the old ambiguous entry by its key; the next
 	// claim retries it under the id (and idempotency key) it already has.
 	l, _ := legacyLedger(t, ledger.Options{})
-	if e, err := l.Resolve(ctx, legacyEmail, ledger.OutcomeNotApplied); err != nil || e.ID != legacyEmailID {
+	if e, err := l.Resolve(ctx, ledger.Resolution{Scope: legacyEmail.Scope, Intent: legacyEmail.Intent, Payload: legacyEmail.Payload, Outcome: ledger.OutcomeNotApplied}); err != nil || e.ID != legacyEmailID {
 		t.Fatalf("resolve the old email by key: %+v, %v", e, err)
 	}
 	c, err := l.Claim(ctx, ledger.ClaimRequest{Key: legacyEmail})

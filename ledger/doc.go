@@ -215,9 +215,10 @@
 //
 // Conversation reads one scope's runs (each with its latest token and why
 // it may no longer write), entries and queued items in one read, for the
-// admin console's view of a scope; it changes nothing. ResolveEntryAs is
-// ResolveEntry recording the operator's name in ResolvedBy
-// ("operator:<name>").
+// admin console's view of a scope; it changes nothing. Resolve takes one
+// Resolution, naming the entry by its effect or by scope and entry id
+// (the console's and the CLI's way, from the Ambiguous list); by id it may
+// record the operator's name in ResolvedBy ("operator:<name>").
 //
 // A paused source's deliveries must not stand in the due index's way: it
 // is read earliest first, a page at a time, so a paused backlog in front

@@ -395,36 +395,54 @@ func (l *Ledger) History(ctx context.Context, scope string) ([]Entry, error) {
 	return d.history(), nil
 }
 
-// Resolve records what an operator found about an ambiguous entry:
-// OutcomeCommitted (it happened) or OutcomeNotApplied (it did not; a later
-// claim may try again).
-func (l *Ledger) Resolve(ctx context.Context, key Key, outcome Outcome) (Entry, error) {
-	k, err := resolveKey(key)
-	if err != nil {
-		return Entry{}, err
-	}
-	return l.resolveEntry(ctx, k.scope, k.idIn, outcome, "operator")
+// Resolution is what an operator found about an ambiguous entry, for
+// Resolve. It names the entry one of two ways: by its effect (Scope,
+// Intent and Payload, as the claim named it) or by Scope and EntryID, as
+// Ambiguous lists it; never both. Its fields are those of the admin API's
+// resolve request.
+type Resolution struct {
+	Scope   string
+	EntryID string
+	Intent  string
+	Payload any
+	// Outcome is OutcomeCommitted (it happened) or OutcomeNotApplied (it
+	// did not; a later claim may try again).
+	Outcome Outcome
+	// Who, when set, names the operator resolving by EntryID (1 to 64
+	// printable characters): the entry's ResolvedBy then reads "operator:"
+	// followed by Who instead of "operator". SettledAt says when, either
+	// way.
+	Who string
 }
 
-// ResolveEntry is Resolve by scope and entry id, as listed by Ambiguous.
-func (l *Ledger) ResolveEntry(ctx context.Context, scope, entryID string, outcome Outcome) (Entry, error) {
-	if scope == "" || entryID == "" {
+// Resolve records what an operator found about an ambiguous entry, and
+// returns the entry as it now is. An entry that is not ambiguous (nor
+// pending past its TTL) is refused with ErrNotAmbiguous.
+func (l *Ledger) Resolve(ctx context.Context, r Resolution) (Entry, error) {
+	if r.EntryID == "" {
+		if r.Who != "" {
+			return Entry{}, fmt.Errorf("%w: who is for an operator resolving by entry id", ErrInvalid)
+		}
+		k, err := resolveKey(Key{Scope: r.Scope, Intent: r.Intent, Payload: r.Payload})
+		if err != nil {
+			return Entry{}, err
+		}
+		return l.resolveEntry(ctx, k.scope, k.idIn, r.Outcome, "operator")
+	}
+	if r.Intent != "" || r.Payload != nil {
+		return Entry{}, fmt.Errorf("%w: name the entry by entry id or by intent and payload, not both", ErrInvalid)
+	}
+	if r.Scope == "" {
 		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}
-	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome, "operator")
-}
-
-// ResolveEntryAs is ResolveEntry recording who resolved it: the entry's
-// ResolvedBy reads "operator:" followed by who (at most 64 printable
-// characters), and its SettledAt says when.
-func (l *Ledger) ResolveEntryAs(ctx context.Context, scope, entryID string, outcome Outcome, who string) (Entry, error) {
-	if scope == "" || entryID == "" {
-		return Entry{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
+	by := "operator"
+	if r.Who != "" {
+		if len(r.Who) > 64 || strings.IndexFunc(r.Who, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0 {
+			return Entry{}, fmt.Errorf("%w: who must be 1 to 64 printable characters", ErrInvalid)
+		}
+		by += ":" + r.Who
 	}
-	if who == "" || len(who) > 64 || strings.IndexFunc(who, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return Entry{}, fmt.Errorf("%w: who must be 1 to 64 printable characters", ErrInvalid)
-	}
-	return l.resolveEntry(ctx, scope, func(*document) string { return entryID }, outcome, "operator:"+who)
+	return l.resolveEntry(ctx, r.Scope, func(*document) string { return r.EntryID }, r.Outcome, by)
 }
 
 // resolveEntry resolves the entry that idIn names in the scope's document.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/demo"
 )
@@ -24,8 +26,8 @@ func (a *App) demo(ctx context.Context, args []string) error {
 	if *conversations < 1 {
 		return usageError{fmt.Sprintf("demo: --conversations must be at least 1, got %d", *conversations)}
 	}
-	if *store != "memory" && *store != "bolt" {
-		return usageError{fmt.Sprintf("demo: --store %q: want memory or bolt", *store)}
+	if !slices.Contains(demo.StoreKinds(), *store) {
+		return usageError{fmt.Sprintf("demo: --store %q: want %s", *store, strings.Join(demo.StoreKinds(), " or "))}
 	}
 	if *storePath != "" && *store != "bolt" {
 		return usageError{"demo: --store-path needs --store bolt"}

@@ -116,7 +116,10 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 		if outcome != ledger.OutcomeCommitted && outcome != ledger.OutcomeNotApplied {
 			return usageError{"ledger resolve: --outcome must be committed (it happened) or not_applied (it did not)"}
 		}
-		e, err := client.ResolveEntry(ctx, pos[0], pos[1], outcome)
+		if pos[1] == "" {
+			return usageError{"ledger resolve: the entry id is empty"}
+		}
+		e, err := client.Resolve(ctx, ledger.Resolution{Scope: pos[0], EntryID: pos[1], Outcome: outcome})
 		if err != nil {
 			return explain(err)
 		}

@@ -279,7 +279,7 @@ func TestClientMirrorsTheLedger(t *testing.T) {
 	if err != nil || len(amb) != 1 || amb[0].Scope != "order-2" || amb[0].Error != "connection reset" {
 		t.Fatalf("ambiguous list: %+v %v", amb, err)
 	}
-	ent, err := c.Resolve(ctx, ledger.Key{Scope: "order-2", Intent: "refund", Payload: 1}, ledger.OutcomeNotApplied)
+	ent, err := c.Resolve(ctx, ledger.Resolution{Scope: "order-2", Intent: "refund", Payload: 1, Outcome: ledger.OutcomeNotApplied})
 	if err != nil || ent.State != ledger.StateFailed {
 		t.Fatalf("resolve by key: %+v %v", ent, err)
 	}

@@ -359,21 +359,16 @@ func (c *Client) Ambiguous(ctx context.Context, limit int) ([]ledger.Entry, erro
 	return entriesFromJSON(out.Entries), nil
 }
 
-// Resolve records what an operator found about an ambiguous effect.
-func (c *Client) Resolve(ctx context.Context, key ledger.Key, outcome ledger.Outcome) (ledger.Entry, error) {
-	payload, err := rawJSON(key.Payload)
+// Resolve records what an operator found about an ambiguous entry, named
+// by its effect or by scope and entry id as Ambiguous lists them
+// (ledger.Resolution says how); the server answers as Ledger.Resolve does.
+func (c *Client) Resolve(ctx context.Context, r ledger.Resolution) (ledger.Entry, error) {
+	payload, err := rawJSON(r.Payload)
 	if err != nil {
 		return ledger.Entry{}, err
 	}
-	return c.resolve(ctx, ResolveRequest{Scope: key.Scope, Intent: key.Intent, Payload: payload, Outcome: string(outcome)})
-}
-
-// ResolveEntry is Resolve by scope and entry id, as Ambiguous lists them.
-func (c *Client) ResolveEntry(ctx context.Context, scope, entryID string, outcome ledger.Outcome) (ledger.Entry, error) {
-	if entryID == "" {
-		return ledger.Entry{}, fmt.Errorf("%w: entry id is empty", ledger.ErrInvalid)
-	}
-	return c.resolve(ctx, ResolveRequest{Scope: scope, EntryID: entryID, Outcome: string(outcome)})
+	return c.resolve(ctx, ResolveRequest{Scope: r.Scope, EntryID: r.EntryID, Intent: r.Intent, Payload: payload,
+		Outcome: string(r.Outcome), Who: r.Who})
 }
 
 func (c *Client) resolve(ctx context.Context, req ResolveRequest) (ledger.Entry, error) {

@@ -170,7 +170,7 @@ func TestResolveRecordsWho(t *testing.T) {
 		t.Fatalf("a refused resolve changed the entry: %+v", es)
 	}
 	e.clock.Advance(time.Minute)
-	got, err := e.client.ResolveEntryAs(ctx, "s", c.EntryID, ledger.OutcomeNotApplied, "Alice Ops")
+	got, err := e.client.Resolve(ctx, ledger.Resolution{Scope: "s", EntryID: c.EntryID, Outcome: ledger.OutcomeNotApplied, Who: "Alice Ops"})
 	if err != nil || got.ResolvedBy != "operator:Alice Ops" || got.State != ledger.StateFailed || !got.SettledAt.Equal(e.clock.Now()) {
 		t.Fatalf("resolve: %+v %v", got, err)
 	}

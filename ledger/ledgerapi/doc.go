@@ -19,8 +19,9 @@
 // change when it moves from the in-process ledger to the remote one.
 //
 // The admin console (cmd/gateway/internal/console) is built on this API
-// through the Client, like the CLI: the scope timeline, newest-first pages
-// of deliveries and resolve-with-a-name exist for it (timeline.go). The
+// through the Client, like the CLI: the scope timeline and newest-first
+// pages of deliveries exist for it (timeline.go), and so does a resolve's
+// Who (ledger.Resolution). The
 // timeline's refusals are the ones this handler answered since it was
 // built, kept in memory (bounded): a refused claim changes nothing in the
 // ledger, so nothing durable records it.

@@ -500,18 +500,15 @@ func (s *server) resolve(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("%w: who is for an operator resolving by entry_id", ledger.ErrInvalid)
 	case req.Who != "" && req.Attempt != 0:
 		return nil, fmt.Errorf("%w: attempt is for by=reconciler", ledger.ErrInvalid)
-	case req.Who != "":
-		e, err = s.l.ResolveEntryAs(r.Context(), req.Scope, req.EntryID, outcome, req.Who)
 	case req.By == ResolvedByReconciler && (req.EntryID == "" || req.Attempt < 1):
 		return nil, fmt.Errorf("%w: a reconciler names the entry by entry_id and the attempt it found ambiguous", ledger.ErrInvalid)
 	case req.By == ResolvedByReconciler:
 		e, err = s.l.Reconciled(r.Context(), ledger.ClaimRef{Scope: req.Scope, EntryID: req.EntryID, Attempt: req.Attempt}, outcome)
 	case req.Attempt != 0:
 		return nil, fmt.Errorf("%w: attempt is for by=reconciler", ledger.ErrInvalid)
-	case req.EntryID != "":
-		e, err = s.l.ResolveEntry(r.Context(), req.Scope, req.EntryID, outcome)
 	default:
-		e, err = s.l.Resolve(r.Context(), ledger.Key{Scope: req.Scope, Intent: req.Intent, Payload: payloadOf(req.Payload)}, outcome)
+		e, err = s.l.Resolve(r.Context(), ledger.Resolution{Scope: req.Scope, EntryID: req.EntryID,
+			Intent: req.Intent, Payload: payloadOf(req.Payload), Outcome: outcome, Who: req.Who})
 	}
 	if err != nil {
 		return nil, err

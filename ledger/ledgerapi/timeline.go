@@ -300,9 +300,3 @@ func (c *Client) DeliveriesPage(ctx context.Context, p PageRequest) (PageJSON, e
 	err := c.do(ctx, http.MethodGet, "/v1/deliveries?"+q.Encode(), nil, &out)
 	return out, err
 }
-
-// ResolveEntryAs resolves an ambiguous entry by id for an operator named
-// who; the entry records "operator:<who>" and the time.
-func (c *Client) ResolveEntryAs(ctx context.Context, scope, entryID string, outcome ledger.Outcome, who string) (ledger.Entry, error) {
-	return c.resolve(ctx, ResolveRequest{Scope: scope, EntryID: entryID, Outcome: string(outcome), Who: who})
-}

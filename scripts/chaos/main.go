@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -41,6 +42,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/replyonce/gateway/stores"
 	"github.com/replyonce/gateway/stores/testservers"
 )
 
@@ -58,8 +60,10 @@ type options struct {
 	stores   []string
 	bin      string
 	postgres string
-	keep     bool
-	ports    *Ports
+	// urls are the servers of the store kinds that have one.
+	urls  map[string]string
+	keep  bool
+	ports *Ports
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -82,9 +86,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.postgres == "" {
 		o.postgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
+	o.urls = map[string]string{"postgres": o.postgres}
 	for i, s := range o.stores {
-		if s != "bolt" && s != "postgres" && s != "redis" {
-			return fmt.Errorf("-stores: %q is not one of bolt, postgres, redis", s)
+		if !slices.Contains(stores.Kinds(), s) || s == "memory" {
+			return fmt.Errorf("-stores: %q is not one of bolt, postgres, redis (memory lives in one process: nothing to kill)", s)
 		}
 		if slices.Contains(o.stores[:i], s) {
 			return fmt.Errorf("-stores: %q named twice", s)
@@ -117,6 +122,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		defer func() { _ = redisSrv.Kill() }()
 		o.ports.Hold(redisSrv.Port) // it is killed and restarted on it
+		o.urls["redis"] = "redis://" + redisSrv.Addr() + "/0"
 
 	}
 
@@ -230,6 +236,19 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// storeConfig is where a scenario's store lives, as the gateway's store
+// section says it: a table or key prefix of the scenario's own (tag) on
+// the run's server for the kinds in urls, a bolt file in dir otherwise.
+func storeConfig(kind, dir, tag string, urls map[string]string) stores.Config {
+	c := stores.Config{Kind: kind, URL: urls[kind]}
+	if c.URL == "" {
+		c.Path = filepath.Join(dir, "ledger.db")
+		return c
+	}
+	c.Table, c.Prefix = "chaos_"+tag, "chaos:"+tag+":"
+	return c
+}
+
 func runScenario(ctx context.Context, o options, sc scenario, kind, dir, runID string, redisSrv *testservers.Process) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
@@ -238,18 +257,13 @@ func runScenario(ctx context.Context, o options, sc scenario, kind, dir, runID s
 	if err != nil {
 		return Result{}, err
 	}
-	var store *Store
-	switch kind {
-	case "bolt":
-		store = boltStore(sdir)
-	case "postgres":
-		if store, err = postgresStore(o.postgres, "chaos_"+runID+"_"+name); err != nil {
-			return Result{}, err
-		}
-	case "redis":
-		store = redisStore(redisSrv, "chaos:"+runID+":"+name+":")
+	store, err := openStore(ctx, storeConfig(kind, sdir, runID+"_"+name, o.urls), o.ports)
+	if err != nil {
+		return Result{}, err
 	}
-	store.ports = o.ports
+	if kind == "redis" {
+		store.redis = redisSrv // the run's own server, which redis-kill kills
+	}
 	defer store.Close()
 
 	var agent *Agent
@@ -275,7 +289,7 @@ func runScenario(ctx context.Context, o options, sc scenario, kind, dir, runID s
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
 	sources := configSources(secret, agent.URL())
 	n := sc.instances
-	if kind == "bolt" {
+	if !store.Shared() {
 		n = 1 // one process holds a bolt file
 	}
 	e := &env{store: store, agent: agent, short: o.short}

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/replyonce/gateway/stores"
 	"github.com/replyonce/gateway/stores/postgres"
 	"github.com/replyonce/gateway/stores/testservers"
 )
@@ -81,31 +83,81 @@ func newRelay(ports *Ports, target string) (*Relay, error) {
 
 // Store is one store a scenario runs on: the store section of each
 // instance's configuration, through a relay of the instance's own for
-// the stores reached over TCP.
+// the stores reached over TCP (those with a URL).
 type Store struct {
 	Kind   string
+	config stores.Config
 	relays []*Relay
 	ports  *Ports
-	// section returns an instance's store section, given the address of
-	// its relay ("" for bolt).
-	section func(relay string) string
-	target  string // the server's address, for relays
+	target string // the server's address, for relays; "" for a file
+	// cleanup drops what the scenario wrote, once every instance has
+	// stopped.
 	cleanup func()
 	redis   *testservers.Process // the Redis server of this run's own
 }
 
-// Section is instance i's store section; for a networked store it adds
-// the instance's relay.
-func (s *Store) Section() (string, error) {
-	if s.target == "" {
-		return s.section(""), nil
+// openStore makes the scenario's store c ready through stores.Open, as a
+// gateway would open it (a Postgres table gets its schema, a Redis server
+// answers a ping), before any instance starts. It keeps a Postgres pool
+// to drop the table afterwards; everything else is closed again at once,
+// since a bolt file is held by one process.
+func openStore(ctx context.Context, c stores.Config, ports *Ports) (*Store, error) {
+	s := &Store{Kind: c.Kind, config: c, ports: ports}
+	if c.URL != "" {
+		u, err := url.Parse(c.URL)
+		if err != nil {
+			return nil, fmt.Errorf("%s URL: %w", c.Kind, err)
+		}
+		if u.Port() == "" {
+			return nil, fmt.Errorf("%s URL %s: give the port, the relays need it", c.Kind, u.Redacted())
+		}
+		s.target = u.Host
 	}
-	r, err := newRelay(s.ports, s.target)
+	op, err := stores.Open(ctx, c, stores.Options{})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	s.relays = append(s.relays, r)
-	return s.section(r.Addr()), nil
+	if op.Pool != nil {
+		s.cleanup = func() { dropTable(op.Pool, c.Table); op.Close() }
+	} else {
+		op.Close()
+	}
+	return s, nil
+}
+
+// Shared reports whether several processes can open the store at once:
+// those reached over a server can, a bolt file cannot.
+func (s *Store) Shared() bool { return s.target != "" }
+
+// Section is instance i's store section, a YAML flow map; for a store
+// reached over TCP it adds the instance's relay and points the section's
+// URL at it.
+func (s *Store) Section() (string, error) {
+	c := s.config
+	if s.target != "" {
+		r, err := newRelay(s.ports, s.target)
+		if err != nil {
+			return "", err
+		}
+		s.relays = append(s.relays, r)
+		u, _ := url.Parse(c.URL) // parsed once already by openStore
+		u.Host = r.Addr()
+		c.URL = u.String()
+	}
+	return section(c), nil
+}
+
+// section writes the fields of c that are set as a YAML flow map.
+func section(c stores.Config) string {
+	var parts []string
+	for _, f := range []struct{ key, value string }{
+		{"kind", c.Kind}, {"path", c.Path}, {"url", c.URL}, {"table", c.Table}, {"prefix", c.Prefix},
+	} {
+		if f.value != "" {
+			parts = append(parts, fmt.Sprintf("%s: %q", f.key, f.value))
+		}
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // Close stops the relays and drops what the run wrote.
@@ -139,59 +191,19 @@ func (s *Store) Heal() {
 	}
 }
 
-// boltStore is a file in dir.
-func boltStore(dir string) *Store {
-	path := filepath.Join(dir, "ledger.db")
-	return &Store{Kind: "bolt", section: func(string) string { return fmt.Sprintf("{kind: bolt, path: %q}", path) }}
-}
-
-// postgresStore is a table of its own (name) on the server of dsn, which
-// Close drops.
-func postgresStore(dsn, table string) (*Store, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("postgres DSN: %w", err)
-	}
-	target := u.Host
-	if u.Port() == "" {
-		target = net.JoinHostPort(u.Hostname(), "5432")
-	}
-	return &Store{Kind: "postgres", target: target,
-		section: func(relay string) string {
-			v := *u
-			v.Host = relay
-			return fmt.Sprintf("{kind: postgres, url: %q, table: %s}", v.String(), table)
-		},
-		cleanup: func() { dropTable(dsn, table) },
-	}, nil
-}
-
 // dropTable drops the objects the store made for table.
-func dropTable(dsn, table string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15e9)
+func dropTable(pool *pgxpool.Pool, table string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
 	// The queued events' blobs live in table_blobs, which SchemaObjects
 	// does not list.
 	objects := append(postgres.SchemaObjects(table), postgres.SchemaObject{Kind: "table", Name: table + "_blobs"})
 	for _, o := range objects {
 		switch o.Kind {
 		case "table":
-			_, _ = conn.Exec(ctx, "DROP TABLE IF EXISTS "+o.Name+" CASCADE")
+			_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+o.Name+" CASCADE")
 		case "sequence":
-			_, _ = conn.Exec(ctx, "DROP SEQUENCE IF EXISTS "+o.Name)
+			_, _ = pool.Exec(ctx, "DROP SEQUENCE IF EXISTS "+o.Name)
 		}
 	}
-}
-
-// redisStore is a key prefix of its own on srv, the run's own server.
-func redisStore(srv *testservers.Process, prefix string) *Store {
-	return &Store{Kind: "redis", target: srv.Addr(), redis: srv,
-		section: func(relay string) string {
-			return fmt.Sprintf("{kind: redis, url: \"redis://%s/0\", prefix: %q}", relay, prefix)
-		}}
 }

@@ -11,23 +11,33 @@ import (
 )
 
 // testResolveAs: an operator's resolve by name records "operator:<name>"
-// and the time; a bad name changes nothing.
+// and the time; a bad name, or a request that names the entry badly,
+// changes nothing.
 func testResolveAs(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	unknown := func(context.Context, ledger.Call) (any, error) { return nil, errors.New("timeout") }
 	key := ledger.Key{Scope: "ops-as", Intent: "refund", Payload: 1}
 	r := must(e.l.Once(e.ctx, key, unknown))
 	id := r.Entry.ID
-	for _, bad := range []string{"", strings.Repeat("x", 65), "new\nline"} {
-		if _, err := e.l.ResolveEntryAs(e.ctx, "ops-as", id, ledger.OutcomeCommitted, bad); !errors.Is(err, ledger.ErrInvalid) {
-			t.Fatalf("who %q: %v, want ErrInvalid", bad, err)
+	for _, bad := range []ledger.Resolution{
+		{Scope: "ops-as", EntryID: id, Outcome: ledger.OutcomeCommitted, Who: strings.Repeat("x", 65)},
+		{Scope: "ops-as", EntryID: id, Outcome: ledger.OutcomeCommitted, Who: "new\nline"},
+		// who is for a resolve by entry id
+		{Scope: "ops-as", Intent: "refund", Payload: 1, Outcome: ledger.OutcomeCommitted, Who: "Alice Ops"},
+		// by entry id or by effect, not both
+		{Scope: "ops-as", EntryID: id, Intent: "refund", Payload: 1, Outcome: ledger.OutcomeCommitted},
+		{EntryID: id, Outcome: ledger.OutcomeCommitted},
+		{Scope: "ops-as", EntryID: id, Outcome: "maybe"},
+	} {
+		if _, err := e.l.Resolve(e.ctx, bad); !errors.Is(err, ledger.ErrInvalid) {
+			t.Fatalf("resolve %+v: %v, want ErrInvalid", bad, err)
 		}
 	}
 	if left := must(e.l.Ambiguous(e.ctx, 10)); len(left) != 1 {
 		t.Fatalf("a refused resolve changed the entry: %+v", left)
 	}
 	e.clock.Advance(time.Minute)
-	got := must(e.l.ResolveEntryAs(e.ctx, "ops-as", id, ledger.OutcomeCommitted, "Alice Ops"))
+	got := must(e.l.Resolve(e.ctx, ledger.Resolution{Scope: "ops-as", EntryID: id, Outcome: ledger.OutcomeCommitted, Who: "Alice Ops"}))
 	if got.State != ledger.StateCommitted || got.ResolvedBy != "operator:Alice Ops" || !got.SettledAt.Equal(e.clock.Now()) {
 		t.Fatalf("resolved entry %+v", got)
 	}

@@ -78,7 +78,7 @@ func testResolvedThenLateCommit(t *testing.T, newStore NewStore) {
 	reader := must(e.l.Begin(e.ctx, "resolve-late", ledger.RunOptions{RunID: "reader", Mode: ledger.ModeIndependent}))
 	c := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: key}))
 	e.clock.Advance(2 * time.Minute)
-	must(e.l.Resolve(e.ctx, key, ledger.OutcomeNotApplied))
+	must(e.l.Resolve(e.ctx, resolution(key, ledger.OutcomeNotApplied)))
 	s := must(e.l.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, "re_9", nil))
 	// The resolution's failure was not one: it no longer counts against max_attempts.
 	if !s.LateSettle || s.Status != ledger.StatusExecuted || !s.Entry.LateSettle || s.Entry.Failures != 0 {
@@ -99,7 +99,7 @@ func testResolvedThenLateCommit(t *testing.T, newStore NewStore) {
 	k2 := ledger.Key{Scope: "resolve-late", Intent: "refund", Payload: 8}
 	c2 := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: k2}))
 	e.clock.Advance(2 * time.Minute)
-	must(e.l.Resolve(e.ctx, k2, ledger.OutcomeNotApplied))
+	must(e.l.Resolve(e.ctx, resolution(k2, ledger.OutcomeNotApplied)))
 	s2 := must(e.l.Settle(e.ctx, c2.Ref(), ledger.OutcomeNotApplied, nil, errors.New("declined")))
 	if !s2.LateSettle || s2.Status != ledger.StatusFailed || s2.Entry.Failures != 1 {
 		t.Fatalf("late not_applied settle: %+v", s2)

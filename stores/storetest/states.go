@@ -149,6 +149,11 @@ func testReconciler(t *testing.T, newStore NewStore) {
 	}
 }
 
+// resolution is an operator's resolve of key's entry, named by its effect.
+func resolution(key ledger.Key, outcome ledger.Outcome) ledger.Resolution {
+	return ledger.Resolution{Scope: key.Scope, Intent: key.Intent, Payload: key.Payload, Outcome: outcome}
+}
+
 func testResolve(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	var n atomic.Int64
@@ -157,13 +162,13 @@ func testResolve(t *testing.T, newStore NewStore) {
 	notDone := ledger.Key{Scope: "ops", Intent: "refund", Payload: 2}
 	must(e.l.Once(e.ctx, done, unknown))
 	must(e.l.Once(e.ctx, notDone, unknown))
-	if got := must(e.l.Resolve(e.ctx, done, ledger.OutcomeCommitted)); got.State != ledger.StateCommitted || got.ResolvedBy != "operator" {
+	if got := must(e.l.Resolve(e.ctx, resolution(done, ledger.OutcomeCommitted))); got.State != ledger.StateCommitted || got.ResolvedBy != "operator" {
 		t.Fatalf("resolved entry %+v", got)
 	}
-	if _, err := e.l.Resolve(e.ctx, done, ledger.OutcomeNotApplied); !errors.Is(err, ledger.ErrNotAmbiguous) {
+	if _, err := e.l.Resolve(e.ctx, resolution(done, ledger.OutcomeNotApplied)); !errors.Is(err, ledger.ErrNotAmbiguous) {
 		t.Fatalf("resolving a committed entry: %v, want ErrNotAmbiguous", err)
 	}
-	must(e.l.Resolve(e.ctx, notDone, ledger.OutcomeNotApplied))
+	must(e.l.Resolve(e.ctx, resolution(notDone, ledger.OutcomeNotApplied)))
 	wantStatus(t, "after resolved committed", must(e.l.Once(e.ctx, done, count(&n, nil))), ledger.StatusReplayed, "")
 	wantStatus(t, "after resolved not applied", must(e.l.Once(e.ctx, notDone, count(&n, nil))), ledger.StatusExecuted, "")
 	if n.Load() != 1 {
@@ -267,7 +272,7 @@ func testBadInput(t *testing.T, newStore NewStore) {
 			return err
 		}(), ledger.ErrUnknownEntry},
 		{"resolve of a pending entry", func() error {
-			_, err := e.l.ResolveEntry(e.ctx, "bad", c.EntryID, ledger.OutcomeCommitted)
+			_, err := e.l.Resolve(e.ctx, ledger.Resolution{Scope: "bad", EntryID: c.EntryID, Outcome: ledger.OutcomeCommitted})
 			return err
 		}(), ledger.ErrNotAmbiguous},
 		{"bad outcome", func() error {

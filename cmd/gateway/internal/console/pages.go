@@ -635,7 +635,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request, s *session) er
 	if who == "" {
 		return &httpError{status: http.StatusBadRequest, msg: "who: type your name, so the ledger records who resolved the entry"}
 	}
-	e, err := c.api.ResolveEntryAs(r.Context(), r.PostFormValue("scope"), r.PostFormValue("entry_id"), outcome, who)
+	e, err := c.api.Resolve(r.Context(), ledger.Resolution{Scope: r.PostFormValue("scope"), EntryID: r.PostFormValue("entry_id"), Outcome: outcome, Who: who})
 	if err != nil {
 		return err
 	}

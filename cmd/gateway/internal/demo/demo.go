@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/replyonce/gateway/forward"
@@ -16,8 +18,7 @@ import (
 	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
-	"github.com/replyonce/gateway/stores/bolt"
-	"github.com/replyonce/gateway/stores/memory"
+	"github.com/replyonce/gateway/stores"
 )
 
 // Defaults for Config.
@@ -122,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Without = without.outcome()
 
 	with := newWorld(cfg)
-	store, closeStore, err := openStore(cfg, with.clock)
+	store, closeStore, err := openStore(ctx, cfg, with.clock)
 	if err != nil {
 		return nil, err
 	}
@@ -140,32 +141,43 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func openStore(cfg Config, c *clock) (ledger.Store, func(), error) {
-	switch cfg.Store {
-	case "memory":
-		return memory.New(c.Now), func() {}, nil
-	case "bolt":
-		path, cleanup := cfg.StorePath, func() {}
-		if path == "" {
-			dir, err := os.MkdirTemp("", "replyonce-demo-")
-			if err != nil {
-				return nil, nil, fmt.Errorf("demo: temporary directory for the bolt store: %w", err)
-			}
-			path = filepath.Join(dir, "ledger.db")
-			cleanup = func() { _ = os.RemoveAll(dir) }
-		} else if _, err := os.Stat(path); err == nil {
-			return nil, nil, fmt.Errorf("demo: store path %s already exists; the demo needs an empty ledger", path)
+// clockedKinds are the store kinds that judge expiry by the clock they are
+// given (stores.Options.Clock), so they follow the demo's simulated time.
+var clockedKinds = []string{"memory", "bolt"}
+
+// StoreKinds are the stores the demo runs on: those that follow its
+// simulated clock.
+func StoreKinds() []string { return slices.Clone(clockedKinds) }
+
+// openStore opens the run's store through stores.Open, as serve does, on
+// the simulated clock. A bolt file with no StorePath goes in a temporary
+// directory that the returned close removes.
+func openStore(ctx context.Context, cfg Config, c *clock) (ledger.Store, func(), error) {
+	if !slices.Contains(clockedKinds, cfg.Store) {
+		return nil, nil, fmt.Errorf("demo: store %q is not one of %s", cfg.Store, strings.Join(clockedKinds, ", "))
+	}
+	sc := stores.Config{Kind: cfg.Store, Path: cfg.StorePath}
+	cleanup := func() {}
+	if sc.Kind == "bolt" && sc.Path == "" {
+		dir, err := os.MkdirTemp("", "replyonce-demo-")
+		if err != nil {
+			return nil, nil, fmt.Errorf("demo: temporary directory for the bolt store: %w", err)
+		}
+		sc.Path = filepath.Join(dir, "ledger.db")
+		cleanup = func() { _ = os.RemoveAll(dir) }
+	} else if sc.Path != "" {
+		if _, err := os.Stat(sc.Path); err == nil {
+			return nil, nil, fmt.Errorf("demo: store path %s already exists; the demo needs an empty ledger", sc.Path)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return nil, nil, fmt.Errorf("demo: store path: %w", err)
 		}
-		s, err := bolt.Open(path, bolt.Options{Clock: c.Now})
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		return s, func() { _ = s.Close(); cleanup() }, nil
 	}
-	return nil, nil, fmt.Errorf("demo: store %q is not one of memory, bolt", cfg.Store)
+	op, err := stores.Open(ctx, sc, stores.Options{Clock: c.Now})
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("demo: %w", err)
+	}
+	return op.Store, func() { op.Close(); cleanup() }, nil
 }
 
 // world is one run: the clock, the platform, the conversation being

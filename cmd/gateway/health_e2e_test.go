@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -157,5 +158,49 @@ func TestSourceHealthEndToEnd(t *testing.T) {
 				t.Fatalf("%d failing alerts, want 1", n)
 			}
 		})
+	}
+}
+
+// The dead count that source health and the overview show is read from
+// the store: with the real binary on a bolt file, two dead letters are
+// still counted after the gateway restarts, and `events replay --status
+// dead` with the agent back brings the count to 0, each event delivered
+// once.
+func TestDeadCountSurvivesARestart(t *testing.T) {
+	agent := newRestartableAgent(t)
+	dbPath := filepath.Join(t.TempDir(), "ledger.db")
+	cfg := writeConfig(t, "{kind: bolt, path: '"+filepath.ToSlash(dbPath)+"'}", "      mode: queued\n      retry: {schedule: [0s]}\n", "http://"+agent.addr)
+	dead := func(g *gateway) int {
+		var hs ledgerapi.SourcesHealthJSON
+		if err := json.Unmarshal([]byte(runCLI(t, g, "sources", "list", "--json")), &hs); err != nil {
+			t.Fatal(err)
+		}
+		return hs.Sources[0].Dead
+	}
+	g := startGateway(t, cfg)
+	client := newClient(t)
+	for _, id := range []string{"evt_dead_restart_1", "evt_dead_restart_2"} {
+		body, header := stripeEvent(t, id, nil)
+		if r := post(t, client, g.hook("stripe"), body, header); r.status != http.StatusAccepted {
+			t.Fatalf("accept %s: %d %v", id, r.status, r.body)
+		}
+	}
+	waitFor(t, "two dead letters", func() bool { return dead(g) == 2 })
+	g.stop(t)
+
+	g = startGateway(t, cfg)
+	if n := dead(g); n != 2 {
+		t.Fatalf("dead count after a restart = %d, want 2", n)
+	}
+	agent.start(t)
+	if out := runCLI(t, g, "events", "replay", "--status", "dead"); !strings.Contains(out, "2 event(s) due again") {
+		t.Fatalf("events replay --status dead:\n%s", out)
+	}
+	waitFor(t, "the dead count at 0", func() bool { return dead(g) == 0 })
+	waitFor(t, "both delivered", func() bool { return len(agent.counts()) == 2 })
+	for id, n := range agent.counts() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times, want 1", id, n)
+		}
 	}
 }

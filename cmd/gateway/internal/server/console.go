@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -15,11 +15,11 @@ import (
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
 
-// newConsole builds the admin console on the ledger API handler that the
+// NewConsole builds the admin console on the ledger API handler that the
 // admin listener serves under /v1/: the console's client calls that very
 // handler in process, token and all, so the console, the CLI and any other
 // API caller see and do exactly the same things.
-func newConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
+func NewConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
 	client, err := ledgerapi.NewClient("http://console.internal", token, &http.Client{Transport: inProcess{api}})
 	if err != nil {
 		return nil, err

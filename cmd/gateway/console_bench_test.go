@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/replyonce/gateway/cmd/gateway/internal/server"
 	"github.com/replyonce/gateway/internal/cputime"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/ledger/ledgerapi"
@@ -56,7 +57,7 @@ func BenchmarkConsole(b *testing.B) {
 			l := ledger.New(store, ledger.Options{})
 			fillConsoleBench(b, l, events)
 			api := ledgerapi.NewHandler(l, consoleToken, nil)
-			con, err := newConsole(api, consoleToken, false, nil, nil, nil, time.Now, zap.NewNop())
+			con, err := server.NewConsole(api, consoleToken, false, nil, nil, nil, time.Now, zap.NewNop())
 			if err != nil {
 				b.Fatal(err)
 			}

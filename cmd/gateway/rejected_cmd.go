@@ -12,38 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.uber.org/zap"
-
-	"github.com/replyonce/gateway/ingress"
-	"github.com/replyonce/gateway/ledger/ledgerapi"
+	"github.com/replyonce/gateway/cmd/gateway/internal/server"
 )
-
-// rejectedPath serves the requests an instance refused before the ledger
-// (ingress.Gateway.RejectedRequests), behind the admin token. They live in
-// that instance's memory only: each instance answers for itself.
-const rejectedPath = "/v1/rejected"
-
-// RejectedJSON answers GET /v1/rejected?source=NAME.
-type RejectedJSON struct {
-	Source   string             `json:"source"`
-	Rejected []ingress.Rejected `json:"rejected"`
-}
-
-// rejectedHandler serves GET /v1/rejected from list, behind the admin
-// token. adminHandler mounts it beside the ledger API, so the console reads
-// it through the same handler as every other API caller.
-func rejectedHandler(list func(source string) []ingress.Rejected, token string, log *zap.Logger) http.Handler {
-	return ledgerapi.RequireToken(token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		source := r.URL.Query().Get("source")
-		w.Header().Set("Content-Type", "application/json")
-		if source == "" {
-			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "invalid_request", "message": "source is required"}})
-			return
-		}
-		_ = json.NewEncoder(w).Encode(RejectedJSON{Source: source, Rejected: list(source)})
-	}), log)
-}
 
 // eventsRejected prints the requests the instance at --admin refused for a
 // source, newest first.
@@ -64,7 +34,7 @@ func (a *App) eventsRejected(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+rejectedPath+"?source="+url.QueryEscape(pos[0]), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+server.RejectedPath+"?source="+url.QueryEscape(pos[0]), nil)
 	if err != nil {
 		return usageError{"--admin: " + err.Error()}
 	}
@@ -79,7 +49,7 @@ func (a *App) eventsRejected(ctx context.Context, args []string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("events rejected: the admin API answered %s", resp.Status)
 	}
-	var out RejectedJSON
+	var out server.RejectedJSON
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return fmt.Errorf("events rejected: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/replyonce/gateway/cmd/gateway/internal/server"
 )
 
 // `gateway events rejected SOURCE` lists what the instance refused before
@@ -28,7 +30,7 @@ func TestEventsRejectedCommand(t *testing.T) {
 	if i, j := strings.Index(out, "evt_forged_3"), strings.Index(out, "evt_forged_1"); i < 0 || j < 0 || i > j {
 		t.Fatalf("not newest first:\n%s", out)
 	}
-	var js RejectedJSON
+	var js server.RejectedJSON
 	if err := json.Unmarshal([]byte(runCLI(t, g, "events", "rejected", "stripe", "--json")), &js); err != nil {
 		t.Fatal(err)
 	}

@@ -58,4 +58,3 @@ func (d *Dispatcher) SendTrial(ctx context.Context, q ledger.QueueItem, to strin
 		zap.String("outcome", kept.Outcome), zap.Int("agent_status", kept.AgentStatus))
 	return kept, nil
 }
-

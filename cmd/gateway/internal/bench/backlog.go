@@ -93,7 +93,7 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	}
 	// The dispatcher learns of the pause on its next sweep; until then it
 	// may still take events handed to it at accept.
-	env.dispatcher.Notify()
+	env.srv.Dispatcher.Notify()
 	sleep(ctx, 500*time.Millisecond)
 	proxyBefore, err := timedPass(ctx, env, cfg, "proxy_before", env.proxySrv.url)
 	if err != nil {
@@ -133,7 +133,7 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	if err := env.ledger.SetSourcePaused(ctx, sourceName, false); err != nil {
 		return err
 	}
-	env.dispatcher.Notify()
+	env.srv.Dispatcher.Notify()
 	if err := env.drain(ctx, t, l); err != nil {
 		return err
 	}

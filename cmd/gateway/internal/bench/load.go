@@ -437,7 +437,7 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 		}
 	}
 	t := e.sink.reset()
-	if e.dispatcher != nil {
+	if e.queued {
 		for _, l := range loads {
 			if l.store != nil {
 				l.tally = t
@@ -447,7 +447,7 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 	defer e.sink.current.Store(nil)
 	err := e.runSlices(ctx, cfg, tag, loads)
 	drains := make([]time.Duration, len(loads))
-	if err == nil && e.dispatcher != nil {
+	if err == nil && e.queued {
 		// Queued answers come before the forwards: wait for the dispatcher
 		// to deliver every unique event the gateway accepted.
 		start := time.Now()
@@ -466,7 +466,7 @@ func (e *env) phase(ctx context.Context, cfg Config, tag string, requests int, r
 	passes := make([]Pass, len(loads))
 	for i, l := range loads {
 		passes[i] = l.result(t, rate)
-		if d := drains[i]; d > 0 || (e.dispatcher != nil && l.store != nil) {
+		if d := drains[i]; d > 0 || (e.queued && l.store != nil) {
 			passes[i].DrainSeconds = d.Seconds()
 			if total := passes[i].Seconds + d.Seconds(); total > 0 {
 				passes[i].DeliveredRate = float64(passes[i].Unique) / total

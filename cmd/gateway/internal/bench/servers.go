@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
+	gwserver "github.com/replyonce/gateway/cmd/gateway/internal/server"
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
@@ -130,10 +130,12 @@ type env struct {
 	sinkSrv    *server
 	gateway    *ingress.Gateway
 	gwSrv      *server
-	// dispatcher delivers queued events (queued mode only); stopDispatch
-	// ends its loop, dispatchDone closes when it has.
+	// srv is the gateway built as serve builds it; its dispatcher delivers
+	// queued events (queued is the mode), stopDispatch ends its loop,
+	// dispatchDone closes when it has.
+	srv          *gwserver.Server
 	ledger       *ledger.Ledger
-	dispatcher   *dispatch.Dispatcher
+	queued       bool
 	stopDispatch context.CancelFunc
 	dispatchDone chan struct{}
 	proxySrv     *server
@@ -178,8 +180,8 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	e.storeNotes = e.store.notes
 	e.storeTimer = newTimedStore(e.store.store, time.Now)
 
-	// The gateway, wired as `serve` wires it, but for the store timing
-	// around its store and its handler.
+	// The gateway, built as `serve` builds it (package server), but for
+	// the store timing around its store and its handler.
 	fc := ingress.ForwardConfig{Target: forward.Target{URL: e.sinkSrv.url + "/events"}, Queue: dispatch.Policy{Mode: dispatch.Mode(cfg.Mode), Concurrency: cfg.DispatchConcurrency, AcceptWait: dispatch.AcceptWaitOf(cfg.AcceptWait)}}
 	if cfg.SignForward {
 		fc.SigningSecret = forwardSecret
@@ -207,32 +209,20 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 	}
 	fwdClient := forward.NewClient(forward.ClientOptions{})
 	e.transports = append(e.transports, fwdClient.Transport.(*http.Transport))
-	l := ledger.New(e.storeTimer, ledger.Options{})
-	e.ledger = l
-	fwd := forward.New(fwdClient, nil)
-	var handoff ingress.Handoff
-	if cfg.Mode == "queued" {
-		d, err := dispatch.New(dispatch.Options{Ledger: l, Forwarder: fwd, Sources: []*dispatch.Source{src.Queued()}, Logger: log,
-			Metrics: dispatch.NewMetrics(prometheus.NewRegistry()), Poll: 50 * time.Millisecond})
-		if err != nil {
-			return nil, err
-		}
-		e.dispatcher, handoff = d, d
-		var dctx context.Context
-		dctx, e.stopDispatch = context.WithCancel(context.Background())
-		e.dispatchDone = make(chan struct{})
-		go func() {
-			defer close(e.dispatchDone)
-			pprof.Do(dctx, pprof.Labels("part", "gateway"), d.Run)
-		}()
-	}
-	gw, err := ingress.New(ingress.Options{
-		Sources: []*ingress.Source{src}, Ledger: l,
-		Forwarder: fwd, Logger: log, Metrics: ingress.NewMetrics(prometheus.NewRegistry()), Handoff: handoff,
-	})
+	srv, err := gwserver.New(gwserver.Options{Store: e.storeTimer, Sources: []*ingress.Source{src}, HTTPClient: fwdClient,
+		Logger: log, Poll: 50 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
+	e.srv, e.ledger, e.queued = srv, srv.Ledger, cfg.Mode == "queued"
+	var dctx context.Context
+	dctx, e.stopDispatch = context.WithCancel(context.Background())
+	e.dispatchDone = make(chan struct{})
+	go func() {
+		defer close(e.dispatchDone)
+		pprof.Do(dctx, pprof.Labels("part", "gateway"), srv.Run)
+	}()
+	gw := srv.Gateway
 	e.gateway = gw
 	if e.gwSrv, err = serve("gateway", e.storeTimer.handler(gw)); err != nil {
 		return nil, err
@@ -285,12 +275,13 @@ func (e *env) close() {
 	if e.gateway != nil {
 		e.gateway.Wait()
 	}
-	if e.dispatcher != nil {
+	if e.srv != nil {
 		e.stopDispatch()
 		<-e.dispatchDone
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = e.dispatcher.Shutdown(ctx)
+		_ = e.srv.Shutdown(ctx)
 		cancel()
+		e.srv.Close()
 	}
 	if e.sinkSrv != nil {
 		e.sinkSrv.stop()

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,7 +8,7 @@ import (
 	"github.com/replyonce/gateway/ledger"
 )
 
-// loopBreakerObserver is the ledger's observer in serve: it counts the
+// loopBreakerObserver is the ledger's observer in the gateway: it counts the
 // loop breaker's refusals and escalations by intent, and logs each
 // escalation as a warning and raises an alert (through notifier, when it
 // returns one), since a person has to look at it. Intents are the agent's

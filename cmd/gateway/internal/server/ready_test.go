@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -8,11 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -38,13 +36,13 @@ func (downStore) ScopesToReview(context.Context, time.Time, int) ([]string, erro
 // the detail goes to the log.
 func TestReadyzRevealsNothingAboutTheStore(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	a := &App{Clock: time.Now}
-	h, err := a.adminHandler(prometheus.NewRegistry(), downStore{}, ledger.New(downStore{}, ledger.Options{}), config.Admin{Token: "secret-token"}, nil, zap.New(core), new(atomic.Bool), nil, nil, nil, nil, nil)
+	s, err := New(Options{Store: downStore{}, Admin: config.Admin{Listen: "127.0.0.1:0", Token: "secret-token"}, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	s.Admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	body, _ := io.ReadAll(rec.Body)
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz = %d %s, want 503", rec.Code, body)

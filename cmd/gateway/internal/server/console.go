@@ -1,13 +1,9 @@
-package main
+package server
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -19,14 +15,14 @@ import (
 	"github.com/replyonce/gateway/ledger/ledgerapi"
 )
 
-// newConsole builds the admin console on the ledger API handler that the
+// NewConsole builds the admin console on the ledger API handler that the
 // admin listener serves under /v1/: the console's client calls that very
 // handler in process, token and all, so the console, the CLI and any other
 // API caller see and do exactly the same things.
 //
 // hist, when not nil, is this instance's last hour that the overview draws;
 // its owner runs it.
-func newConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, hist *console.History, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
+func NewConsole(api http.Handler, token string, trustProto bool, sources []*ingress.Source, reg prometheus.Gatherer, hist *console.History, clock func() time.Time, log *zap.Logger) (http.Handler, error) {
 	client, err := ledgerapi.NewClient("http://console.internal", token, &http.Client{Transport: inProcess{api}})
 	if err != nil {
 		return nil, err
@@ -37,33 +33,6 @@ func newConsole(api http.Handler, token string, trustProto bool, sources []*ingr
 	}
 	return console.New(console.Options{API: client, Token: token, Sources: names, Metrics: reg, Clock: clock, Logger: log,
 		TrustForwardedProto: trustProto, Rejected: rejectedFetcher(api, token), History: hist})
-}
-
-// rejectedFetcher reads GET /v1/rejected from the admin API handler in
-// process, token and all, as `gateway events rejected` reads it over HTTP.
-func rejectedFetcher(api http.Handler, token string) func(ctx context.Context, source string) ([]ingress.Rejected, error) {
-	return func(ctx context.Context, source string) ([]ingress.Rejected, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console.internal"+rejectedPath+"?source="+url.QueryEscape(source), nil)
-		if err != nil {
-			return nil, err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := inProcess{api}.RoundTrip(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("rejected requests: the admin API answered %s", resp.Status)
-		}
-		var out RejectedJSON
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return nil, fmt.Errorf("rejected requests: %w", err)
-		}
-		return out.Rejected, nil
-	}
 }
 
 // inProcess is an http.RoundTripper that serves each request with a

@@ -658,9 +658,9 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	switch {
 	case ctx.Err() != nil: // cut by shutdown: says nothing about the agent
 	case out.Kind == forward.Delivered || out.Kind == forward.Rejected:
-		d.answered(s)
+		d.answered(s, start)
 	default:
-		d.failed(s, out, fields)
+		d.failed(s, out, fields, start)
 	}
 	switch {
 	case err != nil:

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"time"
+
+	"github.com/replyonce/gateway/forward"
 )
 
 // What the external tests (package dispatch_test, which builds a real
@@ -41,4 +43,15 @@ func (d *Dispatcher) StopTaking() {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
+}
+
+// AttemptEnded tells d's incident tracking that an attempt of source that
+// started at started ended with out, as a delivery does when it ends.
+func (d *Dispatcher) AttemptEnded(source string, out forward.Outcome, started time.Time) {
+	s := d.sources[source]
+	if out.Kind == forward.Delivered || out.Kind == forward.Rejected {
+		d.answered(s, started)
+		return
+	}
+	d.failed(s, out, nil, started)
 }

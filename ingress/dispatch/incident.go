@@ -59,13 +59,21 @@ type incident struct {
 	// failing alert for: raised once per incident here, and the ledger
 	// claim makes it once across instances.
 	alerted time.Time
+	// answeredFrom is when the latest attempt the agent answered started:
+	// a failure of an attempt started before it (sent while the agent was
+	// still down, failing only after it came back) is not a new incident.
+	answeredFrom time.Time
 }
 
 // failed is called after each attempt the agent failed (no answer, 5xx,
 // 429, a configuration fault): it logs the incident's first failure, and
 // then its progress at most once per incidentWarnEvery, and records it in
 // the store.
-func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field) {
+//
+// started is when the attempt started: one that started before an attempt
+// the agent answered says nothing new about the agent, so it opens no
+// incident (it still counts toward forward.pause_after).
+func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field, started time.Time) {
 	now := d.now()
 	reason := ""
 	if out.Err != nil {
@@ -73,6 +81,13 @@ func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field) 
 	}
 	in := &s.incident
 	in.mu.Lock()
+	if started.Before(in.answeredFrom) {
+		in.mu.Unlock()
+		if n := s.src.Policy.PauseAfter; n > 0 && breakerFault(out.Status) {
+			d.countFault(s, n, reason)
+		}
+		return
+	}
 	in.lastErr = reason
 	in.unsaved++
 	save := !in.stored || now.Sub(in.saved) >= healthSaveEvery
@@ -200,9 +215,12 @@ func (d *Dispatcher) alertFailing(s *source, h ledger.AgentHealth) {
 // here or in the store, it ends it; the process that ends the stored one
 // logs one info line saying how long it lasted and how many events wait.
 // Without an incident it costs nothing: no store step.
-func (d *Dispatcher) answered(s *source) {
+func (d *Dispatcher) answered(s *source, started time.Time) {
 	in := &s.incident
 	in.mu.Lock()
+	if started.After(in.answeredFrom) {
+		in.answeredFrom = started
+	}
 	local, since := in.failing, in.since
 	if !local && !in.stored {
 		in.mu.Unlock()

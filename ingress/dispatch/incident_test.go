@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ledger"
 )
 
@@ -78,5 +80,32 @@ func TestIncidentLogFollowsAnOutage(t *testing.T) {
 	}
 	if w := warns(); len(w) != 2 {
 		t.Fatalf("warn lines after recovery %+v, want still 2", w)
+	}
+}
+
+// Attempts sent while the agent was down can fail after it is back, since
+// several are in flight at once: such a failure, of an attempt that
+// started before one the agent answered, opens no second incident, so an
+// outage has one recovery line, not one per straggler.
+func TestAStragglerOfAnOutageOpensNoNewIncident(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	refused := forward.Outcome{Kind: forward.Retry, Err: errors.New("nothing is listening")}
+	t0 := h.clock.Now()
+	h.d.AttemptEnded("github", refused, t0) // the outage
+	h.clock.Advance(time.Second)
+	h.d.AttemptEnded("github", forward.Outcome{Kind: forward.Delivered, Status: 200}, h.clock.Now()) // the agent is back
+	h.d.AttemptEnded("github", refused, t0.Add(500*time.Millisecond))                                // sent before, failed after
+	h.clock.Advance(time.Second)
+	h.d.AttemptEnded("github", forward.Outcome{Kind: forward.Delivered, Status: 200}, h.clock.Now())
+	if n := h.logs.FilterMessageSnippet("the agent is failing").Len(); n != 1 {
+		t.Fatalf("%d incidents opened, want 1", n)
+	}
+	if n := h.logs.FilterMessageSnippet("agent answering again").Len(); n != 1 {
+		t.Fatalf("%d recovery lines, want 1", n)
+	}
+	// A failure of an attempt started after the answer is a new incident.
+	h.d.AttemptEnded("github", refused, h.clock.Now())
+	if n := h.logs.FilterMessageSnippet("the agent is failing").Len(); n != 2 {
+		t.Fatalf("%d incidents after a fresh failure, want 2", n)
 	}
 }

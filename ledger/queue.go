@@ -734,37 +734,38 @@ func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, 
 	if q.Inline {
 		return append([]AttemptRecord(nil), q.InlineAttempts...), nil
 	}
-	var out []AttemptRecord
-	for n := 1; n <= q.Attempts; n++ {
-		b, err := l.store.ReadBlob(ctx, q.Scope, attemptBlob(q.Blob, n))
-		if err != nil {
-			return nil, err
-		}
-		if b == nil {
-			continue
-		}
-		var r AttemptRecord
-		if err := unmarshalRecord(b, &r); err != nil {
-			return nil, fmt.Errorf("ledger: attempt record %d of %s %s: %w", n, q.Source, q.EventID, err)
-		}
-		out = append(out, r)
+	out, err := l.records(ctx, q, "attempt", q.Attempts, attemptBlob)
+	if err != nil {
+		return nil, err
 	}
-	for n := 1; n <= q.Trials; n++ {
-		b, err := l.store.ReadBlob(ctx, q.Scope, trialBlob(q.Blob, n))
-		if err != nil {
-			return nil, err
-		}
-		if b == nil {
-			continue
-		}
-		var r AttemptRecord
-		if err := unmarshalRecord(b, &r); err != nil {
-			return nil, fmt.Errorf("ledger: trial record %d of %s %s: %w", n, q.Source, q.EventID, err)
-		}
-		out = append(out, r)
+	trials, err := l.records(ctx, q, "trial", q.Trials, trialBlob)
+	if err != nil {
+		return nil, err
 	}
+	out = append(out, trials...)
 	if q.Trials > 0 {
 		sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	}
+	return out, nil
+}
+
+// records reads the count records of q named by blob (attempts or
+// trials), in their order, skipping those never written.
+func (l *Ledger) records(ctx context.Context, q QueueItem, what string, count int, blob func(nonce string, n int) string) ([]AttemptRecord, error) {
+	var out []AttemptRecord
+	for n := 1; n <= count; n++ {
+		b, err := l.store.ReadBlob(ctx, q.Scope, blob(q.Blob, n))
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue
+		}
+		var r AttemptRecord
+		if err := unmarshalRecord(b, &r); err != nil {
+			return nil, fmt.Errorf("ledger: %s record %d of %s %s: %w", what, n, q.Source, q.EventID, err)
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -200,6 +200,17 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func (a *App) loadConfig(path string) (config.Config, error) {
+	cfg, err := a.parseConfig(path)
+	if err != nil {
+		return config.Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseConfig reads and parses the file at path: the configuration
+// decoded as far as it goes, and its problems wrapped in a configError
+// (other errors as they are).
+func (a *App) parseConfig(path string) (config.Config, error) {
 	if path == "" {
 		return config.Config{}, usageError{"--config FILE is required"}
 	}
@@ -209,7 +220,7 @@ func (a *App) loadConfig(path string) (config.Config, error) {
 	}
 	cfg, err := config.Parse(data, a.LookupEnv)
 	if err != nil {
-		return config.Config{}, configError{path, err}
+		return cfg, configError{path, err}
 	}
 	return cfg, nil
 }
@@ -221,20 +232,14 @@ func (a *App) loadConfig(path string) (config.Config, error) {
 // A field counts as used when it is, or lies inside, one of uses, and not
 // inside one of skip.
 func (a *App) loadConfigFor(path string, uses, skip []string) (config.Config, error) {
-	if path == "" {
-		return config.Config{}, usageError{"--config FILE is required"}
+	cfg, err := a.parseConfig(path)
+	var ce configError
+	if !errors.As(err, &ce) {
+		return cfg, err // nil, or no file to read
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return config.Config{}, fmt.Errorf("read config: %w", err)
-	}
-	cfg, err := config.Parse(data, a.LookupEnv)
-	if err == nil {
-		return cfg, nil
-	}
-	problems := field.List(err)
+	problems := field.List(ce.err)
 	if len(problems) == 0 {
-		return config.Config{}, configError{path, err} // not YAML at all
+		return config.Config{}, err // not YAML at all
 	}
 	var kept []error
 	for _, p := range problems {

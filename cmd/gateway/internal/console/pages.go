@@ -198,16 +198,26 @@ func waitingFor(d ledgerapi.DeliveryItemJSON, paused bool, now time.Time) string
 	return ""
 }
 
-func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) error {
+// shownEvent reads the event the query names, and its reference with the
+// scope the ledger found it on.
+func (c *Console) shownEvent(r *http.Request) (eventRef, ledgerapi.DeliveryJSON, error) {
 	ref, err := refOf(r.URL.Query().Get)
 	if err != nil {
-		return err
+		return ref, ledgerapi.DeliveryJSON{}, err
 	}
 	d, err := c.api.ShowDelivery(r.Context(), ref.Scope, ref.Source, ref.EventID)
 	if err != nil {
-		return err
+		return ref, d, err
 	}
 	ref.Scope = d.Delivery.Scope
+	return ref, d, nil
+}
+
+func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) error {
+	ref, d, err := c.shownEvent(r)
+	if err != nil {
+		return err
+	}
 	tl, err := c.api.Timeline(r.Context(), ref.Scope)
 	if err != nil {
 		return err
@@ -259,15 +269,10 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request, s *session) erro
 // replayConfirm asks before one event is replayed, as a bulk replay does:
 // the agent receives the event once more.
 func (c *Console) replayConfirm(w http.ResponseWriter, r *http.Request, s *session) error {
-	ref, err := refOf(r.URL.Query().Get)
+	ref, d, err := c.shownEvent(r)
 	if err != nil {
 		return err
 	}
-	d, err := c.api.ShowDelivery(r.Context(), ref.Scope, ref.Source, ref.EventID)
-	if err != nil {
-		return err
-	}
-	ref.Scope = d.Delivery.Scope
 	c.render(w, r, s, http.StatusOK, "replay", "Replay event "+ref.EventID, map[string]any{"D": d.Delivery, "Back": ref.Link()})
 	return nil
 }

@@ -110,6 +110,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ControlRecords", testControlRecords},
 		{"PausedSourcesRecord", testPausedSourcesRecord},
 		{"ContentClaims", testContentClaims},
+		{"LongScopeDuplicates", testLongScopeDuplicates},
+		{"LongScopeFailedRetried", testLongScopeFailedRetried},
+		{"LongScopeConflicts", testLongScopeConflicts},
+		{"LongScopeRetention", testLongScopeRetention},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

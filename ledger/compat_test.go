@@ -95,3 +95,52 @@ func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
 		t.Fatalf("history: %d entries, %v; want the three stored ones and no duplicate", len(hist), err)
 	}
 }
+
+// A format 1 document that grows long is rewritten as format 2 with its
+// older settled entries spilled out (issue #34), and decides the same: the
+// committed refund, stored under its format 1 id and now spilled, is still
+// replayed under that id, the ambiguous email stays ambiguous and the
+// pending charge in flight.
+func TestFormat1DocumentDecidesTheSameOnceSpilled(t *testing.T) {
+	ctx := context.Background()
+	l, st := legacyLedger(t, ledger.Options{ReplayCache: -1})
+	for i := range 100 {
+		if _, err := l.Once(ctx, ledger.Key{Scope: legacyScope, Intent: "note", Payload: i},
+			func(context.Context, ledger.Call) (any, error) { return i, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := st.Read(ctx, legacyScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Format  int                        `json:"format"`
+		Entries map[string]json.RawMessage `json:"entries"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 2 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
+		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 2 with the refund spilled",
+			doc.Format, len(doc.Entries), doc.Entries[legacyRefundID] != nil, err)
+	}
+	var ran atomic.Int64
+	effect := func(context.Context, ledger.Call) (any, error) { ran.Add(1); return "again", nil }
+	res, err := l.Once(ctx, legacyRefund, effect)
+	if err != nil || res.Status != ledger.StatusReplayed || string(res.Value) != `{"refund":"re_1"}` || res.Entry.ID != legacyRefundID {
+		t.Fatalf("redelivery of the spilled refund: %+v, %v; want replayed under its stored id", res, err)
+	}
+	if res, err := l.Once(ctx, legacyEmail, effect); err != nil || res.Status != ledger.StatusAmbiguous || res.Entry.ID != legacyEmailID {
+		t.Errorf("the ambiguous email: %+v, %v; want ambiguous under its stored id", res, err)
+	}
+	if c, err := l.Claim(ctx, ledger.ClaimRequest{Key: legacyCharge}); err != nil || c.Status != ledger.StatusInFlight || c.EntryID != legacyChargeID {
+		t.Errorf("the pending charge: %+v, %v; want in flight under its stored id", c, err)
+	}
+	if chk, err := l.Check(ctx, legacyRefund); err != nil || !chk.Done || chk.Entry.ID != legacyRefundID {
+		t.Errorf("check of the spilled refund: %+v, %v", chk, err)
+	}
+	if ran.Load() != 0 {
+		t.Fatalf("an effect stored before the upgrade ran again %d times", ran.Load())
+	}
+	if hist, err := l.History(ctx, legacyScope); err != nil || len(hist) != 103 {
+		t.Fatalf("history: %d entries, %v; want 103", len(hist), err)
+	}
+}

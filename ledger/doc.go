@@ -81,6 +81,17 @@
 // A stored document the ledger cannot read (bad JSON, another format, a
 // null entry or run) is reported as an error wrapping ErrCorrupt.
 //
+// A long scope keeps its document small: once 32 settled entries with no
+// queued delivery (and outside any cap's window) pile up, all but the
+// newest 16 move into side records of the scope in the same store step,
+// and the document, now format 2, counts and lists them (spill.go). Exact
+// lookups (a claim, an enqueue, a settle, Check) read the one record they
+// need; History, Conversation, CommittedValue and a run whose context
+// predates them read them all. Format 1 documents are still read and are
+// rewritten as format 2 when they first spill. Still in the document, and
+// still growing with a long scope: its landing list (one sequence and time
+// per write within retention), its runs and its queued deliveries.
+//
 // # Choices where the design leaves room
 //
 //   - Times in the document are RFC 3339 with nanoseconds; sequence numbers

@@ -6,9 +6,14 @@ import (
 	"time"
 )
 
-// formatVersion is written into every document so that a future layout can
-// be told apart from this one.
-const formatVersion = 1
+// formatVersion is written into every document that has spilled entries
+// (spill.go), so that a build that would not look for them refuses it;
+// a document that never spilled is still written as format 1, which
+// every build reads.
+const (
+	formatVersion = 2
+	format1       = 1
+)
 
 // document is the whole state of one scope. It is the JSON every store
 // keeps, identical across stores.
@@ -33,6 +38,10 @@ type document struct {
 	// Escalations are the loop breaker's records (see caps.go), oldest
 	// first.
 	Escalations []*Escalation `json:"escalations,omitempty"`
+	// Spill counts every change to the scope's spilled records, and
+	// Spilled lists their chunks, oldest first (see spill.go).
+	Spill   uint64       `json:"spill,omitempty"`
+	Spilled []spillChunk `json:"spilled,omitempty"`
 }
 
 // landing is one write joining the scope's history.
@@ -93,7 +102,7 @@ type runState struct {
 
 func newDocument(scope string, now time.Time) *document {
 	return &document{
-		Format:  formatVersion,
+		Format:  format1,
 		Scope:   scope,
 		Token:   uint64(now.UnixMilli()),
 		Runs:    map[string]*runState{},
@@ -118,7 +127,7 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != formatVersion {
+	if d.Format != format1 && d.Format != formatVersion {
 		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads %d", ErrCorrupt, scope, d.Format, formatVersion)
 	}
 	for id, e := range d.Entries {
@@ -136,11 +145,17 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 		if d.Token >= fresh.Token {
 			fresh.Token = d.Token
 		}
+		// The spill counter never goes back: a process that saw it may
+		// hold records read under it.
+		fresh.Spill = d.Spill
 		// A store may still hold the expired document's blobs (its clock
 		// is not the ledger's): the next write deletes them.
 		if blobs != nil {
 			for _, q := range d.Queue {
 				blobs.drop(q)
+			}
+			for _, c := range d.Spilled {
+				blobs.set(chunkBlob(c.N), nil)
 			}
 		}
 		return fresh, nil
@@ -276,6 +291,9 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 			later(e.SettledAt.Add(retention))
 		}
 	}
+	for _, c := range d.Spilled {
+		later(c.Until.Add(retention))
+	}
 	for _, r := range d.Runs {
 		later(r.LastActive.Add(retention))
 		later(r.LeaseUntil.Add(retention))
@@ -314,6 +332,10 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	} else {
 		d.ExpiresAt = expires
 		w.TTL = expires.Sub(now)
+	}
+	d.Format = format1
+	if d.Spill != 0 {
+		d.Format = formatVersion
 	}
 	doc, err := marshalDocument(d)
 	if err != nil {

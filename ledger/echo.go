@@ -22,7 +22,7 @@ func (l *Ledger) CommittedValue(ctx context.Context, scope, value string, except
 	if value == "" {
 		return Entry{}, false, fmt.Errorf("%w: the value to look for is empty", ErrInvalid)
 	}
-	d, err := l.read(ctx, scope)
+	d, err := l.readWhole(ctx, scope)
 	if err != nil {
 		return Entry{}, false, err
 	}

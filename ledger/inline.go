@@ -85,7 +85,7 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 		att.Answer = att.Answer[:MaxInlineAnswer]
 	}
 	var res Result
-	err = l.transactBlobs(ctx, ref.Scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+	err = l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		var changed bool
 		var derr error
 		res, changed, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, errText, now)

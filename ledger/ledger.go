@@ -18,6 +18,7 @@ type Ledger struct {
 	store   Store
 	opts    Options
 	replays *replayCache
+	spills  spillCounters
 }
 
 // New returns a ledger over store. Zero options take the defaults.
@@ -65,19 +66,16 @@ func (l *Ledger) transact(ctx context.Context, scope string, decide func(d *docu
 // transactBlobs is transact for decisions that also write blobs beside the
 // document; whatever retention drops, blobs included, is deleted with it.
 func (l *Ledger) transactBlobs(ctx context.Context, scope string, decide func(d *document, now time.Time, blobs *blobSet) (bool, error)) error {
-	return l.store.Transact(ctx, scope, func(current []byte) (*Write, error) {
-		now := l.now()
-		var blobs blobSet
-		d, err := decodeDocumentBlobs(scope, current, now, &blobs)
-		if err != nil {
-			return nil, err
-		}
-		changed, err := decide(d, now, &blobs)
-		if err != nil || !changed {
-			return nil, err
-		}
-		d.prune(now, l.opts.Retention, &blobs)
-		return d.finish(now, l.opts.Retention, &blobs)
+	return l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, blobs *blobSet, _ *spillView) (bool, error) {
+		return decide(d, now, blobs)
+	})
+}
+
+// transactEntry is transact for a decision about one entry, which may have
+// been spilled out of the document: ids are the entry's ids (see lookup).
+func (l *Ledger) transactEntry(ctx context.Context, scope string, lk lookup, decide func(d *document, now time.Time, blobs *blobSet) (bool, error)) error {
+	return l.transactFind(ctx, scope, lk, func(d *document, now time.Time, blobs *blobSet, _ *spillView) (bool, error) {
+		return decide(d, now, blobs)
 	})
 }
 
@@ -178,9 +176,14 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		return c, nil
 	}
 	var dec decision
-	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		in := in
 		in.key.id = in.key.idIn(d)
+		if r := d.Runs[in.runID]; r != nil && in.conflict != ConflictNone && !v.chunks && d.spilledAfter(r.SeenSeq) {
+			// The run's context predates writes that left the
+			// document: the conflict check reads them.
+			return false, &errNeedChunks{counter: d.Spill}
+		}
 		var derr error
 		dec, derr = decideClaim(d, in, now, l.opts)
 		return dec.changed, derr
@@ -232,7 +235,7 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 		return Result{}, err
 	}
 	var res Result
-	err = l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
+	err = l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, _ *blobSet) (bool, error) {
 		var changed bool
 		var derr error
 		// d is decoded for this call alone: res may keep its entry.
@@ -371,7 +374,9 @@ func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
 	}
 	e := d.Entries[k.idIn(d)]
 	if e == nil {
-		return CheckResult{}, nil
+		if e, err = l.lookupSpilled(ctx, d, lookupFor(k).ids); err != nil || e == nil {
+			return CheckResult{}, err
+		}
 	}
 	cp := *e
 	res := CheckResult{Entry: &cp}
@@ -388,7 +393,7 @@ func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
 
 // History returns a scope's entries, oldest first.
 func (l *Ledger) History(ctx context.Context, scope string) ([]Entry, error) {
-	d, err := l.read(ctx, scope)
+	d, err := l.readWhole(ctx, scope)
 	if err != nil {
 		return nil, err
 	}

@@ -286,7 +286,7 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 	}
 	nonce := newNonce()
 	var out Enqueued
-	err = l.transactBlobs(ctx, in.key.scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+	err = l.transactEntry(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		out = Enqueued{}
 		if q := d.Queue[in.key.id]; q != nil {
 			out.Status, out.Item = EnqueueDuplicate, *q

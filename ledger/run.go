@@ -123,7 +123,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	}
 	var dec decision
 	var run *Run
-	err = l.transact(ctx, in.key.scope, func(d *document, now time.Time) (bool, error) {
+	err = l.transactEntry(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet) (bool, error) {
 		run = nil
 		if err := checkContextAt(bin, now); err != nil {
 			return false, err

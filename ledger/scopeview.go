@@ -40,7 +40,7 @@ type Conversation struct {
 // Conversation reads a scope's runs, entries and queued deliveries. It
 // changes nothing.
 func (l *Ledger) Conversation(ctx context.Context, scope string) (Conversation, error) {
-	d, err := l.read(ctx, scope)
+	d, err := l.readWhole(ctx, scope)
 	if err != nil {
 		return Conversation{}, err
 	}

@@ -146,3 +146,12 @@ func TestSecondOpenWaitsForTheLock(t *testing.T) {
 	}
 	_ = second.Close()
 }
+
+func BenchmarkLongScope(b *testing.B) {
+	s, err := bolt.Open(filepath.Join(b.TempDir(), "ledger.db"), bolt.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkLongScope(b, s)
+}

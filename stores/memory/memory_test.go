@@ -15,3 +15,5 @@ func TestConformance(t *testing.T) {
 func BenchmarkOnce(b *testing.B) { storetest.BenchmarkOnce(b, memory.New(nil)) }
 
 func BenchmarkEnqueueBacklog(b *testing.B) { storetest.BenchmarkEnqueueBacklog(b, memory.New(nil)) }
+
+func BenchmarkLongScope(b *testing.B) { storetest.BenchmarkLongScope(b, memory.New(nil)) }

@@ -34,3 +34,11 @@ func BenchmarkEnqueueBacklog(b *testing.B) {
 	defer s.Close()
 	storetest.BenchmarkEnqueueBacklog(b, s)
 }
+
+// BenchmarkLongScope is the suite's long-scope benchmark (issue #34).
+func BenchmarkLongScope(b *testing.B) {
+	pool := newPool(b, testDSN(b), 4)
+	s := postgres.New(pool, postgres.Options{Table: newTable(b, pool)})
+	defer s.Close()
+	storetest.BenchmarkLongScope(b, s)
+}

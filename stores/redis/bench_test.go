@@ -165,3 +165,9 @@ func BenchmarkEnqueueBacklog(b *testing.B) {
 	s, _ := newTestStore(b, Options{})
 	storetest.BenchmarkEnqueueBacklog(b, s)
 }
+
+// BenchmarkLongScope is the suite's long-scope benchmark (issue #34).
+func BenchmarkLongScope(b *testing.B) {
+	s, _ := newTestStore(b, Options{})
+	storetest.BenchmarkLongScope(b, s)
+}

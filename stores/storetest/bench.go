@@ -2,7 +2,10 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,3 +143,199 @@ func BenchmarkEnqueueBacklog(b *testing.B, store ledger.Store) {
 
 // farFuture lists a whole due index.
 var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// BenchmarkLongScope measures the steps of one event on a scope that
+// already holds a long history: 10, 1,000 or 10,000 settled effects, or
+// 10 or 1,000 deliveries waiting behind one in flight under order: scope.
+// Issue #34's target is the same cost at every size, so compare each
+// size's ns/op with the smallest's in the same run. doc-B is the size of
+// the scope's document after the step: what every Transact of the scope
+// reads and writes (on Postgres and Redis, over the network).
+//
+//   - effects=N/claim-settle: Claim and Settle of a new effect;
+//   - effects=N/duplicate: Claim of one of the N settled effects
+//     (replayed; the replay cache off, so the store answers);
+//   - effects=N/accept-take-finish: Enqueue, TakeDelivery and
+//     FinishDelivery (delivered) of a new event;
+//   - waiting=N/accept-take-finish: the same under order: scope, the head
+//     finished and the next taken, so N items keep waiting.
+//
+// Each sub-benchmark starts a fresh scope of N every max(10, N/10)
+// operations, so that its own writes grow the scope by 10 % at most; run
+// with -benchtime=100x or so.
+func BenchmarkLongScope(b *testing.B, store ledger.Store) {
+	ctx := context.Background()
+	l := ledger.New(store, ledger.Options{ReplayCache: -1})
+	var scopes atomic.Int64
+	fresh := func(b *testing.B, kind string, n int) string {
+		b.Helper()
+		scope := fmt.Sprintf("long:%s:%d:%d", kind, n, scopes.Add(1))
+		if err := seedSettled(ctx, store, scope, n, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		// One write first, untimed: it rewrites the seeded document as
+		// this build keeps it (a one-off migration), so the timed steps
+		// see the steady state.
+		if _, err := l.Once(ctx, ledger.Key{Scope: scope, Intent: "warm", Payload: 0},
+			func(context.Context, ledger.Call) (any, error) { return nil, nil }); err != nil {
+			b.Fatal(err)
+		}
+		return scope
+	}
+	docSize := func(b *testing.B, scope string) {
+		b.Helper()
+		raw, err := store.Read(ctx, scope)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(raw)), "doc-B")
+	}
+	body := make([]byte, 1024)
+	enqueue := func(scope, id string, order ledger.Order) (ledger.Enqueued, error) {
+		return l.Enqueue(ctx, ledger.EnqueueRequest{
+			Event: ledger.QueuedEvent{Source: "bench", EventID: id, Scope: scope, Body: body},
+			Run:   ledger.RunOptions{RunID: "bench:" + id, Mode: ledger.ModeIndependent},
+			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: id}, PendingTTL: time.Minute},
+			Order: order,
+		})
+	}
+	finish := func(t ledger.Taken) error {
+		_, err := l.FinishDelivery(ctx, ledger.Finish{Taken: t, Status: ledger.DeliveryDelivered})
+		return err
+	}
+	for _, n := range []int{10, 1000, 10000} {
+		reseed := max(10, n/10)
+		b.Run(fmt.Sprintf("effects=%d/claim-settle", n), func(b *testing.B) {
+			var scope string
+			for i := range b.N {
+				if i%reseed == 0 {
+					b.StopTimer()
+					scope = fresh(b, "cs", n)
+					b.StartTimer()
+				}
+				c, err := l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "reply", Payload: -1 - i}})
+				if err != nil || !c.Acquired() {
+					b.Fatalf("claim: %v %v", c.Status, err)
+				}
+				if _, err := l.Settle(ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			docSize(b, scope)
+		})
+		b.Run(fmt.Sprintf("effects=%d/duplicate", n), func(b *testing.B) {
+			scope := fresh(b, "dup", n)
+			b.ResetTimer()
+			for i := range b.N {
+				c, err := l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "reply", Payload: i % n}})
+				if err != nil || c.Status != ledger.StatusReplayed {
+					b.Fatalf("duplicate: %v %v", c.Status, err)
+				}
+			}
+			b.StopTimer()
+			docSize(b, scope)
+		})
+		b.Run(fmt.Sprintf("effects=%d/accept-take-finish", n), func(b *testing.B) {
+			var scope string
+			for i := range b.N {
+				if i%reseed == 0 {
+					b.StopTimer()
+					scope = fresh(b, "atf", n)
+					b.StartTimer()
+				}
+				id := fmt.Sprintf("ev-%d", i)
+				q, err := enqueue(scope, id, ledger.OrderNone)
+				if err != nil || q.Status != ledger.EnqueueQueued {
+					b.Fatalf("accept: %v %v", q.Status, err)
+				}
+				t, err := l.TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
+				if err != nil || !t.OK {
+					b.Fatalf("take: %v %v", t.OK, err)
+				}
+				if err := finish(t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			docSize(b, scope)
+		})
+	}
+	for _, n := range []int{10, 1000} {
+		reseed := max(10, n/10)
+		b.Run(fmt.Sprintf("waiting=%d/accept-take-finish", n), func(b *testing.B) {
+			var scope string
+			var head ledger.Taken
+			var ids []string
+			next := 0
+			for i := range b.N {
+				if i%reseed == 0 {
+					b.StopTimer()
+					// n deliveries under order: scope, the first taken.
+					scope = fmt.Sprintf("long:wait:%d:%d", n, scopes.Add(1))
+					ids = ids[:0]
+					next = 1
+					for j := range n + 1 {
+						q, err := enqueue(scope, fmt.Sprintf("w-%d", j), ledger.OrderScope)
+						if err != nil {
+							b.Fatal(err)
+						}
+						ids = append(ids, q.Item.EntryID)
+					}
+					var err error
+					if head, err = l.TakeDelivery(ctx, scope, ids[0], time.Minute); err != nil || !head.OK {
+						b.Fatalf("take head: %v %v", head.OK, err)
+					}
+					b.StartTimer()
+				}
+				q, err := enqueue(scope, fmt.Sprintf("ev-%d", i), ledger.OrderScope)
+				if err != nil || q.Status != ledger.EnqueueQueued {
+					b.Fatalf("accept: %v %v", q.Status, err)
+				}
+				ids = append(ids, q.Item.EntryID)
+				if err := finish(head); err != nil {
+					b.Fatal(err)
+				}
+				if head, err = l.TakeDelivery(ctx, scope, ids[next], time.Minute); err != nil || !head.OK {
+					b.Fatalf("take next: %v %v", head.OK, err)
+				}
+				next++
+			}
+			b.StopTimer()
+			docSize(b, scope)
+		})
+	}
+}
+
+// seedSettled writes scope as a format 1 document holding n committed
+// effects (intent reply, payloads 0 to n-1), settled just now: the history
+// a long conversation leaves within retention, written in one step rather
+// than n.
+func seedSettled(ctx context.Context, store ledger.Store, scope string, n int, now time.Time) error {
+	now = now.UTC().Truncate(time.Millisecond)
+	entries := make(map[string]ledger.Entry, n)
+	landings := make([]map[string]any, 0, n)
+	for i := range n {
+		k := ledger.Key{Scope: scope, Intent: "reply", Payload: i}
+		ik, err := ledger.IdempotencyKey(k)
+		if err != nil {
+			return err
+		}
+		id := strings.TrimPrefix(ik, "ro_")
+		at := now.Add(time.Duration(i-n) * time.Millisecond)
+		entries[id] = ledger.Entry{ID: id, Scope: scope, Intent: "reply", Payload: json.RawMessage(strconv.Itoa(i)),
+			State: ledger.StateCommitted, Attempt: 1, ClaimedAt: at, PendingTTL: 15 * time.Minute,
+			SettledAt: at, LandedSeq: uint64(i + 1), Value: json.RawMessage(`{"reply":"sent"}`)}
+		landings = append(landings, map[string]any{"seq": i + 1, "at": at})
+	}
+	doc, err := json.Marshal(map[string]any{
+		"format": 1, "scope": scope, "seq": n, "token": now.UnixMilli(),
+		"expiresAt": now.Add(7 * 24 * time.Hour), "entries": entries, "landings": landings,
+	})
+	if err != nil {
+		return err
+	}
+	return store.Transact(ctx, scope, func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: doc, TTL: 7 * 24 * time.Hour}, nil
+	})
+}

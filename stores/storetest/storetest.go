@@ -112,6 +112,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"PausedSourcesRecord", testPausedSourcesRecord},
 		{"VerificationCounts", testVerificationCounts},
 		{"ContentClaims", testContentClaims},
+		{"LongScopeDuplicates", testLongScopeDuplicates},
+		{"LongScopeFailedRetried", testLongScopeFailedRetried},
+		{"LongScopeConflicts", testLongScopeConflicts},
+		{"LongScopeRetention", testLongScopeRetention},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,500 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A long scope stays cheap (issue #34): the document keeps what decisions
+// read on every write (runs, unsettled entries, queued deliveries, the
+// newest settled entries) and moves older settled entries out into side
+// records of the scope, written in the same store step:
+//
+//   - "x:{id}" holds one spilled entry, for the exact lookups of a claim,
+//     an enqueue, a settle or a check;
+//   - "s:{n}" holds the entries spilled together as chunk n, for what
+//     reads a scope's history as a whole (History, a run's conflict check
+//     when its context predates a spilled landing, CommittedValue).
+//
+// The document lists its chunks (Spilled) and counts every change to these
+// records (Spill). A decision that must look an entry up reads its record
+// first, then decides in Transact only if the document's counter still
+// equals the one it saw: records change only in the same atomic step as
+// the document, so an unchanged counter proves the record read is the
+// record in force. Otherwise it reads again.
+//
+// Spilled entries are settled (committed or failed), have no queued
+// delivery, and are not weighed by a cap at now; retention drops them as it
+// drops entries in the document: a lookup ignores a spilled entry settled
+// before the retention period, and a chunk past it is deleted with its
+// records by a maintenance step after the write that finds it.
+
+const (
+	// keepSettled is how many spillable entries a spill leaves in the
+	// document; spillAt is how many make a write spill.
+	keepSettled = 16
+	spillAt     = 2 * keepSettled
+	// chunkMax bounds one chunk record.
+	chunkMax = 256
+	// spillTries bounds the reads again when spills keep moving.
+	spillTries = 8
+)
+
+// spillChunk is one chunk record as the document lists it.
+type spillChunk struct {
+	N      uint64    `json:"n"`
+	Count  int       `json:"count"`
+	MaxSeq uint64    `json:"maxSeq,omitempty"` // highest LandedSeq in it
+	Until  time.Time `json:"until"`            // newest SettledAt in it
+}
+
+func entryBlob(id string) string { return "x:" + id }
+
+func chunkBlob(n uint64) string { return "s:" + strconv.FormatUint(n, 10) }
+
+// spilledAfter reports whether a chunk holds an entry that landed after seq.
+func (d *document) spilledAfter(seq uint64) bool {
+	for _, c := range d.Spilled {
+		if c.MaxSeq > seq {
+			return true
+		}
+	}
+	return false
+}
+
+// spillable reports whether e may leave the document at now.
+func (d *document) spillable(e *Entry, now time.Time, o Options) bool {
+	if e.State != StateCommitted && e.State != StateFailed {
+		return false
+	}
+	if d.Queue[e.ID] != nil {
+		return false
+	}
+	if c, ok := capFor(o, e.Intent); ok && e.ClaimedAt.After(now.Add(-c.Window)) {
+		return false
+	}
+	return true
+}
+
+// spill moves the oldest spillable entries out once there are spillAt of
+// them, leaving keepSettled.
+func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
+	var cands []*Entry
+	for _, e := range d.Entries {
+		if d.spillable(e, now, o) {
+			cands = append(cands, e)
+		}
+	}
+	if len(cands) < spillAt {
+		return nil
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.LandedSeq != b.LandedSeq {
+			return a.LandedSeq < b.LandedSeq
+		}
+		if !a.SettledAt.Equal(b.SettledAt) {
+			return a.SettledAt.Before(b.SettledAt)
+		}
+		return a.ID < b.ID
+	})
+	out := cands[:len(cands)-keepSettled]
+	for len(out) > 0 {
+		part := out[:min(chunkMax, len(out))]
+		out = out[len(part):]
+		d.Spill++
+		c := spillChunk{N: d.Spill, Count: len(part)}
+		for _, e := range part {
+			b, err := marshalRecord(e)
+			if err != nil {
+				return fmt.Errorf("ledger: encode spilled entry %q: %w", e.ID, err)
+			}
+			blobs.set(entryBlob(e.ID), b)
+			c.MaxSeq = max(c.MaxSeq, e.LandedSeq)
+			if e.SettledAt.After(c.Until) {
+				c.Until = e.SettledAt
+			}
+			delete(d.Entries, e.ID)
+		}
+		b, err := marshalRecord(part)
+		if err != nil {
+			return fmt.Errorf("ledger: encode spilled chunk: %w", err)
+		}
+		blobs.set(chunkBlob(c.N), b)
+		d.Spilled = append(d.Spilled, c)
+	}
+	return nil
+}
+
+// retirable reports whether a chunk has passed retention.
+func (d *document) retirable(cutoff time.Time) bool {
+	for _, c := range d.Spilled {
+		if c.Until.Before(cutoff) {
+			return true
+		}
+	}
+	return false
+}
+
+// spillView is what a decision read of a scope's spilled records: the
+// entries it may look up and, when asked for, whole chunks, all as of the
+// document's Spill counter.
+type spillView struct {
+	counter uint64
+	read    bool              // entries were read for counter
+	entries map[string]*Entry // by id; absent: no record
+	chunks  bool              // whole chunks were read for counter
+	history []*Entry          // their entries, oldest chunk first
+}
+
+// errSpillMoved: the document's counter is not the view's; read again.
+type errSpillMoved struct{ counter uint64 }
+
+func (e *errSpillMoved) Error() string {
+	return fmt.Sprintf("ledger: spilled records moved to %d", e.counter)
+}
+
+// errNeedChunks: the decision needs the spilled history.
+type errNeedChunks struct{ counter uint64 }
+
+func (e *errNeedChunks) Error() string {
+	return fmt.Sprintf("ledger: decision needs the spilled chunks as of %d", e.counter)
+}
+
+// loaded remembers what a view put into a document, to take it out again
+// before the write.
+type loaded map[string]Entry
+
+// inject puts the view's entries (those not in d and within retention)
+// into d, for the decision, and returns what it put.
+func (v *spillView) inject(d *document, ids []string, now time.Time, retention time.Duration) loaded {
+	cutoff := now.Add(-retention)
+	out := loaded{}
+	put := func(e *Entry) {
+		if e == nil || d.Entries[e.ID] != nil || e.SettledAt.Before(cutoff) {
+			return
+		}
+		cp := *e
+		d.Entries[e.ID] = &cp
+		out[e.ID] = cp
+	}
+	if v.chunks {
+		for _, e := range v.history {
+			if _, again := out[e.ID]; again {
+				// A later chunk holds a newer copy.
+				delete(d.Entries, e.ID)
+				delete(out, e.ID)
+			}
+			put(e)
+		}
+	}
+	for _, id := range ids {
+		put(v.entries[id])
+	}
+	return out
+}
+
+// unload takes the view's entries out of d again, unless the decision
+// changed them: those stay, and their records go (the document's copy is
+// the one in force).
+func (l loaded) unload(d *document, blobs *blobSet) {
+	for id, was := range l {
+		e := d.Entries[id]
+		if e == nil {
+			continue
+		}
+		if e.State == was.State && e.Attempt == was.Attempt && e.SettledAt.Equal(was.SettledAt) &&
+			e.ResolvedBy == was.ResolvedBy && e.LateSettle == was.LateSettle {
+			delete(d.Entries, id)
+			continue
+		}
+		blobs.set(entryBlob(id), nil)
+	}
+}
+
+// readSpilled reads the records of ids (the first found ends it: ids are
+// one entry's id and its format 1 id) as of counter.
+func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v *spillView) error {
+	v.entries = map[string]*Entry{}
+	for _, id := range ids {
+		b, err := l.store.ReadBlob(ctx, scope, entryBlob(id))
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			continue
+		}
+		var e Entry
+		if err := unmarshalRecord(b, &e); err != nil {
+			return fmt.Errorf("%w: scope %q: spilled entry %q: %w", ErrCorrupt, scope, id, err)
+		}
+		v.entries[id] = &e
+		break
+	}
+	v.read = true
+	return nil
+}
+
+// readChunks reads every chunk d lists, oldest first.
+func (l *Ledger) readChunks(ctx context.Context, scope string, chunks []spillChunk) ([]*Entry, error) {
+	var out []*Entry
+	for _, c := range chunks {
+		b, err := l.store.ReadBlob(ctx, scope, chunkBlob(c.N))
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue // retired meanwhile: past retention
+		}
+		var es []*Entry
+		if err := unmarshalRecord(b, &es); err != nil {
+			return nil, fmt.Errorf("%w: scope %q: spilled chunk %d: %w", ErrCorrupt, scope, c.N, err)
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// readWhole reads a scope's document with its spilled entries put back,
+// for the reads of a whole history. It changes nothing.
+func (l *Ledger) readWhole(ctx context.Context, scope string) (*document, error) {
+	d, err := l.read(ctx, scope)
+	if err != nil || len(d.Spilled) == 0 {
+		return d, err
+	}
+	es, err := l.readChunks(ctx, scope, d.Spilled)
+	if err != nil {
+		return nil, err
+	}
+	v := spillView{chunks: true, history: es}
+	v.inject(d, nil, l.now(), l.opts.Retention)
+	return d, nil
+}
+
+// lookupSpilled finds a spilled entry of d by one of ids, for a read.
+func (l *Ledger) lookupSpilled(ctx context.Context, d *document, ids []string) (*Entry, error) {
+	if d.Spill == 0 {
+		return nil, nil
+	}
+	var v spillView
+	if err := l.readSpilled(ctx, d.Scope, ids, &v); err != nil {
+		return nil, err
+	}
+	cutoff := l.now().Add(-l.opts.Retention)
+	for _, id := range ids {
+		if e := v.entries[id]; e != nil && !e.SettledAt.Before(cutoff) {
+			return e, nil
+		}
+	}
+	return nil, nil
+}
+
+// spillCounters remembers the last Spill counter seen per scope, so that a
+// lookup on a scope known to spill reads its record before its Transact
+// instead of after a first one. Bounded; any entry may go.
+type spillCounters struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+const spillCountersMax = 4096
+
+func (c *spillCounters) get(scope string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[scope]
+}
+
+func (c *spillCounters) put(scope string, n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]uint64{}
+	}
+	if _, ok := c.m[scope]; !ok && len(c.m) >= spillCountersMax {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[scope] = n
+}
+
+// lookup is what a decision may look up among spilled entries: the ids of
+// one entry (its own, then its format 1 id), and whether it needs whole
+// chunks (need reports so from the document).
+type lookup struct {
+	ids []string
+	// lazy: read the records only once the document shows the entry is
+	// not in it (a settle's entry nearly always is).
+	lazy bool
+}
+
+// lookupFor is the lookup of a claim's key.
+func lookupFor(k resolvedKey) lookup {
+	ids := []string{k.id}
+	if k.legacyPayload != nil {
+		ids = append(ids, legacyEntryID(k.scope, k.intent, k.legacyPayload))
+	}
+	return lookup{ids: ids}
+}
+
+// transactFind is transactBlobs for a decision that may look up the
+// entries lk names, and may ask for the spilled history by returning
+// errNeedChunks. After a write that leaves a chunk past retention, it
+// retires it.
+func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, decide func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error)) error {
+	var v spillView
+	if c := l.spills.get(scope); c > 0 && len(lk.ids) > 0 && !lk.lazy {
+		v.counter = c
+		if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
+			return err
+		}
+	}
+	for try := 0; ; try++ {
+		var retire bool
+		var counter uint64
+		err := l.store.Transact(ctx, scope, func(current []byte) (*Write, error) {
+			now := l.now()
+			var blobs blobSet
+			d, err := decodeDocumentBlobs(scope, current, now, &blobs)
+			if err != nil {
+				return nil, err
+			}
+			counter = d.Spill
+			var put loaded
+			if d.Spill != 0 {
+				missing := false
+				for _, id := range lk.ids {
+					if d.Entries[id] == nil {
+						missing = true
+					}
+				}
+				if (missing && (!v.read || v.counter != d.Spill)) || (v.chunks && v.counter != d.Spill) {
+					return nil, &errSpillMoved{counter: d.Spill}
+				}
+				put = v.inject(d, lk.ids, now, l.opts.Retention)
+			}
+			changed, err := decide(d, now, &blobs, &v)
+			if err != nil || !changed {
+				return nil, err
+			}
+			put.unload(d, &blobs)
+			d.prune(now, l.opts.Retention, &blobs)
+			if err := d.spill(now, l.opts, &blobs); err != nil {
+				return nil, err
+			}
+			retire = d.retirable(now.Add(-l.opts.Retention))
+			counter = d.Spill
+			return d.finish(now, l.opts.Retention, &blobs)
+		})
+		var moved *errSpillMoved
+		var need *errNeedChunks
+		switch {
+		case errors.As(err, &moved) && try < spillTries:
+			l.spills.put(scope, moved.counter)
+			v = spillView{counter: moved.counter}
+			if len(lk.ids) > 0 {
+				if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
+					return err
+				}
+			}
+			continue
+		case errors.As(err, &need) && try < spillTries:
+			d, err := l.read(ctx, scope)
+			if err != nil {
+				return err
+			}
+			v = spillView{counter: d.Spill, chunks: true}
+			if v.history, err = l.readChunks(ctx, scope, d.Spilled); err != nil {
+				return err
+			}
+			if len(lk.ids) > 0 {
+				if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
+					return err
+				}
+			}
+			continue
+		case moved != nil || need != nil:
+			return fmt.Errorf("%w: scope %q: spilled records kept moving", ErrContention, scope)
+		}
+		if err != nil {
+			return err
+		}
+		if counter != 0 {
+			l.spills.put(scope, counter)
+		}
+		if retire {
+			// Best effort: a chunk left behind is retired after a later
+			// write, and lookups ignore its entries meanwhile.
+			_ = l.retireSpilled(ctx, scope)
+		}
+		return nil
+	}
+}
+
+// retireSpilled deletes the chunks of scope past retention and the entry
+// records they wrote that are past it too (a record may since hold a newer
+// spill of the same entry: that one stays).
+func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
+	d, err := l.read(ctx, scope)
+	if err != nil {
+		return err
+	}
+	cutoff := l.now().Add(-l.opts.Retention)
+	var old []spillChunk
+	for _, c := range d.Spilled {
+		if c.Until.Before(cutoff) {
+			old = append(old, c)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	es, err := l.readChunks(ctx, scope, old)
+	if err != nil {
+		return err
+	}
+	del := map[string]bool{}
+	for _, e := range es {
+		b, err := l.store.ReadBlob(ctx, scope, entryBlob(e.ID))
+		if err != nil {
+			return err
+		}
+		var cur Entry
+		if b != nil && unmarshalRecord(b, &cur) == nil && cur.SettledAt.Before(cutoff) {
+			del[e.ID] = true
+		}
+	}
+	gone := map[uint64]bool{}
+	for _, c := range old {
+		gone[c.N] = true
+	}
+	seen := d.Spill
+	return l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, blobs *blobSet, _ *spillView) (bool, error) {
+		if d.Spill != seen {
+			return false, nil // moved on: a later write retires what is left
+		}
+		kept := d.Spilled[:0]
+		for _, c := range d.Spilled {
+			if gone[c.N] {
+				blobs.set(chunkBlob(c.N), nil)
+				continue
+			}
+			kept = append(kept, c)
+		}
+		d.Spilled = kept
+		for id := range del {
+			if d.Entries[id] == nil {
+				blobs.set(entryBlob(id), nil)
+			}
+		}
+		d.Spill++
+		return true, nil
+	})
+}

@@ -56,7 +56,13 @@ func (l *Ledger) RecordAgentFault(ctx context.Context, source, lastErr string) (
 // RecordAgentFailures adds failures failed attempts of source's agent,
 // the last with error lastErr, at now: the first of an incident sets
 // Since. It returns the record as written.
-func (l *Ledger) RecordAgentFailures(ctx context.Context, source string, failures int, lastErr string) (AgentHealth, error) {
+//
+// started is when the earliest of those attempts started. Attempts that
+// started before the agent last answered (the incident ended since: Since
+// is the recovery) are stragglers of that incident, sent while the agent
+// was down and failing only after it came back, on any instance: they open
+// no new incident, and the record comes back as it is, not failing.
+func (l *Ledger) RecordAgentFailures(ctx context.Context, source string, failures int, lastErr string, started time.Time) (AgentHealth, error) {
 	if source == "" {
 		return AgentHealth{}, fmt.Errorf("%w: source is empty", ErrInvalid)
 	}
@@ -65,6 +71,10 @@ func (l *Ledger) RecordAgentFailures(ctx context.Context, source string, failure
 	err := l.store.TransactControl(ctx, controlHealth, func(cur []byte) ([]byte, error) {
 		set := parseHealth(cur)
 		h := set[source]
+		if !h.Failing && !h.Since.IsZero() && started.Before(h.Since) {
+			out = h
+			return nil, nil // stragglers: nothing to write
+		}
 		if !h.Failing {
 			h = AgentHealth{Failing: true, Since: now}
 		}

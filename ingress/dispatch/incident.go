@@ -59,6 +59,9 @@ type incident struct {
 	// failing alert for: raised once per incident here, and the ledger
 	// claim makes it once across instances.
 	alerted time.Time
+	// unsavedFrom is when the earliest of the unsaved failed attempts
+	// started.
+	unsavedFrom time.Time
 	// answeredFrom is when the latest attempt the agent answered started:
 	// a failure of an attempt started before it (sent while the agent was
 	// still down, failing only after it came back) is not a new incident.
@@ -89,6 +92,9 @@ func (d *Dispatcher) failed(s *source, out forward.Outcome, fields []zap.Field, 
 		return
 	}
 	in.lastErr = reason
+	if in.unsaved == 0 || started.Before(in.unsavedFrom) {
+		in.unsavedFrom = started
+	}
 	in.unsaved++
 	save := !in.stored || now.Sub(in.saved) >= healthSaveEvery
 	if !in.failing {
@@ -170,15 +176,23 @@ func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 func (d *Dispatcher) saveFailures(s *source) {
 	in := &s.incident
 	in.mu.Lock()
-	n, reason := in.unsaved, in.lastErr
+	n, reason, from := in.unsaved, in.lastErr, in.unsavedFrom
 	in.unsaved, in.saved, in.stored = 0, d.now(), true
 	in.mu.Unlock()
 	if n == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	h, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason)
+	h, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason, from)
 	cancel()
+	if err == nil && !h.Failing {
+		// Stragglers of an incident another instance has ended: not an
+		// incident here either.
+		in.mu.Lock()
+		in.failing, in.failures, in.warned, in.stored = false, 0, 0, false
+		in.mu.Unlock()
+		return
+	}
 	if err == nil {
 		d.alertFailing(s, h)
 	}

@@ -223,3 +223,40 @@ func testVerificationCounts(t *testing.T, newStore NewStore) {
 		t.Fatalf("a count of 0: %v, want ErrInvalid", err)
 	}
 }
+
+// testAgentIncidents: a source's agent incident is shared by every
+// process on the store. Failures open it once, its end is seen by one
+// process, and failures of attempts that started before the agent last
+// answered (stragglers, on any process) open no new one; a failure that
+// started after does.
+func testAgentIncidents(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	down := e.clock.Now()
+	h := must(e.l.RecordAgentFailures(e.ctx, "src", 2, "refused", down))
+	if !h.Failing || !h.Since.Equal(down) || h.Failures != 2 {
+		t.Fatalf("after two failures: %+v", h)
+	}
+	if h = must(other.RecordAgentFailures(e.ctx, "src", 1, "refused", down)); h.Failures != 3 || !h.Since.Equal(down) {
+		t.Fatalf("another process's failure joins the incident: %+v", h)
+	}
+	e.clock.Advance(time.Second)
+	back := e.clock.Now()
+	was, ended, err := other.EndAgentIncident(e.ctx, "src")
+	if err != nil || !ended || was.Failures != 3 {
+		t.Fatalf("end: %+v %v %v", was, ended, err)
+	}
+	if _, ended, _ := e.l.EndAgentIncident(e.ctx, "src"); ended {
+		t.Fatal("the incident ended twice")
+	}
+	e.clock.Advance(time.Second)
+	if h = must(e.l.RecordAgentFailures(e.ctx, "src", 4, "refused", back.Add(-time.Millisecond))); h.Failing {
+		t.Fatalf("stragglers opened a new incident: %+v", h)
+	}
+	if hs := must(other.AgentHealths(e.ctx)); hs["src"].Failing {
+		t.Fatalf("stragglers are stored as failing: %+v", hs["src"])
+	}
+	if h = must(e.l.RecordAgentFailures(e.ctx, "src", 1, "refused", back.Add(time.Millisecond))); !h.Failing || h.Failures != 1 || !h.Since.Equal(e.clock.Now()) {
+		t.Fatalf("a failure after the recovery: %+v, want a new incident", h)
+	}
+}

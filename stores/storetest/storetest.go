@@ -111,6 +111,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ControlRecords", testControlRecords},
 		{"PausedSourcesRecord", testPausedSourcesRecord},
 		{"VerificationCounts", testVerificationCounts},
+		{"AgentIncidents", testAgentIncidents},
 		{"ContentClaims", testContentClaims},
 		{"LongScopeDuplicates", testLongScopeDuplicates},
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},

@@ -796,6 +796,21 @@ func (n *Notifier) deliver(ctx context.Context, t *target, a Alert) {
 // claim, sends it and settles the claim. done says a needs no further try:
 // sent, here or elsewhere.
 func (n *Notifier) once(ctx context.Context, t *target, a Alert) (done bool, err error) {
+	if a.Kind == Recovered {
+		// A recovery follows a failing alert of the same incident to the
+		// same target, or nothing: an incident that raised none (too
+		// short, or opened by a straggling attempt on another instance
+		// after the agent was back) has nothing to recover from.
+		failing, err := n.l.Check(ctx, ledger.Key{Scope: a.scope(), Intent: Alert{Kind: Failing}.intent(t.name)})
+		if err != nil {
+			return false, fmt.Errorf("checking the incident's failing alert in the ledger: %w", err)
+		}
+		if !failing.Done {
+			n.log.Debug("alerts: no failing alert was sent for this incident; no recovery alert", zap.String("target", t.name),
+				zap.String("source", a.Source))
+			return true, nil
+		}
+	}
 	c, err := n.l.Claim(ctx, ledger.ClaimRequest{
 		Key:           ledger.Key{Scope: a.scope(), Intent: a.intent(t.name)},
 		Summary:       "alert " + string(a.Kind) + " to " + t.name,

@@ -144,6 +144,24 @@ func TestThreeInstancesSendOneAlertPerIncident(t *testing.T) {
 	}
 }
 
+// A recovery of an incident that raised no failing alert (too short, or
+// opened on another instance by an attempt sent before the agent came
+// back) sends nothing; the recovery of one that did is sent.
+func TestRecoveryFollowsOnlyASentFailingAlert(t *testing.T) {
+	slack := newReceiver(t)
+	l := ledger.New(memory.New(nil), ledger.Options{})
+	n := newNotifier(t, l, alerts.Config{Targets: []alerts.Target{{Slack: slack.URL + "/services/x"}}})
+	n.Raise(alerts.Alert{Kind: alerts.Recovered, Source: "stripe", Incident: start, Lasted: time.Second})
+	n.Raise(alerts.Alert{Kind: alerts.Failing, Source: "stripe", Incident: start.Add(time.Hour), Failures: 3, Error: "x"})
+	n.Raise(alerts.Alert{Kind: alerts.Recovered, Source: "stripe", Incident: start.Add(time.Hour), Lasted: time.Minute})
+	testkit.Eventually(t, "the failing and its recovery", func() bool { return len(slack.got()) >= 2 })
+	n.Close() // every try has ended: nothing more can arrive
+	got := slack.got()
+	if len(got) != 2 || !strings.Contains(string(got[0]), "is failing") || !strings.Contains(string(got[1]), "recovered") {
+		t.Fatalf("messages %s, want the failing alert and its recovery only", got)
+	}
+}
+
 // A webhook target gets a JSON body signed with Standard Webhooks, which
 // svix's own verifier accepts.
 func TestWebhookAlertIsSignedWithStandardWebhooks(t *testing.T) {

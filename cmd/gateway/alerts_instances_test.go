@@ -23,30 +23,9 @@ func TestAlertsOnceAcrossInstances(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			agent := newRestartableAgent(t)
-			var mu sync.Mutex
-			var texts []string
-			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var msg struct {
-					Text string `json:"text"`
-				}
-				_ = json.NewDecoder(r.Body).Decode(&msg)
-				mu.Lock()
-				texts = append(texts, msg.Text)
-				mu.Unlock()
-			}))
-			t.Cleanup(receiver.Close)
-			alerted := func(part string) int {
-				mu.Lock()
-				defer mu.Unlock()
-				n := 0
-				for _, s := range texts {
-					if strings.Contains(s, part) {
-						n++
-					}
-				}
-				return n
-			}
-			cfg := writeConfig(t, store+"\nalerts: {after_failures: 3, targets: [{slack: '"+receiver.URL+"/services/x'}]}",
+			receiver := newSlackReceiver(t)
+			alerted := receiver.count
+			cfg := writeConfig(t, store+"\nalerts: {after_failures: 3, targets: [{slack: '"+receiver.srv.URL+"/services/x'}]}",
 				"      mode: queued\n      retry: {schedule: [0s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s]}\n", "http://"+agent.addr)
 			instances := []*gateway{startGateway(t, cfg), startGateway(t, cfg), startGateway(t, cfg)}
 			client := newClient(t)
@@ -72,7 +51,7 @@ func TestAlertsOnceAcrossInstances(t *testing.T) {
 			waitFor(t, "a recovery alert", func() bool { return alerted("Source stripe recovered") >= 1 })
 			time.Sleep(3 * time.Second)
 			if n := alerted("Source stripe recovered"); n != 1 {
-				t.Fatalf("%d recovery alerts from three instances, want 1: %q", n, texts)
+				t.Fatalf("%d recovery alerts from three instances, want 1: %q", n, receiver.texts())
 			}
 			for _, id := range ids {
 				if n := agent.counts()[id]; n != 1 {
@@ -81,4 +60,45 @@ func TestAlertsOnceAcrossInstances(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slackReceiver is a Slack incoming webhook for the alerts: it keeps the
+// text of every message it gets.
+type slackReceiver struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	msgs []string
+}
+
+func newSlackReceiver(t *testing.T) *slackReceiver {
+	r := &slackReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var msg struct {
+			Text string `json:"text"`
+		}
+		_ = json.NewDecoder(req.Body).Decode(&msg)
+		r.mu.Lock()
+		r.msgs = append(r.msgs, msg.Text)
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// texts are the messages' texts so far.
+func (r *slackReceiver) texts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
+}
+
+// count is how many messages so far contain part.
+func (r *slackReceiver) count(part string) int {
+	n := 0
+	for _, s := range r.texts() {
+		if strings.Contains(s, part) {
+			n++
+		}
+	}
+	return n
 }

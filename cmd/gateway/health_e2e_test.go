@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,31 +72,10 @@ func TestSourceHealthEndToEnd(t *testing.T) {
 	for name, store := range storeConfigs(t) {
 		t.Run(name, func(t *testing.T) {
 			agent := newRestartableAgent(t)
-			var slackMu sync.Mutex
-			var slack []string
-			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var msg struct {
-					Text string `json:"text"`
-				}
-				_ = json.NewDecoder(r.Body).Decode(&msg)
-				slackMu.Lock()
-				slack = append(slack, msg.Text)
-				slackMu.Unlock()
-			}))
-			t.Cleanup(receiver.Close)
-			alerted := func(part string) int {
-				slackMu.Lock()
-				defer slackMu.Unlock()
-				n := 0
-				for _, s := range slack {
-					if strings.Contains(s, part) {
-						n++
-					}
-				}
-				return n
-			}
+			receiver := newSlackReceiver(t)
+			alerted := receiver.count
 			// The alerts: section rides after the store's line.
-			store += "\nalerts: {console_url: 'http://console.example/console', targets: [{slack: '" + receiver.URL + "/services/x'}]}"
+			store += "\nalerts: {console_url: 'http://console.example/console', targets: [{slack: '" + receiver.srv.URL + "/services/x'}]}"
 			g := startGateway(t, writeConfig(t, store,
 				"      mode: queued\n      retry: {schedule: [0s, 1s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s, 2s]}\n", "http://"+agent.addr))
 			client := newClient(t)

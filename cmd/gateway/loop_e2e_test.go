@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,23 +90,8 @@ func TestLoopBreakerStopsSelfReplyLoop(t *testing.T) {
 	for name, store := range storeConfigs(t) {
 		t.Run(name, func(t *testing.T) {
 			agent := newLoopAgent(t)
-			var slackMu sync.Mutex
-			var slack []string
-			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var msg struct {
-					Text string `json:"text"`
-				}
-				_ = json.NewDecoder(r.Body).Decode(&msg)
-				slackMu.Lock()
-				slack = append(slack, msg.Text)
-				slackMu.Unlock()
-			}))
-			t.Cleanup(receiver.Close)
-			alerted := func() []string {
-				slackMu.Lock()
-				defer slackMu.Unlock()
-				return append([]string(nil), slack...)
-			}
+			receiver := newSlackReceiver(t)
+			alerted := receiver.texts
 			cfg := fmt.Sprintf(`listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 store: %s
@@ -125,7 +109,7 @@ sources:
       url: %s/events
       mode: inline
       timeout: 5s
-`, store, receiver.URL, agent.srv.URL)
+`, store, receiver.srv.URL, agent.srv.URL)
 			path := filepath.Join(t.TempDir(), "gateway.yaml")
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)

@@ -20,7 +20,7 @@
 //     "blobs" bucket keyed (length-prefixed scope, name), all in the
 //     group commit's transaction.
 //   - postgres: a due_at column with a partial index, like review_at, and
-//     a <table>_blobs table (ON DELETE CASCADE from the scope's row). A
+//     a <table>_blobs table, deleted with the scope's row. A
 //     write with blobs is one statement: the compare-and-set in a CTE, the
 //     blob upserts and deletes joined to its RETURNING row, so they land
 //     exactly when it wins, in the same transaction (and group commit).

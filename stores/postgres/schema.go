@@ -87,11 +87,17 @@ func SchemaObjects(table string) []SchemaObject {
 //
 // Queued delivery adds due_at (with a partial index, like review_at) and a
 // second table of blobs, rows keyed by (scope, name) that go with their
-// scope's row: ON DELETE CASCADE, and written only by the statement that
-// wins the scope's compare-and-set. A table made by an older version gets
-// the column once; the ALTER runs only then, and before the index
-// statements, because its exclusive lock taken after their share lock
-// would deadlock with writers of the live table.
+// scope's row, written only by the statement that wins the scope's
+// compare-and-set and deleted by the statement that deletes the row. A
+// table made by an older version gets the column once; the ALTER runs only
+// then, and before the index statements, because its exclusive lock taken
+// after their share lock would deadlock with writers of the live table.
+//
+// The blobs table has no foreign key to the scope table (issue #29): with
+// one, every blob insert made PostgreSQL lock the scope row FOR KEY SHARE,
+// a second statement and a row lock per blob on the queued hot path, to
+// guard an invariant the statements keep anyway. A table made with the
+// key loses it once, in the same first block as the column ALTERs.
 //
 // Control records (the ledger's own settings, such as which sources are
 // paused) are rows of a third table, keyed by name: outside the scope
@@ -114,13 +120,16 @@ CREATE TABLE IF NOT EXISTS %[1]s (
     due_at     timestamptz,
     received_at timestamptz
 );
-DO $migrate$ BEGIN
+DO $migrate$ DECLARE fk name; BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '%[7]s'::regclass AND attname = 'due_at' AND NOT attisdropped) THEN
         ALTER TABLE %[1]s ADD COLUMN due_at timestamptz;
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '%[7]s'::regclass AND attname = 'received_at' AND NOT attisdropped) THEN
         ALTER TABLE %[1]s ADD COLUMN received_at timestamptz;
     END IF;
+    FOR fk IN SELECT conname FROM pg_constraint WHERE conrelid = to_regclass('%[10]s') AND contype = 'f' LOOP
+        EXECUTE format('ALTER TABLE %%s DROP CONSTRAINT %%I', '%[10]s', fk);
+    END LOOP;
 END $migrate$;
 ALTER SEQUENCE %[2]s OWNED BY %[1]s.version;
 CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (review_at, scope) WHERE review_at IS NOT NULL;
@@ -128,7 +137,7 @@ CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (expires_at) WHERE expires_at IS NOT N
 CREATE INDEX IF NOT EXISTS %[5]s ON %[1]s (due_at, scope) WHERE due_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS %[8]s ON %[1]s (received_at DESC, scope DESC) WHERE received_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS %[6]s (
-    scope text  NOT NULL REFERENCES %[1]s (scope) ON DELETE CASCADE,
+    scope text  NOT NULL,
     name  text  NOT NULL,
     data  bytea NOT NULL,
     PRIMARY KEY (scope, name)
@@ -137,7 +146,7 @@ CREATE TABLE IF NOT EXISTS %[9]s (
     name text  PRIMARY KEY,
     doc  bytea
 );
-`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table), n.received, n.control)
+`, n.table, n.sequence, n.review, n.expires, n.due, n.blobs, escapeLiteral(n.table), n.received, n.control, escapeLiteral(n.blobs))
 }
 
 // Migrate creates the store's table, sequence and indexes if they are

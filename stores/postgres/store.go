@@ -221,9 +221,13 @@ ORDER BY received_at DESC, scope DESC LIMIT $3`,
 WHERE b.scope = $1 AND b.name = $2 AND (t.expires_at IS NULL OR t.expires_at > now())`,
 		// SKIP LOCKED leaves alone a row some Transact is reviving right now;
 		// the outer condition re-checks expiry on the row actually deleted.
-		deleteExpired: `DELETE FROM ` + t + ` WHERE scope IN (
+		// The row's blobs go in the same statement: a writer reviving the
+		// scope waits on the row's lock, so it finds them gone.
+		deleteExpired: `WITH gone AS (DELETE FROM ` + t + ` WHERE scope IN (
     SELECT scope FROM ` + t + ` WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-) AND expires_at <= now()`,
+) AND expires_at <= now() RETURNING scope),
+blobs AS (DELETE FROM ` + b + ` WHERE scope IN (SELECT scope FROM gone))
+SELECT count(*) FROM gone`,
 	}
 }
 
@@ -623,12 +627,12 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, s.q.deleteExpired, deleteBatch)
-		if err != nil {
+		var n int64
+		if err := s.pool.QueryRow(ctx, s.q.deleteExpired, deleteBatch).Scan(&n); err != nil {
 			return total, fmt.Errorf("postgres store: delete expired: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < deleteBatch {
+		total += n
+		if n < deleteBatch {
 			return total, nil
 		}
 	}

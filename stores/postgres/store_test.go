@@ -369,11 +369,16 @@ func TestExpiredRowsReadAsAbsentAndAreOverwritten(t *testing.T) {
 func TestDeleteExpired(t *testing.T) {
 	s, pool := setup(t, postgres.Options{})
 	ctx := testContext(t)
+	withBlob := func(ttl time.Duration) func([]byte) (*ledger.Write, error) {
+		return func([]byte) (*ledger.Write, error) {
+			return &ledger.Write{Doc: []byte(`{}`), TTL: ttl, Blobs: map[string][]byte{"e:1": []byte("body"), "a:1": []byte("attempt")}}, nil
+		}
+	}
 	for i := range 5 {
-		mustTransact(t, s, fmt.Sprintf("short-%d", i), put(`{}`, 100*time.Millisecond, time.Time{}))
+		mustTransact(t, s, fmt.Sprintf("short-%d", i), withBlob(100*time.Millisecond))
 	}
 	for i := range 3 {
-		mustTransact(t, s, fmt.Sprintf("forever-%d", i), put(`{}`, 0, time.Time{}))
+		mustTransact(t, s, fmt.Sprintf("forever-%d", i), withBlob(0))
 	}
 	for i := range 2 {
 		mustTransact(t, s, fmt.Sprintf("long-%d", i), put(`{}`, time.Hour, time.Time{}))
@@ -392,6 +397,14 @@ func TestDeleteExpired(t *testing.T) {
 	}
 	if rows != 5 {
 		t.Fatalf("%d rows left, want 5", rows)
+	}
+	// The deleted rows' blobs went with them; the live rows keep theirs.
+	var blobs, orphans int
+	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE scope LIKE 'short-%') FROM "+quote(s.Table()+"_blobs")).Scan(&blobs, &orphans); err != nil {
+		t.Fatal(err)
+	}
+	if blobs != 6 || orphans != 0 {
+		t.Fatalf("%d blobs left (%d of deleted rows), want the 6 of the live rows", blobs, orphans)
 	}
 }
 

@@ -72,3 +72,44 @@ func TestMigrateAddsReceivedColumn(t *testing.T) {
 		t.Fatalf("received index after migrate: %d, %v", idx, err)
 	}
 }
+
+// A blobs table made with the foreign key of older versions loses it on
+// Migrate: each blob insert no longer locks the scope row (issue #29), and
+// blobs still go with their row.
+func TestMigrateDropsBlobsForeignKey(t *testing.T) {
+	ctx := testContext(t)
+	pool := newPool(t, testDSN(t), 0)
+	table := newTable(t, pool)
+	if _, err := pool.Exec(ctx, "ALTER TABLE "+quote(table+"_blobs")+" ADD FOREIGN KEY (scope) REFERENCES "+quote(table)+" (scope) ON DELETE CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	foreignKeys := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'f'", quote(table+"_blobs")).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if foreignKeys() != 1 {
+		t.Fatal("the old foreign key was not made")
+	}
+	s := postgres.New(pool, postgres.Options{Table: table})
+	t.Cleanup(s.Close)
+	for range 2 { // idempotent
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := foreignKeys(); n != 0 {
+		t.Fatalf("%d foreign keys left on the blobs table after Migrate", n)
+	}
+	err := s.Transact(ctx, "old", func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: []byte(`{}`), TTL: time.Hour, Blobs: map[string][]byte{"e:1": []byte("body")}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.ReadBlob(ctx, "old", "e:1"); err != nil || string(b) != "body" {
+		t.Fatalf("blob on the migrated table: %q, %v", b, err)
+	}
+}

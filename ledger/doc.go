@@ -178,12 +178,16 @@
 // in a second system. Enqueue makes, in one Transact of the event's scope:
 // the run (begun as for an inline delivery), the deliver entry (a claim,
 // redeliverable), a QueueItem in the document's "queue" map keyed by that
-// entry's id, and one blob (Write.Blobs) holding the event record, its
-// JSON metadata then the raw body. The blob is written by the same store
-// step as the document, so an acknowledged event always has its record and
-// its claim, and a failed step leaves neither. Bodies stay out of the
-// document so that a scope with many events (a supersede conversation)
-// does not carry them in every read; the QueueItem is about 400 bytes.
+// entry's id, and the event record, its JSON metadata then the raw body.
+// The record is written by the same store step as the document, so an
+// acknowledged event always has its record and its claim, and a failed
+// step leaves neither. A small record (up to 4 KiB) rides in the item
+// itself while its scope holds fewer than four items that carry theirs;
+// any other is a blob (Write.Blobs). Riding along spares the store a
+// second record on the accept and the settle, which is most of what made
+// a queued event cost more than an inline one (issue #29); the bound keeps
+// a scope with many events (a supersede conversation) from carrying their
+// bodies in every read. The QueueItem alone is about 400 bytes.
 //
 // A QueueItem is due when it is queued and its NextAt has come, or
 // delivering and its claim's deadline (LeaseUntil) has passed: a crashed
@@ -200,7 +204,9 @@
 // both take it, in any number of processes, because the store makes that
 // read-modify-write atomic. FinishDelivery settles the attempt and moves
 // the item (delivered, rejected, queued again at a time the caller chose,
-// or dead), and writes an attempt record blob; the outcome of a holder
+// or dead), and keeps an attempt record: in the item while it carries its
+// event and holds fewer than three (each with at most 512 bytes of the
+// agent's answer), else as a blob; the outcome of a holder
 // whose lease ran out and was taken over is kept only as a late record.
 // The schedule, what counts as a failure and pausing are the caller's
 // (the gateway's dispatcher): the ledger only records and fences.

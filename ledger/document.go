@@ -70,9 +70,13 @@ func (b *blobSet) drop(q *QueueItem) {
 		}
 		return
 	}
-	b.set(eventBlob(q.Blob), nil)
+	if q.Event == nil {
+		b.set(eventBlob(q.Blob), nil)
+	}
 	for n := 1; n <= q.Attempts; n++ {
-		b.set(attemptBlob(q.Blob, n), nil)
+		if !q.heldRecord(n) {
+			b.set(attemptBlob(q.Blob, n), nil)
+		}
 	}
 	for n := 1; n <= q.Trials; n++ {
 		b.set(trialBlob(q.Blob, n), nil)

@@ -15,7 +15,8 @@ import (
 // document. Such an item is never due (no dispatcher takes it: the
 // provider's retry redelivers an inline event), cannot be replayed, and
 // keeps its attempts in the document itself (at most MaxInlineAttempts),
-// so that without a kept body it writes no blob at all.
+// so that without a kept body it writes no blob at all; a small kept body
+// rides in the item too (embedsEvent).
 
 // DeliveryFailed is the status of an inline delivery the agent did not take
 // (unreachable, 5xx, timeout, the gateway shutting down): the provider was
@@ -109,9 +110,13 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 			}
 			d.Queue[ref.EntryID] = q
 		}
-		if body != nil && q.Blob == "" {
-			q.Blob = newNonce()
-			blobs.set(eventBlob(q.Blob), body)
+		if body != nil && q.Blob == "" && q.Event == nil {
+			if d.embedsEvent(len(body)) {
+				q.Event = body
+			} else {
+				q.Blob = newNonce()
+				blobs.set(eventBlob(q.Blob), body)
+			}
 		}
 		q.Attempts++
 		a := att

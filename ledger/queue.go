@@ -76,6 +76,74 @@ type QueueItem struct {
 	// (RecordTrial); their records are blobs of their own, so that they
 	// never disturb the numbering of the item's deliveries.
 	Trials int `json:"trials,omitempty"`
+	// Event is the event's record (encodeEvent) when it rides in the item
+	// instead of a blob of its own, and Records are attempt records that
+	// ride with it; see embedsEvent.
+	Event   []byte          `json:"event,omitempty"`
+	Records []AttemptRecord `json:"records,omitempty"`
+}
+
+// A queued event's record and its attempt records ride in its item when
+// they are small and the scope holds few items that carry theirs (issue
+// #29): the accept and the settle then write the document alone, as
+// inline delivery does, instead of the document and a side record each.
+// The bounds keep a busy conversation's document, which every write of the
+// scope re-encodes, small: past them the records are blobs, as they were
+// before, and lookups read each from wherever its item says it is.
+const (
+	maxEmbeddedEvent   = 4 << 10 // bytes of one event record
+	maxEmbeddingItems  = 4       // items of one scope that carry their event
+	maxEmbeddedRecords = 3       // attempt records one item carries
+	maxEmbeddedAnswer  = 512     // bytes of an embedded record's answer
+)
+
+// embedsEvent reports whether an event record of size bytes may ride in a
+// new item of d.
+func (d *document) embedsEvent(size int) bool {
+	if size > maxEmbeddedEvent {
+		return false
+	}
+	n := 0
+	for _, q := range d.Queue {
+		if q.Event != nil {
+			n++
+		}
+	}
+	return n < maxEmbeddingItems
+}
+
+// keepRecord stores r with q: in the item when q carries its event and r
+// fits, in a blob otherwise. A record written again (a settle retried
+// after its answer was lost) replaces the one of the same number.
+func (q *QueueItem) keepRecord(r AttemptRecord, blobs *blobSet) error {
+	if q.Event != nil && len(r.Answer) <= maxEmbeddedAnswer {
+		for i := range q.Records {
+			if q.Records[i].N == r.N {
+				q.Records[i] = r
+				return nil
+			}
+		}
+		if len(q.Records) < maxEmbeddedRecords {
+			q.Records = append(q.Records, r)
+			return nil
+		}
+	}
+	b, err := marshalRecord(r)
+	if err != nil {
+		return fmt.Errorf("%w: attempt record: %v", ErrInvalid, err)
+	}
+	blobs.set(attemptBlob(q.Blob, r.N), b)
+	return nil
+}
+
+// heldRecord reports whether attempt n's record rides in the item.
+func (q *QueueItem) heldRecord(n int) bool {
+	for _, r := range q.Records {
+		if r.N == n {
+			return true
+		}
+	}
+	return false
 }
 
 // Due reports whether a dispatcher may take the item at now: a queued item
@@ -336,7 +404,11 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 			// so the first dispatcher to come takes it over.
 			e.PendingTTL = 0
 		}
-		blobs.set(eventBlob(nonce), rec)
+		if d.embedsEvent(len(rec)) {
+			q.Event = rec
+		} else {
+			blobs.set(eventBlob(nonce), rec)
+		}
 		out.Status, out.Item, out.Depth = EnqueueQueued, *q, d.depth()
 		return true, nil
 	})
@@ -507,11 +579,9 @@ func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 		if rec.At.IsZero() {
 			rec.At = now
 		}
-		b, err := marshalRecord(rec)
-		if err != nil {
-			return false, fmt.Errorf("%w: attempt record: %v", ErrInvalid, err)
+		if err := q.keepRecord(rec, blobs); err != nil {
+			return false, err
 		}
-		blobs.set(attemptBlob(q.Blob, rec.N), b)
 		if !current {
 			return true, nil
 		}
@@ -715,6 +785,9 @@ func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, err
 
 // QueuedEventOf reads the event record of a queued delivery.
 func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
+	if q.Event != nil {
+		return decodeEvent(q.Event)
+	}
 	if q.Inline && q.Blob == "" {
 		return inlineEvent(q), nil // forward.keep_body was off: no body kept
 	}
@@ -734,11 +807,15 @@ func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, 
 	if q.Inline {
 		return append([]AttemptRecord(nil), q.InlineAttempts...), nil
 	}
-	out, err := l.records(ctx, q, "attempt", q.Attempts, attemptBlob)
+	out, err := l.records(ctx, q, "attempt", q.Attempts, attemptBlob, q.heldRecord)
 	if err != nil {
 		return nil, err
 	}
-	trials, err := l.records(ctx, q, "trial", q.Trials, trialBlob)
+	if len(q.Records) > 0 {
+		out = append(out, q.Records...)
+		sort.SliceStable(out, func(i, j int) bool { return out[i].N < out[j].N })
+	}
+	trials, err := l.records(ctx, q, "trial", q.Trials, trialBlob, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -750,10 +827,14 @@ func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, 
 }
 
 // records reads the count records of q named by blob (attempts or
-// trials), in their order, skipping those never written.
-func (l *Ledger) records(ctx context.Context, q QueueItem, what string, count int, blob func(nonce string, n int) string) ([]AttemptRecord, error) {
+// trials), in their order, skipping those never written and those held
+// in the item (held may be nil).
+func (l *Ledger) records(ctx context.Context, q QueueItem, what string, count int, blob func(nonce string, n int) string, held func(n int) bool) ([]AttemptRecord, error) {
 	var out []AttemptRecord
 	for n := 1; n <= count; n++ {
+		if held != nil && held(n) {
+			continue
+		}
 		b, err := l.store.ReadBlob(ctx, q.Scope, blob(q.Blob, n))
 		if err != nil {
 			return nil, err

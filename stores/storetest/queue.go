@@ -15,7 +15,7 @@ import (
 )
 
 // The queued-delivery cases: the outbox rides in the scope document, the
-// event's bytes in a blob written by the same Transact, and the due index
+// event's bytes in the document or a blob written by the same Transact, and the due index
 // is the store's. A store passes them only if all three move together.
 
 const testLease = 10 * time.Second

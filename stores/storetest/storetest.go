@@ -76,6 +76,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ReceivedIndex", testReceivedIndex},
 		{"RecentDeliveries", testRecentDeliveries},
 		{"EnqueueStored", testEnqueueStored},
+		{"EventRecordsWhereverKept", testEventRecordsWhereverKept},
 		{"DueDeliveries", testDueDeliveries},
 		{"DueDeliveriesSkipping", testDueDeliveriesSkipping},
 		{"CountDue", testCountDue},

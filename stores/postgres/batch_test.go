@@ -358,3 +358,52 @@ func TestGroupCommitIsOneRoundTripPerBatch(t *testing.T) {
 		}
 	}
 }
+
+// A document the server refuses (not JSON, or not UTF-8) fails only its own
+// write: the batch it joined is rolled back, and its other writes go again
+// alone and land once each.
+func TestGroupCommitBadDocumentFailsOnlyItsWrite(t *testing.T) {
+	s, _ := setup(t, postgres.Options{})
+	t.Cleanup(s.Close)
+	mustTransact(t, s, "a-existing", incr("x"))
+	bad := map[string]string{"m-not-json": `{"a":`, "n-not-utf8": "{\"a\":\"\xff\"}"}
+	scopes := []string{"a-existing", "b-new", "m-not-json", "n-not-utf8", "z-new"}
+	release := postgres.HoldBatches(s)
+	var wg sync.WaitGroup
+	errs := make([]error, len(scopes))
+	for i, scope := range scopes {
+		fn := incr("y")
+		if doc, ok := bad[scope]; ok {
+			fn = put(doc, 0, time.Time{})
+		}
+		wg.Go(func() { errs[i] = s.Transact(testContext(t), scope, fn) })
+	}
+	waitQueued(t, s, len(scopes))
+	release()
+	wg.Wait()
+	if batches, _ := postgres.GroupCommits(s); batches != 1 {
+		t.Fatalf("%d group commits, want the writes in 1", batches)
+	}
+	for i, scope := range scopes {
+		_, isBad := bad[scope]
+		switch {
+		case isBad && errs[i] == nil:
+			t.Errorf("%s: a document the server refuses was accepted", scope)
+		case !isBad && errs[i] != nil:
+			t.Errorf("%s: failed beside a bad document: %v", scope, errs[i])
+		}
+	}
+	if c := decodeCounter(t, mustRead(t, s, "a-existing")); c.N != 2 {
+		t.Errorf("a-existing = %+v, want 2 writes", c)
+	}
+	for _, scope := range []string{"b-new", "z-new"} {
+		if c := decodeCounter(t, mustRead(t, s, scope)); c.N != 1 {
+			t.Errorf("%s = %+v, want 1 write", scope, c)
+		}
+	}
+	for scope := range bad {
+		if got := mustRead(t, s, scope); got != nil {
+			t.Errorf("%s stored %q", scope, got)
+		}
+	}
+}

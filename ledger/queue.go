@@ -970,10 +970,12 @@ const controlPaused = "paused-sources"
 // legacyPausedScope is where releases before control records kept the
 // paused sources: an ordinary scope, which a webhook could overwrite. It is
 // read while the control record has never been written, so a gateway
-// upgraded in place still knows its paused sources; the first pause or
-// resume after the upgrade copies them into the control record, which is
-// the only one read from then on. The ledger never writes the old scope,
-// and ReservedScope keeps everyone else out of it.
+// upgraded in place still knows its paused sources; the first read, pause
+// or resume after the upgrade copies them into the control record (an
+// empty one when the old scope is absent, as on a new store), which is the
+// only one read from then on: a dispatcher's sweep then costs one read,
+// not two (issue #29). The ledger never writes the old scope, and
+// ReservedScope keeps everyone else out of it.
 const legacyPausedScope = "replyonce:control:paused-sources"
 
 // ErrCorruptControl marks a control record that cannot be read. It is
@@ -996,31 +998,31 @@ func parsePaused(raw []byte) (map[string]bool, error) {
 
 // pausedBefore returns the paused sources as the record read before a
 // write says (the old scope when there is no record yet, see
-// legacyPausedScope).
-func (l *Ledger) pausedBefore(ctx context.Context) (map[string]bool, error) {
+// legacyPausedScope); recorded says whether the record was there.
+func (l *Ledger) pausedBefore(ctx context.Context) (set map[string]bool, recorded bool, err error) {
 	raw, err := l.store.ReadControl(ctx, controlPaused)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if raw != nil {
 		set, err := parsePaused(raw)
 		if err != nil {
-			return set, fmt.Errorf("%w: %q: %v", ErrCorruptControl, controlPaused, err)
+			return set, true, fmt.Errorf("%w: %q: %v", ErrCorruptControl, controlPaused, err)
 		}
-		return set, nil
+		return set, true, nil
 	}
 	raw, err = l.store.Read(ctx, legacyPausedScope)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if raw == nil {
-		return map[string]bool{}, nil
+		return map[string]bool{}, false, nil
 	}
-	set, err := parsePaused(raw)
+	set, err = parsePaused(raw)
 	if err != nil {
-		return set, fmt.Errorf("%w: the paused sources kept by an earlier release in scope %q: %v", ErrCorruptControl, legacyPausedScope, err)
+		return set, false, fmt.Errorf("%w: the paused sources kept by an earlier release in scope %q: %v", ErrCorruptControl, legacyPausedScope, err)
 	}
-	return set, nil
+	return set, false, nil
 }
 
 // SetSourcePaused pauses or resumes dispatching a source's queued events,
@@ -1032,7 +1034,7 @@ func (l *Ledger) SetSourcePaused(ctx context.Context, source string, paused bool
 	}
 	// The sources an earlier release paused, for a record not yet written;
 	// a corrupt one counts as none.
-	legacy, err := l.pausedBefore(ctx)
+	legacy, _, err := l.pausedBefore(ctx)
 	if err != nil && !errors.Is(err, ErrCorruptControl) {
 		return err
 	}
@@ -1059,9 +1061,20 @@ func (l *Ledger) SetSourcePaused(ctx context.Context, source string, paused bool
 // ErrCorruptControl: dispatchers log it and go on as if nothing were
 // paused, rather than stop.
 func (l *Ledger) PausedSources(ctx context.Context) (map[string]bool, error) {
-	set, err := l.pausedBefore(ctx)
+	set, recorded, err := l.pausedBefore(ctx)
 	if err != nil && !errors.Is(err, ErrCorruptControl) {
 		return nil, err
+	}
+	if err == nil && !recorded {
+		// Copy what the old scope says into the record, unless a pause or
+		// resume wrote one meanwhile. Failing to is no reason to fail the
+		// read: the set is right, and the next read tries again.
+		_ = l.store.TransactControl(ctx, controlPaused, func(cur []byte) ([]byte, error) {
+			if cur != nil {
+				return nil, nil
+			}
+			return json.Marshal(set)
+		})
 	}
 	return set, err
 }

@@ -109,7 +109,7 @@ func testControlRecords(t *testing.T, newStore NewStore) {
 // testPausedSourcesRecord: the paused sources live in a control record.
 // A gateway upgraded in place still knows the sources an earlier release
 // paused in the old reserved scope, and moves them into the record on the
-// first change; from then on that scope is never read. A corrupt record,
+// first read or change; from then on that scope is never read. A corrupt record,
 // or a corrupt old scope, reads as nothing paused with ErrCorruptControl,
 // stops no dispatch, and the next pause or resume writes a fresh one.
 func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
@@ -128,6 +128,9 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	writeScope(`{"gh":true,"old":true}`)
 	if got := paused(); got != "map[gh:true old:true]" {
 		t.Fatalf("paused by an earlier release: %s", got)
+	}
+	if rec := must(e.store.ReadControl(e.ctx, "paused-sources")); string(rec) != `{"gh":true,"old":true}` {
+		t.Fatalf("the first read left the record %q, want the old scope's set in it", rec)
 	}
 	noErr(t, e.l.SetSourcePaused(e.ctx, "src", true))
 	if got := paused(); got != "map[gh:true old:true src:true]" {
@@ -166,6 +169,15 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	// nothing paused, and the first pause starts the record afresh.
 	e2 := setup(t, newStore, ledger.Options{})
 	e = e2
+	// On a store with neither, the first read writes an empty record,
+	// so that a dispatcher's sweep reads one record, not two.
+	if got := paused(); got != "map[]" {
+		t.Fatalf("a new store: %s", got)
+	}
+	if rec := must(e.store.ReadControl(e.ctx, "paused-sources")); string(rec) != `{}` {
+		t.Fatalf("the first read on a new store left the record %q, want {}", rec)
+	}
+	e = setup(t, newStore, ledger.Options{})
 	writeScope(`{"v":3,"seq":1,"runs":{"x":{}}}`)
 	if set, err := e.l.PausedSources(e.ctx); !errors.Is(err, ledger.ErrCorruptControl) || len(set) != 0 {
 		t.Fatalf("old scope holding a document: %v, %v", set, err)

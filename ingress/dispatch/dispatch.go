@@ -108,6 +108,18 @@ type Dispatcher struct {
 	// re-checks on the document that the delivery is still due.
 	pending   []ledger.QueueItem
 	pendingAt time.Time
+	// foundNone says the last page read from the due index was empty.
+	// Until the next poll, a freed slot then reads the index again only
+	// if mayBeDue says work may have become due since: an event accepted
+	// without a place (Notify), a delivery given back, or a settle that
+	// may have freed the next event of an ordered or debounced scope. In
+	// the steady state of queued delivery every event is handed to a free
+	// place at accept and the index is empty: a read per freed place was
+	// a due-index read per event (on Redis, one per bucket), for nothing
+	// (issue #29). Work that becomes due by the clock (retries, expired
+	// claims, other processes' events) is found by the poll, as before.
+	foundNone bool
+	mayBeDue  atomic.Bool
 	// lookFrom is where the next look past busy sources' deliveries
 	// starts in the due index (see lookPastBusy); zero: after the head.
 	lookFrom time.Time
@@ -244,6 +256,12 @@ func New(o Options) (*Dispatcher, error) {
 // Notify wakes the sweep: an event was queued without a slot (or one was
 // freed), so there may be due work now rather than at the next poll.
 func (d *Dispatcher) Notify() {
+	d.mayBeDue.Store(true)
+	d.wakeLoop()
+}
+
+// wakeLoop lets Run sweep now, for the places or work it has in hand.
+func (d *Dispatcher) wakeLoop() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
@@ -339,11 +357,12 @@ func (sl *Slot) Release() {
 	sl.d.done(sl.s)
 }
 
-// done frees a held delivery's place and lets the loop look for more work.
+// done frees a held delivery's place and lets the loop look for more work:
+// what the last page left, or the index when work may be due (foundNone).
 func (d *Dispatcher) done(s *source) {
 	<-s.holds
 	d.running.Done()
-	d.Notify()
+	d.wakeLoop()
 }
 
 // sweepLogEvery paces the reminders of a store outage in Run's log.
@@ -365,13 +384,15 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	var failures int
 	var failingSince, lastLogged time.Time
 	for {
+		polled := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
 		case <-timer.C:
+			polled = true
 		}
-		full, err := d.sweep(ctx)
+		full, err := d.sweep(ctx, polled)
 		next := d.poll
 		switch {
 		case ctx.Err() != nil:
@@ -411,8 +432,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 }
 
 // sweep takes due deliveries while slots are free. full says it filled a
-// whole page, so there may be more right away.
-func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
+// whole page, so there may be more right away. polled says the loop's
+// timer asked for it (the poll, a full page, a backoff), not a freed
+// place: it reads the index even when the last read found it empty.
+func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err error) {
 	paused, err := d.l.PausedSources(ctx)
 	if errors.Is(err, ledger.ErrCorruptControl) {
 		// An unreadable record pauses nothing and stops nothing: every
@@ -450,8 +473,12 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 	}
 	// A page read from the index serves the following sweeps too (see
 	// pending), so a freed slot costs no index read of its own.
-	items, fresh := d.pending, gauge || len(d.pending) == 0 || time.Since(d.pendingAt) >= d.poll
+	notified := d.mayBeDue.Swap(false)
+	items, fresh := d.pending, gauge || len(d.pending) == 0 && (polled || notified || !d.foundNone) || time.Since(d.pendingAt) >= d.poll
 	d.pending = nil
+	if !fresh && len(items) == 0 {
+		return unparked, nil // the index was empty and nothing since says otherwise: the poll looks again
+	}
 	if fresh {
 		skip := d.scopesTaking()
 		if items, err = d.l.Due(ctx, ledger.DueQuery{Limit: d.batch, Skip: skip}); err != nil {
@@ -472,6 +499,7 @@ func (d *Dispatcher) sweep(ctx context.Context) (full bool, err error) {
 		if items, err = d.lookPastBusy(ctx, items, skip); err != nil {
 			return false, err
 		}
+		d.foundNone = len(items) == 0
 	}
 	now := d.now()
 	items, parked, err := d.park(ctx, items, paused)
@@ -641,6 +669,9 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	sctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), span), settleTimeout)
 	res, err := d.l.FinishDelivery(sctx, fin)
 	cancel()
+	if t.Item.Order != "" || t.Item.Quiet > 0 || fin.Status == ledger.DeliveryQueued && !fin.NextAt.After(d.now()) {
+		d.mayBeDue.Store(true) // the scope's next event, or this one again
+	}
 	label := string(fin.Status)
 	if fin.Status == ledger.DeliveryQueued {
 		label = "retry"
@@ -736,6 +767,7 @@ func (d *Dispatcher) giveBack(s *source, t ledger.Taken, why string, fields []za
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	_, err := d.l.FinishDelivery(ctx, fin)
 	cancel()
+	d.mayBeDue.Store(true)
 	d.metrics.attempts.WithLabelValues(s.src.Name, "given_back").Inc()
 	if err != nil {
 		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()

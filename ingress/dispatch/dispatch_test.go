@@ -545,3 +545,55 @@ func TestStoreOutageIsOneIncidentInTheLog(t *testing.T) {
 		t.Fatalf("%d warnings for one store outage, want 1", n)
 	}
 }
+
+// In the steady state of queued delivery every event goes to a free place
+// at accept and the due index is empty. A freed place then reads the index
+// again only when work may have become due since (an event accepted
+// without a place), not for every event; a poll always reads it, and finds
+// what became due some other way (here: another process's event).
+func TestFreedPlaceReadsAnEmptyDueIndexOnlyWhenWorkMayBeDue(t *testing.T) {
+	h := newHarness(t, queuedSource())
+	if st, _ := h.post(t, "first"); st != http.StatusAccepted {
+		t.Fatalf("status %d", st)
+	}
+	settle(t, h.d)
+	h.sweep(t) // a poll: the index is empty
+	src := h.source
+	scope := "github:other"
+	_, err := h.ledger.Enqueue(context.Background(), ledger.EnqueueRequest{
+		Event: ledger.QueuedEvent{Source: src.Name, EventID: "other", Scope: scope, ContentType: "application/json", Body: githubBody("other")},
+		Run:   ledger.RunOptions{RunID: "run-other"},
+		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: ingress.IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": "other"}},
+			PendingTTL: src.Queued().Lease()},
+		MaxAge: src.Queued().KeepFor(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := h.store.reads.Load()
+	if _, err := h.d.SweepFreed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, h.d)
+	if n := h.store.reads.Load() - reads; n != 0 {
+		t.Fatalf("a freed place read the store %d times after an empty due index", n)
+	}
+	if n := len(h.agent.requests("other")); n != 0 {
+		t.Fatalf("%d forwards of the other process's event before a poll", n)
+	}
+	// An event accepted without a place says work may be due.
+	h.d.Notify()
+	if _, err := h.d.SweepFreed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, h.d)
+	if n := len(h.agent.requests("other")); n != 1 {
+		t.Fatalf("%d forwards after a notice, want 1", n)
+	}
+	// And a poll reads an empty index whatever happened.
+	reads = h.store.reads.Load()
+	h.sweep(t)
+	if h.store.reads.Load() == reads {
+		t.Fatal("a poll did not read the due index")
+	}
+}

@@ -30,12 +30,17 @@
 // store's due index (ledger.DueQuery.Skip, leaving out the scopes
 // it is taking from right now) when woken (an event queued without a
 // place, a place freed) or every Poll, and takes each due delivery through
-// ledger.TakeDelivery, whose claim is the lease, reading the event's blob
-// beside the take rather than after it. A sweep takes each delivery in
-// its own goroutine, so the takes of one sweep share the store's group
-// commits; what a page leaves for lack of free places is tried first by
-// the following sweeps (for at most one Poll), so a freed place costs no
-// index read of its own. A due delivery of a paused source is parked
+// ledger.TakeDelivery, whose claim is the lease, reading the event's
+// record beside the take rather than after it (unless it rides in the
+// item). A sweep takes each delivery in its own goroutine, so the takes of
+// one sweep share the store's group commits; what a page leaves for lack
+// of free places is tried first by the following sweeps (for at most one
+// Poll), so a freed place costs no index read of its own; and after a read
+// that found the index empty, a freed place reads it again before the
+// next Poll only if work may have become due since (an event queued
+// without a place, a delivery given back, a settle in an ordered or
+// debounced scope), since every event handed over at accept would
+// otherwise cost an index read. A due delivery of a paused source is parked
 // (ledger ParkDeliveries) rather than skipped, so that a paused backlog
 // never fills the page in front of other sources' work; when the source
 // is resumed, each process unparks its deliveries a page per sweep. A busy

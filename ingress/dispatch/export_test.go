@@ -18,7 +18,10 @@ const (
 )
 
 // Sweep runs one sweep, as Run does when woken.
-func (d *Dispatcher) Sweep(ctx context.Context) (bool, error) { return d.sweep(ctx) }
+func (d *Dispatcher) Sweep(ctx context.Context) (bool, error) { return d.sweep(ctx, true) }
+
+// SweepFreed sweeps as a freed place does.
+func (d *Dispatcher) SweepFreed(ctx context.Context) (bool, error) { return d.sweep(ctx, false) }
 
 // InFlight lists, per source, the deliveries held.
 func (d *Dispatcher) InFlight() map[string]int { return d.inFlight() }

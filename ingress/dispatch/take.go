@@ -72,6 +72,9 @@ func (d *Dispatcher) take(s *source, sl *Slot, q ledger.QueueItem, swept time.Ti
 	d.endTake(q)
 	if err != nil || !t.OK {
 		sl.Release()
+		if err != nil || t.Superseded {
+			d.mayBeDue.Store(true) // it stays due, or the run that superseded it may be
+		}
 		if err != nil && d.forwards.Err() == nil {
 			d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
 			d.log.Warn("dispatch: taking a due delivery failed; it stays due", zap.String("source", q.Source),

@@ -436,6 +436,11 @@ func (d *Dispatcher) Run(ctx context.Context) {
 // timer asked for it (the poll, a full page, a backoff), not a freed
 // place: it reads the index even when the last read found it empty.
 func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err error) {
+	if !polled && len(d.pending) == 0 && d.foundNone && !d.mayBeDue.Load() && time.Since(d.pendingAt) < d.poll {
+		// A freed place, nothing in hand and nothing said to be due: not
+		// even the paused sources need reading before the poll.
+		return false, nil
+	}
 	paused, err := d.l.PausedSources(ctx)
 	if errors.Is(err, ledger.ErrCorruptControl) {
 		// An unreadable record pauses nothing and stops nothing: every

@@ -41,7 +41,7 @@ var errStoreDown = errors.New("teststore: connection refused")
 type downStore struct {
 	ledger.Store
 	down  atomic.Bool
-	reads atomic.Int64 // Read and ScopesDue calls, failed ones included
+	reads atomic.Int64 // Read, ReadControl and ScopesDue calls, failed ones included
 	// countDown fails CountDue alone.
 	countDown atomic.Bool
 }
@@ -51,6 +51,14 @@ func (s *downStore) Transact(ctx context.Context, scope string, fn func([]byte) 
 		return errStoreDown
 	}
 	return s.Store.Transact(ctx, scope, fn)
+}
+
+func (s *downStore) ReadControl(ctx context.Context, name string) ([]byte, error) {
+	s.reads.Add(1)
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	return s.Store.ReadControl(ctx, name)
 }
 
 func (s *downStore) Read(ctx context.Context, scope string) ([]byte, error) {

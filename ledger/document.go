@@ -70,7 +70,7 @@ func (b *blobSet) drop(q *QueueItem) {
 		}
 		return
 	}
-	if q.Event == nil {
+	if !q.carriesEvent() {
 		b.set(eventBlob(q.Blob), nil)
 	}
 	for n := 1; n <= q.Attempts; n++ {

@@ -110,9 +110,9 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 			}
 			d.Queue[ref.EntryID] = q
 		}
-		if body != nil && q.Blob == "" && q.Event == nil {
+		if body != nil && q.Blob == "" && !q.carriesEvent() {
 			if d.embedsEvent(len(body)) {
-				q.Event = body
+				q.embed(body)
 			} else {
 				q.Blob = newNonce()
 				blobs.set(eventBlob(q.Blob), body)

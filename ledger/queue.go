@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // This file is the ledger's side of queued delivery: the outbox lives in
@@ -76,11 +77,34 @@ type QueueItem struct {
 	// (RecordTrial); their records are blobs of their own, so that they
 	// never disturb the numbering of the item's deliveries.
 	Trials int `json:"trials,omitempty"`
-	// Event is the event's record (encodeEvent) when it rides in the item
-	// instead of a blob of its own, and Records are attempt records that
-	// ride with it; see embedsEvent.
-	Event   []byte          `json:"event,omitempty"`
-	Records []AttemptRecord `json:"records,omitempty"`
+	// EventText is the event's record (encodeEvent) when it rides in the
+	// item instead of a blob of its own, and Event the same when it is not
+	// UTF-8 (a JSON string would not keep it byte for byte; base64 does,
+	// a third larger and opaque to the store's compression). Records are
+	// attempt records that ride with it. See embedsEvent.
+	EventText string          `json:"eventText,omitempty"`
+	Event     []byte          `json:"event,omitempty"`
+	Records   []AttemptRecord `json:"records,omitempty"`
+}
+
+// embed keeps the event record rec in the item.
+func (q *QueueItem) embed(rec []byte) {
+	if utf8.Valid(rec) {
+		q.EventText = string(rec)
+		return
+	}
+	q.Event = rec
+}
+
+// carriesEvent reports whether the item holds its event record.
+func (q *QueueItem) carriesEvent() bool { return q.EventText != "" || q.Event != nil }
+
+// embedded is the event record the item holds (nil when none).
+func (q *QueueItem) embedded() []byte {
+	if q.EventText != "" {
+		return []byte(q.EventText)
+	}
+	return q.Event
 }
 
 // A queued event's record and its attempt records ride in its item when
@@ -105,7 +129,7 @@ func (d *document) embedsEvent(size int) bool {
 	}
 	n := 0
 	for _, q := range d.Queue {
-		if q.Event != nil {
+		if q.carriesEvent() {
 			n++
 		}
 	}
@@ -116,7 +140,7 @@ func (d *document) embedsEvent(size int) bool {
 // fits, in a blob otherwise. A record written again (a settle retried
 // after its answer was lost) replaces the one of the same number.
 func (q *QueueItem) keepRecord(r AttemptRecord, blobs *blobSet) error {
-	if q.Event != nil && len(r.Answer) <= maxEmbeddedAnswer {
+	if q.carriesEvent() && len(r.Answer) <= maxEmbeddedAnswer {
 		for i := range q.Records {
 			if q.Records[i].N == r.N {
 				q.Records[i] = r
@@ -405,7 +429,7 @@ func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, err
 			e.PendingTTL = 0
 		}
 		if d.embedsEvent(len(rec)) {
-			q.Event = rec
+			q.embed(rec)
 		} else {
 			blobs.set(eventBlob(nonce), rec)
 		}
@@ -785,8 +809,8 @@ func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, err
 
 // QueuedEventOf reads the event record of a queued delivery.
 func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
-	if q.Event != nil {
-		return decodeEvent(q.Event)
+	if q.carriesEvent() {
+		return decodeEvent(q.embedded())
 	}
 	if q.Inline && q.Blob == "" {
 		return inlineEvent(q), nil // forward.keep_body was off: no body kept

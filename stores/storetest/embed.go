@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,12 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 	w := &blobWatch{Store: newStore(t)}
 	e := setup(t, func(*testing.T) ledger.Store { return w }, ledger.Options{})
 	body := func(event string, size int) []byte {
-		b := []byte{0xff, 0x00, '\n', '"', '\\'} // bytes no JSON string holds as they are
+		// Even events are text (kept as a JSON string), the others hold
+		// bytes no JSON string keeps as they are (kept as base64).
+		b := []byte{0xff, 0x00, '\n', '"', '\\'}
+		if strings.HasSuffix(event, "2") || strings.HasSuffix(event, "4") {
+			b = []byte("{\"text\":\"h\u00e9llo \\\"quoted\\\" <b>&</b> \u2028\n")
+		}
 		b = append(b, event...)
 		return append(b, bytes.Repeat([]byte("x"), max(size-len(b), 0))...)
 	}

@@ -1,0 +1,201 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// QueueItems returns a scope's queued deliveries, oldest first.
+func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, error) {
+	d, err := l.read(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QueueItem, 0, len(d.Queue))
+	for _, q := range d.Queue {
+		out = append(out, *q)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		}
+		return out[i].EntryID < out[j].EntryID
+	})
+	return out, nil
+}
+
+// QueuedEventOf reads the event record of a queued delivery.
+func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
+	if q.carriesEvent() {
+		return decodeEvent(q.embedded())
+	}
+	if q.Inline && q.Blob == "" {
+		return inlineEvent(q), nil // forward.keep_body was off: no body kept
+	}
+	b, err := l.store.ReadBlob(ctx, q.Scope, eventBlob(q.Blob))
+	if err != nil {
+		return QueuedEvent{}, err
+	}
+	if b == nil {
+		return QueuedEvent{}, fmt.Errorf("%w: the event record of %s %s is gone", ErrUnknownEntry, q.Source, q.EventID)
+	}
+	return decodeEvent(b)
+}
+
+// AttemptsOf reads the attempt records of a queued delivery, oldest first.
+// An attempt still in flight (or whose holder crashed) has none.
+func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, error) {
+	if q.Inline {
+		return append([]AttemptRecord(nil), q.InlineAttempts...), nil
+	}
+	out, err := l.records(ctx, q, "attempt", q.Attempts, attemptBlob, q.heldRecord)
+	if err != nil {
+		return nil, err
+	}
+	if len(q.Records) > 0 {
+		out = append(out, q.Records...)
+		sort.SliceStable(out, func(i, j int) bool { return out[i].N < out[j].N })
+	}
+	trials, err := l.records(ctx, q, "trial", q.Trials, trialBlob, nil)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, trials...)
+	if q.Trials > 0 {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	}
+	return out, nil
+}
+
+// records reads the count records of q named by blob (attempts or
+// trials), in their order, skipping those never written and those held
+// in the item (held may be nil).
+func (l *Ledger) records(ctx context.Context, q QueueItem, what string, count int, blob func(nonce string, n int) string, held func(n int) bool) ([]AttemptRecord, error) {
+	var out []AttemptRecord
+	for n := 1; n <= count; n++ {
+		if held != nil && held(n) {
+			continue
+		}
+		b, err := l.store.ReadBlob(ctx, q.Scope, blob(q.Blob, n))
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue
+		}
+		var r AttemptRecord
+		if err := unmarshalRecord(b, &r); err != nil {
+			return nil, fmt.Errorf("ledger: %s record %d of %s %s: %w", what, n, q.Source, q.EventID, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// DeliveryFilter selects queued deliveries for operators.
+type DeliveryFilter struct {
+	Source string
+	// Status is one of the DeliveryStatus values, or "" for every status.
+	Status DeliveryStatus
+	// Scope lists one scope's deliveries, whatever their status, without
+	// an index.
+	Scope   string
+	EventID string    // only this event id
+	Since   time.Time // received at or after
+	Until   time.Time // received before (zero: no bound)
+	Limit   int       // scopes read; default 100
+	// SourceIn, when not nil, keeps only these sources (the paused ones,
+	// for the operator's "paused" filter).
+	SourceIn map[string]bool
+}
+
+// farFuture lists every entry of a time index.
+var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // within UnixNano's range, which bolt keys on
+
+// ListDeliveries lists queued deliveries by filter, oldest received first.
+// Waiting and delivering ones are found through the due index, rejected
+// and dead ones through the review index (they wait for an operator,
+// however old); finished ones (delivered, superseded, coalesced), and every
+// status at once, through the received index, from the Limit scopes that
+// received an event last.
+func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var scopes []string
+	switch {
+	case f.Scope != "":
+		scopes = []string{f.Scope}
+	case f.Status == "" || f.Status == DeliveryDelivered || f.Status == DeliverySuperseded || f.Status == DeliveryCoalesced || f.Status == DeliveryFailed:
+		start := ScopeAt{At: f.Until}
+		ss, err := l.store.ScopesReceived(ctx, start, f.Limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			if !f.Since.IsZero() && s.At.Before(f.Since) {
+				break
+			}
+			scopes = append(scopes, s.Scope)
+		}
+	default:
+		seen := map[string]bool{}
+		add := func(ss []string) {
+			for _, s := range ss {
+				if !seen[s] {
+					seen[s] = true
+					scopes = append(scopes, s)
+				}
+			}
+		}
+		if f.Status == DeliveryQueued || f.Status == DeliveryDelivering {
+			ss, err := l.store.ScopesDue(ctx, farFuture, f.Limit)
+			if err != nil {
+				return nil, err
+			}
+			add(ss)
+		}
+		if f.Status == DeliveryDead || f.Status == DeliveryRejected {
+			ss, err := l.store.ScopesToReview(ctx, l.now(), f.Limit)
+			if err != nil {
+				return nil, err
+			}
+			add(ss)
+		}
+	}
+	var out []QueueItem
+	for _, s := range scopes {
+		items, err := l.QueueItems(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range items {
+			if f.matches(q) {
+				out = append(out, q)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
+			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
+		}
+		return out[i].EntryID < out[j].EntryID
+	})
+	return out, nil
+}
+
+// FindDelivery returns the queued delivery of one event on scope.
+func (l *Ledger) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
+	items, err := l.QueueItems(ctx, scope)
+	if err != nil {
+		return QueueItem{}, err
+	}
+	for _, q := range items {
+		if q.Source == source && q.EventID == eventID {
+			return q, nil
+		}
+	}
+	return QueueItem{}, fmt.Errorf("%w: no queued delivery of %s %s on scope %q", ErrUnknownEntry, source, eventID, scope)
+}

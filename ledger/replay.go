@@ -1,0 +1,45 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrDeliveryInFlight is returned by ReplayDelivery for a delivery that a
+// dispatcher holds right now.
+var ErrDeliveryInFlight = errors.New("ledger: the delivery is in flight")
+
+// ReplayDelivery makes a queued delivery due now, whatever it came to
+// (delivered, rejected, dead, or waiting for a retry), with its place in
+// the retry schedule reset. The next take is a new delivery of the same
+// run, with a newer fencing token, so a fenced agent still writes once.
+func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (QueueItem, error) {
+	if scope == "" || entryID == "" {
+		return QueueItem{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
+	}
+	var out QueueItem
+	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+		q := d.Queue[entryID]
+		if q == nil {
+			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, entryID, scope)
+		}
+		if q.Inline {
+			return false, fmt.Errorf("%s %s: %w", q.Source, q.EventID, ErrInline)
+		}
+		if q.Status == DeliveryDelivering && now.Before(q.LeaseUntil) {
+			return false, fmt.Errorf("%w: %s %s until %s", ErrDeliveryInFlight, q.Source, q.EventID, q.LeaseUntil.Format(time.RFC3339))
+		}
+		q.Status, q.NextAt, q.Failures, q.FinishedAt, q.LeaseUntil = DeliveryQueued, now, 0, time.Time{}, time.Time{}
+		q.Parked = false // due now; a dispatcher parks it again if its source is still paused
+		q.Replays++
+		out = *q
+		return true, nil
+	})
+	if err != nil {
+		return QueueItem{}, err
+	}
+	l.observe(Event{Type: "replay", Scope: scope, EntryID: entryID, Intent: out.Intent, RunID: out.RunID})
+	return out, nil
+}

@@ -85,8 +85,12 @@ func (l *Ledger) CountDue(ctx context.Context) (int, error) {
 	return l.store.CountDue(ctx, l.now())
 }
 
-// readAhead bounds the documents readAll reads at once.
-const readAhead = 8
+// readAhead bounds the documents readAll reads at once. A dispatcher
+// draining a backlog reads a page of due documents per sweep, one round
+// trip each: 8 at once left Postgres and Redis waiting on the network
+// (gateway bench --backlog 10000, alternated, 2 runs: Postgres 2,258 /
+// 1,911 -> 4,086 / 3,873 events/s drained at 32; Redis within its noise).
+const readAhead = 32
 
 // readAll reads the documents of scopes, in that order, several at a time:
 // a page of the due index is a page of documents, and reading them one

@@ -214,3 +214,50 @@ func testLongScopeRetention(t *testing.T, newStore NewStore) {
 	}
 	wantStatus(t, "after expiry", must(e.l.Once(e.ctx, recent, count(&n, nil))), ledger.StatusExecuted, "")
 }
+
+// An operator or a reconciler resolving an effect that settled long ago
+// (failed, known not applied, or committed) is told it is not ambiguous,
+// as for a recent one, by entry id or by effect; the long scope does not
+// forget it, and the refusal changes nothing.
+func testLongScopeResolve(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	failedKey := ledger.Key{Scope: "long", Intent: "refund", Payload: "r-1"}
+	failed := must(e.l.Once(e.ctx, failedKey, func(context.Context, ledger.Call) (any, error) {
+		return nil, ledger.NotApplied(errors.New("declined"))
+	}))
+	wantStatus(t, "failed", failed, ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	fillScope(t, e, "long", longScope)
+	committedKey := ledger.Key{Scope: "long", Intent: "reply", Payload: 0}
+	committed := must(e.l.Check(e.ctx, committedKey))
+	if spilled := must(e.store.ReadBlob(e.ctx, "long", "x:"+failed.Entry.ID)); spilled == nil {
+		t.Fatal("the failed entry is still in the document: the case needs a longer scope")
+	}
+	before := must(e.store.Read(e.ctx, "long"))
+	for _, tc := range []struct {
+		name string
+		key  ledger.Key
+		id   string
+	}{{"failed", failedKey, failed.Entry.ID}, {"committed", committedKey, committed.Entry.ID}} {
+		for _, outcome := range []ledger.Outcome{ledger.OutcomeCommitted, ledger.OutcomeNotApplied} {
+			if _, err := e.l.Resolve(e.ctx, ledger.Resolution{Scope: "long", EntryID: tc.id, Outcome: outcome, Who: "ana"}); !errors.Is(err, ledger.ErrNotAmbiguous) {
+				t.Errorf("resolve %s %s by entry id: %v, want ErrNotAmbiguous", outcome, tc.name, err)
+			}
+			if _, err := e.l.Resolve(e.ctx, resolution(tc.key, outcome)); !errors.Is(err, ledger.ErrNotAmbiguous) {
+				t.Errorf("resolve %s %s by effect: %v, want ErrNotAmbiguous", outcome, tc.name, err)
+			}
+			if _, err := e.l.Reconciled(e.ctx, ledger.ClaimRef{Scope: "long", EntryID: tc.id, Attempt: 1}, outcome); !errors.Is(err, ledger.ErrNotAmbiguous) {
+				t.Errorf("reconciled %s %s: %v, want ErrNotAmbiguous", outcome, tc.name, err)
+			}
+		}
+	}
+	if _, err := e.l.Resolve(e.ctx, ledger.Resolution{Scope: "long", EntryID: "nope", Outcome: ledger.OutcomeCommitted}); !errors.Is(err, ledger.ErrUnknownEntry) {
+		t.Errorf("resolve of an entry the scope never had: %v, want ErrUnknownEntry", err)
+	}
+	if after := must(e.store.Read(e.ctx, "long")); string(after) != string(before) {
+		t.Error("a refused resolve changed the document")
+	}
+	// Still failed, still retried once.
+	var n atomic.Int64
+	wantStatus(t, "retry", must(e.l.Once(e.ctx, failedKey, count(&n, nil))), ledger.StatusExecuted, "")
+}

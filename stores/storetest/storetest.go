@@ -117,6 +117,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
 		{"LongScopeConflicts", testLongScopeConflicts},
 		{"LongScopeRetention", testLongScopeRetention},
+		{"LongScopeResolve", testLongScopeResolve},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -261,3 +261,161 @@ func testLongScopeResolve(t *testing.T, newStore NewStore) {
 	var n atomic.Int64
 	wantStatus(t, "retry", must(e.l.Once(e.ctx, failedKey, count(&n, nil))), ledger.StatusExecuted, "")
 }
+
+// walkHistory lists a scope's history page by page (limit entries each),
+// newest first, calling between (when not nil) after each page but the
+// last, and returns the entries in the order the pages gave them.
+func walkHistory(t *testing.T, e *env, l *ledger.Ledger, scope string, limit int, between func(page int)) []ledger.Entry {
+	t.Helper()
+	var out []ledger.Entry
+	q := ledger.HistoryQuery{Scope: scope, Limit: limit}
+	for page := 0; ; page++ {
+		p := must(l.HistoryPage(e.ctx, q))
+		if len(p.Entries) > limit {
+			t.Fatalf("page %d holds %d entries, limit %d", page, len(p.Entries), limit)
+		}
+		out = append(out, p.Entries...)
+		if p.Next == "" {
+			return out
+		}
+		if len(p.Entries) == 0 {
+			t.Fatalf("page %d is empty and names a next page", page)
+		}
+		if page > 10*longScope {
+			t.Fatal("the walk does not end")
+		}
+		q.Before = p.Next
+		if between != nil {
+			between(page)
+		}
+	}
+}
+
+// A long scope's history read page by page, newest first, lists what
+// History lists, each entry once, in History's order reversed, at any
+// page size: settled entries moved out of the document, an old failed
+// entry tried again and settled since, and unsettled ones alike.
+func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	retried := ledger.Key{Scope: "long", Intent: "refund", Payload: "r-1"}
+	declined := func(context.Context, ledger.Call) (any, error) { return nil, ledger.NotApplied(errors.New("declined")) }
+	wantStatus(t, "failed", must(e.l.Once(e.ctx, retried, declined)), ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	fillScope(t, e, "long", longScope/2)
+	// Tried again once it left the document, and failed again: its old
+	// copy stays in a spilled record.
+	wantStatus(t, "failed again", must(e.l.Once(e.ctx, retried, declined)), ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	for i := range longScope / 2 {
+		must(e.l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "note", Payload: i},
+			func(context.Context, ledger.Call) (any, error) { return nil, nil }))
+		e.clock.Advance(time.Second)
+	}
+	pending := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: "open"}}))
+	if !pending.Acquired() {
+		t.Fatalf("claim: %v", pending.Status)
+	}
+	whole := must(e.l.History(e.ctx, "long"))
+	if len(whole) != longScope+2 {
+		t.Fatalf("history lists %d entries, want %d", len(whole), longScope+2)
+	}
+	for _, limit := range []int{1, 7, 50, ledger.MaxHistoryPage} {
+		got := walkHistory(t, e, e.l, "long", limit, nil)
+		if len(got) != len(whole) {
+			t.Fatalf("pages of %d list %d entries, want %d", limit, len(got), len(whole))
+		}
+		for i, g := range got {
+			w := whole[len(whole)-1-i]
+			if g.ID != w.ID || g.State != w.State || g.Attempt != w.Attempt || string(g.Value) != string(w.Value) {
+				t.Fatalf("pages of %d, entry %d: %s %s attempt %d, want %s %s attempt %d", limit, i, g.ID, g.State, g.Attempt, w.ID, w.State, w.Attempt)
+			}
+		}
+	}
+	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Before: "not-a-cursor"}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a made-up cursor: %v, want ErrInvalid", err)
+	}
+	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: ledger.MaxHistoryPage + 1}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a page too large: %v, want ErrInvalid", err)
+	}
+	if p := must(e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "nobody"})); len(p.Entries) != 0 || p.Next != "" {
+		t.Errorf("an empty scope's page: %+v", p)
+	}
+}
+
+// Writes between the pages of a walk (new effects, which move older ones
+// out of the document, from another process) neither drop nor repeat an
+// entry the scope held when the walk began.
+func testLongScopeHistoryPagesWrites(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	fillScope(t, e, "long", longScope)
+	before := must(e.l.History(e.ctx, "long"))
+	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	added := 0
+	got := walkHistory(t, e, e.l, "long", 10, func(page int) {
+		for range 20 {
+			must(other.Once(e.ctx, ledger.Key{Scope: "long", Intent: "later", Payload: added},
+				func(context.Context, ledger.Call) (any, error) { return nil, nil }))
+			added++
+			e.clock.Advance(time.Second)
+		}
+	})
+	seen := map[string]int{}
+	for _, g := range got {
+		seen[g.ID]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("entry %s listed %d times", id, n)
+		}
+	}
+	for _, b := range before {
+		if seen[b.ID] != 1 {
+			t.Errorf("entry %s (%s %s) listed %d times, want once", b.ID, b.Intent, b.Payload, seen[b.ID])
+		}
+	}
+	if len(got) != len(before) {
+		t.Errorf("the walk listed %d entries, the scope held %d when it began", len(got), len(before))
+	}
+	if h := must(e.l.History(e.ctx, "long")); len(h) != len(before)+added {
+		t.Fatalf("history after the walk lists %d, want %d", len(h), len(before)+added)
+	}
+}
+
+// countingStore counts the spilled records read through it.
+type countingStore struct {
+	ledger.Store
+	blobs atomic.Int64
+}
+
+func (s *countingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	s.blobs.Add(1)
+	return s.Store.ReadBlob(ctx, scope, name)
+}
+
+// A page of a long scope's history reads a few of its spilled records,
+// however many the scope holds.
+func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	fillScope(t, e, "long", 4*longScope)
+	cs := &countingStore{Store: e.store}
+	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	must(l.History(e.ctx, "long"))
+	whole := cs.blobs.Load()
+	q := ledger.HistoryQuery{Scope: "long", Limit: 20}
+	pages := 0
+	for {
+		cs.blobs.Store(0)
+		p := must(l.HistoryPage(e.ctx, q))
+		pages++
+		if n := cs.blobs.Load(); n > 3 || n*4 > whole {
+			t.Fatalf("page %d read %d records; the whole history reads %d", pages, n, whole)
+		}
+		if p.Next == "" {
+			break
+		}
+		q.Before = p.Next
+	}
+	if pages != 4*longScope/20 {
+		t.Fatalf("%d pages of 20 for %d entries", pages, 4*longScope)
+	}
+}

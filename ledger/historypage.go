@@ -48,25 +48,39 @@ const (
 // again meanwhile moves to the newest end, as in History, and so leaves
 // the pages still to come.
 func (l *Ledger) HistoryPage(ctx context.Context, q HistoryQuery) (HistoryPage, error) {
-	limit := q.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultHistoryPage
-	case limit < 0 || limit > MaxHistoryPage:
-		return HistoryPage{}, fmt.Errorf("%w: a history page holds 1 to %d entries, not %d", ErrInvalid, MaxHistoryPage, limit)
-	}
-	var cur *historyCursor
-	if q.Before != "" {
-		c, err := parseHistoryCursor(q.Before)
-		if err != nil {
-			return HistoryPage{}, err
-		}
-		cur = &c
+	limit, cur, err := q.parse()
+	if err != nil {
+		return HistoryPage{}, err
 	}
 	d, err := l.read(ctx, q.Scope)
 	if err != nil {
 		return HistoryPage{}, err
 	}
+	return l.historyPage(ctx, d, limit, cur)
+}
+
+// parse checks the query: its page size and its cursor (nil: none).
+func (q HistoryQuery) parse() (int, *historyCursor, error) {
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultHistoryPage
+	case limit < 0 || limit > MaxHistoryPage:
+		return 0, nil, fmt.Errorf("%w: a history page holds 1 to %d entries, not %d", ErrInvalid, MaxHistoryPage, limit)
+	}
+	if q.Before == "" {
+		return limit, nil, nil
+	}
+	c, err := parseHistoryCursor(q.Before)
+	if err != nil {
+		return 0, nil, err
+	}
+	return limit, &c, nil
+}
+
+// historyPage is HistoryPage on the scope's document d, as read.
+func (l *Ledger) historyPage(ctx context.Context, d *document, limit int, cur *historyCursor) (HistoryPage, error) {
+	q := HistoryQuery{Scope: d.Scope}
 	var found []Entry
 	for _, e := range d.Entries {
 		if cur.after(e) {

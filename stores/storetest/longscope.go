@@ -331,6 +331,22 @@ func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
 			}
 		}
 	}
+	// The conversation's page: the newest entries, oldest first, with the
+	// scope's runs and queue whole.
+	conv, next := must2(e.l.ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7}))
+	full := must(e.l.Conversation(e.ctx, "long"))
+	if len(conv.Entries) != 7 || next == "" || len(conv.Runs) != len(full.Runs) || len(conv.Queue) != len(full.Queue) || conv.Token != full.Token {
+		t.Fatalf("conversation page: %d entries, next %q, %d runs, %d queued; want 7, a next page, %d, %d", len(conv.Entries), next, len(conv.Runs), len(conv.Queue), len(full.Runs), len(full.Queue))
+	}
+	for i, g := range conv.Entries {
+		if w := whole[len(whole)-7+i]; g.ID != w.ID {
+			t.Fatalf("conversation page entry %d: %s, want %s", i, g.ID, w.ID)
+		}
+	}
+	older, _ := must2(e.l.ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7, Before: next}))
+	if len(older.Entries) != 7 || older.Entries[6].ID != whole[len(whole)-8].ID {
+		t.Fatalf("older conversation page: %d entries", len(older.Entries))
+	}
 	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Before: "not-a-cursor"}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("a made-up cursor: %v, want ErrInvalid", err)
 	}
@@ -418,4 +434,12 @@ func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 	if pages != 4*longScope/20 {
 		t.Fatalf("%d pages of 20 for %d entries", pages, 4*longScope)
 	}
+}
+
+// must2 is must for two results.
+func must2[T, U any](v T, u U, err error) (T, U) {
+	if err != nil {
+		panic(failure{err})
+	}
+	return v, u
 }

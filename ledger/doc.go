@@ -87,7 +87,8 @@
 // and the document, now format 2, counts and lists them (spill.go). Exact
 // lookups (a claim, an enqueue, a settle, Check) read the one record they
 // need; History, Conversation, CommittedValue and a run whose context
-// predates them read them all. Format 1 documents are still read and are
+// predates them read them all; HistoryPage reads a page, newest first,
+// and only the records that page needs. Format 1 documents are still read and are
 // rewritten as format 2 when they first spill. Still in the document, and
 // still growing with a long scope: its landing list (one sequence and time
 // per write within retention), its runs and its queued deliveries.

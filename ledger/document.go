@@ -42,6 +42,10 @@ type document struct {
 	// Spilled lists their chunks, oldest first (see spill.go).
 	Spill   uint64       `json:"spill,omitempty"`
 	Spilled []spillChunk `json:"spilled,omitempty"`
+	// Moved maps an entry that moved back from the spilled records into
+	// Entries to the Spill counter at that moment: the copies the chunks
+	// up to that one hold are out of date (see spill.go).
+	Moved map[string]uint64 `json:"moved,omitempty"`
 }
 
 // landing is one write joining the scope's history.

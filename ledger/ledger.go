@@ -340,7 +340,7 @@ func (l *Ledger) Reconciled(ctx context.Context, ref ClaimRef, outcome Outcome) 
 		return Entry{}, fmt.Errorf("%w: a claim reference needs scope and entry id", ErrInvalid)
 	}
 	var entry Entry
-	err := l.transact(ctx, ref.Scope, func(d *document, now time.Time) (bool, error) {
+	err := l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, _ *blobSet) (bool, error) {
 		e, derr := decideResolve(d, ref.EntryID, ref.Attempt, outcome, "reconciler", now)
 		if derr != nil {
 			return false, derr
@@ -432,7 +432,7 @@ func (l *Ledger) Resolve(ctx context.Context, r Resolution) (Entry, error) {
 		if err != nil {
 			return Entry{}, err
 		}
-		return l.resolveEntry(ctx, k.scope, k.idIn, r.Outcome, "operator")
+		return l.resolveEntry(ctx, k.scope, lookupFor(k), k.idIn, r.Outcome, "operator")
 	}
 	if r.Intent != "" || r.Payload != nil {
 		return Entry{}, fmt.Errorf("%w: name the entry by entry id or by intent and payload, not both", ErrInvalid)
@@ -447,16 +447,18 @@ func (l *Ledger) Resolve(ctx context.Context, r Resolution) (Entry, error) {
 		}
 		by += ":" + r.Who
 	}
-	return l.resolveEntry(ctx, r.Scope, func(*document) string { return r.EntryID }, r.Outcome, by)
+	return l.resolveEntry(ctx, r.Scope, lookup{ids: []string{r.EntryID}, lazy: true}, func(*document) string { return r.EntryID }, r.Outcome, by)
 }
 
 // resolveEntry resolves the entry that idIn names in the scope's document.
-func (l *Ledger) resolveEntry(ctx context.Context, scope string, idIn func(*document) string, outcome Outcome, by string) (Entry, error) {
+// lk looks the entry up among those spilled out of it, so that a settled
+// entry is refused as not ambiguous however old, not as unknown.
+func (l *Ledger) resolveEntry(ctx context.Context, scope string, lk lookup, idIn func(*document) string, outcome Outcome, by string) (Entry, error) {
 	if outcome != OutcomeCommitted && outcome != OutcomeNotApplied {
 		return Entry{}, fmt.Errorf("%w: outcome must be %q or %q, got %q", ErrInvalid, OutcomeCommitted, OutcomeNotApplied, outcome)
 	}
 	var out Entry
-	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+	err := l.transactEntry(ctx, scope, lk, func(d *document, now time.Time, _ *blobSet) (bool, error) {
 		e, derr := decideResolve(d, idIn(d), 0, outcome, by, now)
 		if derr != nil {
 			return false, derr

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 )
@@ -44,7 +45,34 @@ func (l *Ledger) Conversation(ctx context.Context, scope string) (Conversation, 
 	if err != nil {
 		return Conversation{}, err
 	}
-	c := Conversation{Scope: scope, Token: d.Token, Entries: d.history(), Runs: make([]RunInfo, 0, len(d.Runs)),
+	return conversationOf(d, d.history()), nil
+}
+
+// ConversationPage is Conversation with one page of the scope's entries
+// (see HistoryPage), oldest first, instead of all of them; the page's
+// Next continues with older entries. Runs and queued deliveries are all
+// there, as in Conversation.
+func (l *Ledger) ConversationPage(ctx context.Context, q HistoryQuery) (Conversation, string, error) {
+	limit, cur, err := q.parse()
+	if err != nil {
+		return Conversation{}, "", err
+	}
+	d, err := l.read(ctx, q.Scope)
+	if err != nil {
+		return Conversation{}, "", err
+	}
+	p, err := l.historyPage(ctx, d, limit, cur)
+	if err != nil {
+		return Conversation{}, "", err
+	}
+	slices.Reverse(p.Entries)
+	return conversationOf(d, p.Entries), p.Next, nil
+}
+
+// conversationOf is the conversation of d with entries.
+func conversationOf(d *document, entries []Entry) Conversation {
+	scope := d.Scope
+	c := Conversation{Scope: scope, Token: d.Token, Entries: entries, Runs: make([]RunInfo, 0, len(d.Runs)),
 		Queue: make([]QueueItem, 0, len(d.Queue))}
 	for _, r := range d.Runs {
 		info := RunInfo{ID: r.ID, Mode: r.Mode, Token: r.Token, Delivery: r.Delivery, ContextAt: r.ContextAt,
@@ -69,5 +97,5 @@ func (l *Ledger) Conversation(ctx context.Context, scope string) (Conversation, 
 		}
 		return c.Queue[i].EntryID < c.Queue[j].EntryID
 	})
-	return c, nil
+	return c
 }

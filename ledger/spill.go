@@ -19,7 +19,9 @@ import (
 //     an enqueue, a settle or a check;
 //   - "s:{n}" holds the entries spilled together as chunk n, for what
 //     reads a scope's history as a whole (History, a run's conflict check
-//     when its context predates a spilled landing, CommittedValue).
+//     when its context predates a spilled landing, CommittedValue) or a
+//     page of it (HistoryPage, which reads only the chunks whose claim
+//     times the page needs).
 //
 // The document lists its chunks (Spilled) and counts every change to these
 // records (Spill). A decision that must look an entry up reads its record
@@ -51,6 +53,13 @@ type spillChunk struct {
 	Count  int       `json:"count"`
 	MaxSeq uint64    `json:"maxSeq,omitempty"` // highest LandedSeq in it
 	Until  time.Time `json:"until"`            // newest SettledAt in it
+	// First and Last bound the ClaimedAt of its entries, in Unix
+	// milliseconds rounded outwards (small: the document lists every
+	// chunk), so that a page of history reads only the chunks it needs
+	// (HistoryPage). Zero in a chunk written before they were kept: no
+	// bound known.
+	First int64 `json:"first,omitempty"`
+	Last  int64 `json:"last,omitempty"`
 }
 
 func entryBlob(id string) string { return "x:" + id }
@@ -109,7 +118,12 @@ func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
 		out = out[len(part):]
 		d.Spill++
 		c := spillChunk{N: d.Spill, Count: len(part)}
-		for _, e := range part {
+		for i, e := range part {
+			first, last := claimedBounds(e.ClaimedAt)
+			if i == 0 || first < c.First {
+				c.First = first
+			}
+			c.Last = max(c.Last, last)
 			b, err := marshalRecord(e)
 			if err != nil {
 				return fmt.Errorf("ledger: encode spilled entry %q: %w", e.ID, err)
@@ -129,6 +143,16 @@ func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
 		d.Spilled = append(d.Spilled, c)
 	}
 	return nil
+}
+
+// claimedBounds is t in Unix milliseconds, rounded down and up.
+func claimedBounds(t time.Time) (first, last int64) {
+	first = t.UnixMilli()
+	last = first
+	if t.After(time.UnixMilli(first)) {
+		last++
+	}
+	return first, last
 }
 
 // retirable reports whether a chunk has passed retention.
@@ -201,7 +225,7 @@ func (v *spillView) inject(d *document, ids []string, now time.Time, retention t
 
 // unload takes the view's entries out of d again, unless the decision
 // changed them: those stay, and their records go (the document's copy is
-// the one in force).
+// the one in force; Moved says the chunks' copies are out of date).
 func (l loaded) unload(d *document, blobs *blobSet) {
 	for id, was := range l {
 		e := d.Entries[id]
@@ -214,7 +238,41 @@ func (l loaded) unload(d *document, blobs *blobSet) {
 			continue
 		}
 		blobs.set(entryBlob(id), nil)
+		if d.Moved == nil {
+			d.Moved = map[string]uint64{}
+		}
+		d.Moved[id] = d.Spill
 	}
+}
+
+// pruneMoved forgets the moves no chunk still holds an old copy of.
+func (d *document) pruneMoved() {
+	if len(d.Moved) == 0 {
+		return
+	}
+	oldest := uint64(0)
+	if len(d.Spilled) > 0 {
+		oldest = d.Spilled[0].N
+	}
+	for id, n := range d.Moved {
+		if len(d.Spilled) == 0 || n < oldest {
+			delete(d.Moved, id)
+		}
+	}
+	if len(d.Moved) == 0 {
+		d.Moved = nil
+	}
+}
+
+// spilledCopyStale reports whether the copy of e in chunk n is out of
+// date: the entry moved back into the document after chunk n was written
+// (it may have left again since, in a later chunk).
+func (d *document) spilledCopyStale(id string, n uint64) bool {
+	if d.Entries[id] != nil {
+		return true
+	}
+	m, ok := d.Moved[id]
+	return ok && n <= m
 }
 
 // readSpilled reads the records of ids (the first found ends it: ids are
@@ -489,6 +547,7 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 			kept = append(kept, c)
 		}
 		d.Spilled = kept
+		d.pruneMoved()
 		for id := range del {
 			if d.Entries[id] == nil {
 				blobs.set(entryBlob(id), nil)

@@ -143,7 +143,7 @@ var commandHelp = map[string]struct{ summary, example string }{
 	"bench":            {"Measure the gateway against a bare reverse proxy on loopback.", "gateway bench --store bolt --n 20000 --concurrency 32"},
 	"providers":        {"The providers the gateway verifies, or a ready source for one.", "gateway providers stripe"},
 	"health":           {"Exit 0 if the gateway at --url answers its readiness check, 1 if not (for container healthchecks).", "gateway health --url http://127.0.0.1:8081/readyz"},
-	"ledger history":   {"A scope's effect entries, oldest first, with each outcome.", "gateway ledger history 'stripe:evt_1' --config gateway.yaml"},
+	"ledger history":   {"A scope's effect entries with each outcome, newest first, a page at a time (--limit, --before).", "gateway ledger history 'stripe:evt_1' --limit 20 --config gateway.yaml"},
 	"ledger ambiguous": {"Entries whose outcome is unknown and needs a person.", "gateway ledger ambiguous --config gateway.yaml"},
 	"ledger resolve":   {"Record what you found about an ambiguous entry.", "gateway ledger resolve SCOPE ENTRY_ID --outcome not_applied --config gateway.yaml"},
 	"events list":      {"Queued events, oldest first: every status, delivered included (without --status or with delivered: the scopes that received an event last).", "gateway events list --status dead --source github --config gateway.yaml"},

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/suggest"
 	"github.com/replyonce/gateway/forward"
@@ -24,7 +25,10 @@ import (
 const ledgerUsage = `usage: gateway ledger <command> [flags]
 
 commands:
-  history SCOPE                    a scope's effect entries, oldest first
+  history SCOPE [--limit N] [--before NEXT]
+                                   a scope's effect entries, newest first, N a page
+                                   (default 50, at most 1000); the output names
+                                   the --before that lists the older ones
   ambiguous [--limit N]            entries whose outcome is unknown
   resolve SCOPE ENTRY_ID --outcome committed|not_applied
                                    record what you found about an ambiguous entry
@@ -50,6 +54,7 @@ type ledgerFlags struct {
 	timeout              time.Duration
 	limit                int
 	outcome              string
+	before               string
 }
 
 func (a *App) ledgerCmd(ctx context.Context, args []string) error {
@@ -71,6 +76,10 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 	adminFlags(fs, &f)
 	if sub == "ambiguous" || sub == "escalations" {
 		fs.IntVar(&f.limit, "limit", 100, "scopes to look at")
+	}
+	if sub == "history" {
+		fs.IntVar(&f.limit, "limit", ledger.DefaultHistoryPage, fmt.Sprintf("entries on the page, 1 to %d", ledger.MaxHistoryPage))
+		fs.StringVar(&f.before, "before", "", "list the entries older than a page: the value the page's output names")
 	}
 	if sub == "resolve" {
 		fs.StringVar(&f.outcome, "outcome", "", "committed or not_applied")
@@ -94,14 +103,17 @@ func (a *App) ledgerCmd(ctx context.Context, args []string) error {
 	case "escalations", "dismiss":
 		return a.escalationsCmd(ctx, client, f, sub, pos)
 	case "history":
-		entries, err := client.History(ctx, pos[0])
+		if f.limit < 1 || f.limit > ledger.MaxHistoryPage {
+			return usageError{fmt.Sprintf("ledger history: --limit must be 1 to %d", ledger.MaxHistoryPage)}
+		}
+		page, err := client.HistoryPage(ctx, ledger.HistoryQuery{Scope: pos[0], Limit: f.limit, Before: f.before})
 		if err != nil {
 			return explain(err)
 		}
 		if f.json {
-			return a.printJSON(ledgerapi.EntriesJSON{Scope: pos[0], Entries: toJSON(entries)})
+			return a.printJSON(ledgerapi.EntriesJSON{Scope: pos[0], Entries: toJSON(page.Entries), Next: page.Next})
 		}
-		a.printHistory(pos[0], entries)
+		a.printHistory(pos[0], page, f.before != "")
 	case "ambiguous":
 		entries, err := client.Ambiguous(ctx, f.limit)
 		if err != nil {
@@ -251,12 +263,28 @@ func (a *App) printJSON(v any) error {
 
 const timeLayout = "2006-01-02 15:04:05Z"
 
-func (a *App) printHistory(scope string, es []ledger.Entry) {
+// printHistory prints one page of a scope's history, newest first, and
+// how to list the older entries when there are some.
+func (a *App) printHistory(scope string, p ledger.HistoryPage, older bool) {
+	es := p.Entries
 	if len(es) == 0 {
+		if older {
+			fmt.Fprintf(a.Stdout, "scope %s: no older entries\n", printable(scope))
+			return
+		}
 		fmt.Fprintf(a.Stdout, "scope %s: no entries (never written, or past retention)\n", printable(scope))
 		return
 	}
-	fmt.Fprintf(a.Stdout, "scope %s: %s, oldest first\n\n", printable(scope), plural(len(es), "entry", "entries"))
+	what := plural(len(es), "entry", "entries")
+	if older {
+		what = plural(len(es), "older entry", "older entries")
+	}
+	fmt.Fprintf(a.Stdout, "scope %s: %s, newest first\n\n", printable(scope), what)
+	defer func() {
+		if p.Next != "" {
+			fmt.Fprintf(a.Stdout, "\nolder entries: gateway ledger history %s --before %s\n", shellWord(scope), p.Next)
+		}
+	}()
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLAIMED\tSTATE\tINTENT\tPAYLOAD\tATTEMPT\tRUN\tENTRY ID\tNOTE")
 	for _, e := range es {
@@ -367,4 +395,19 @@ func printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// shellWord is s as one word a POSIX shell reads back as s: bare when
+// it is plain, single-quoted otherwise; SCOPE when it holds characters a
+// terminal must not be sent (the command is then to be completed by hand).
+func shellWord(s string) string {
+	if s == "" || printable(s) != s {
+		return "SCOPE"
+	}
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("_-.:/@%+=,", r)))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -315,3 +315,59 @@ func TestLedgerShowsAbandonedClaimsAsTheConsoleDoes(t *testing.T) {
 		t.Fatalf("ambiguous past the deadline:\n%s", out)
 	}
 }
+
+// `ledger history` lists a long scope a page at a time, newest first, and
+// each page but the last ends with the command that lists the older
+// entries; following them lists every entry once.
+func TestLedgerHistoryPages(t *testing.T) {
+	clock := testkit.NewClock(time.Now())
+	l := ledger.New(memory.New(clock.Now), ledger.Options{Clock: clock.Now})
+	const scope, n = "conv 7's", 60 // quoted for the shell in the hint
+	for i := range n {
+		if _, err := l.Once(context.Background(), ledger.Key{Scope: scope, Intent: "reply", Payload: fmt.Sprintf("m%02d", i)},
+			func(context.Context, ledger.Call) (any, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+	}
+	srv := httptest.NewServer(ledgerapi.NewHandler(l, adminToken, nil))
+	defer srv.Close()
+	args := []string{"history", scope, "--limit", "25"}
+	var listed []string
+	for page := 1; ; page++ {
+		out, err := runLedger(t, noEnv, append(args, "--admin", srv.URL, "--token", adminToken)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if i := strings.Index(line, `"m`); i >= 0 {
+				listed = append(listed, line[i+1:i+4])
+			}
+		}
+		_, hint, more := strings.Cut(out, "older entries: gateway ledger history ")
+		if !more {
+			if page != 3 {
+				t.Fatalf("page %d is the last:\n%s", page, out)
+			}
+			break
+		}
+		if !strings.HasPrefix(hint, `'conv 7'\''s' --before `) || page > 3 {
+			t.Fatalf("page %d's hint: %q", page, hint)
+		}
+		args = []string{"history", scope, "--limit", "25", "--before", strings.TrimSpace(strings.TrimPrefix(hint, `'conv 7'\''s' --before `))}
+	}
+	if len(listed) != n {
+		t.Fatalf("listed %d entries, want %d: %v", len(listed), n, listed)
+	}
+	for i, m := range listed {
+		if want := fmt.Sprintf("m%02d", n-1-i); m != want {
+			t.Fatalf("entry %d is %s, want %s (newest first)", i, m, want)
+		}
+	}
+	for _, bad := range [][]string{{"history", scope, "--limit", "0"}, {"history", scope, "--limit", "1001"}} {
+		var u usageError
+		if _, err := runLedger(t, noEnv, append(bad, "--admin", srv.URL, "--token", adminToken)...); !errors.As(err, &u) {
+			t.Errorf("ledger %q: %v, want a usage error", bad, err)
+		}
+	}
+}

@@ -681,3 +681,71 @@ func TestDeliveryEndpoints(t *testing.T) {
 		t.Fatalf("pause: %v %v", paused, err)
 	}
 }
+
+// A long scope's history over HTTP, a page at a time: the pages, newest
+// first, list what the whole history lists, each entry once; the
+// timeline lists a page of entries, oldest first, and the cursor of the
+// older ones.
+func TestHistoryPages(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	const n = 70 // enough that most leave the scope's document
+	for i := range n {
+		if _, err := e.ledger.Once(ctx, ledger.Key{Scope: "long", Intent: "reply", Payload: i},
+			func(context.Context, ledger.Call) (any, error) { return i, nil }); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Second)
+	}
+	whole, err := e.client.History(ctx, "long")
+	if err != nil || len(whole) != n {
+		t.Fatalf("whole history: %d entries, %v", len(whole), err)
+	}
+	var got []ledger.Entry
+	q := ledger.HistoryQuery{Scope: "long", Limit: 30}
+	for pages := 1; ; pages++ {
+		p, err := e.client.HistoryPage(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Entries) > 30 || pages > 3 {
+			t.Fatalf("page %d: %d entries", pages, len(p.Entries))
+		}
+		got = append(got, p.Entries...)
+		if p.Next == "" {
+			break
+		}
+		q.Before = p.Next
+	}
+	if len(got) != n {
+		t.Fatalf("pages list %d entries, want %d", len(got), n)
+	}
+	for i := range got {
+		if w := whole[n-1-i]; got[i].ID != w.ID || string(got[i].Value) != string(w.Value) {
+			t.Fatalf("page entry %d: %s %s, want %s %s", i, got[i].ID, got[i].Value, w.ID, w.Value)
+		}
+	}
+	tl, err := e.client.TimelinePage(ctx, ledgerapi.TimelineRequest{Scope: "long", Entries: 10})
+	if err != nil || len(tl.Entries) != 10 || tl.EntriesNext == "" || tl.Entries[9].ID != whole[n-1].ID || tl.Entries[0].ID != whole[n-10].ID {
+		t.Fatalf("timeline page: %d entries, next %q, %v", len(tl.Entries), tl.EntriesNext, err)
+	}
+	older, err := e.client.TimelinePage(ctx, ledgerapi.TimelineRequest{Scope: "long", Entries: 10, Before: tl.EntriesNext})
+	if err != nil || len(older.Entries) != 10 || older.Entries[9].ID != whole[n-11].ID {
+		t.Fatalf("older timeline page: %d entries, %v", len(older.Entries), err)
+	}
+	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "before=nope"} {
+		req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/scopes/long/history?"+bad, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", bearer)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("history?%s: %d, want 400", bad, resp.StatusCode)
+		}
+	}
+}

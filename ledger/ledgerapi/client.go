@@ -2,6 +2,7 @@ package ledgerapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,6 +323,24 @@ func (c *Client) History(ctx context.Context, scope string) ([]ledger.Entry, err
 		return nil, err
 	}
 	return entriesFromJSON(out.Entries), nil
+}
+
+// HistoryPage returns one page of a scope's history, newest first (see
+// ledger.Ledger.HistoryPage).
+func (c *Client) HistoryPage(ctx context.Context, q ledger.HistoryQuery) (ledger.HistoryPage, error) {
+	if q.Scope == "" {
+		return ledger.HistoryPage{}, fmt.Errorf("%w: scope is empty", ledger.ErrInvalid)
+	}
+	v := url.Values{}
+	v.Set("limit", strconv.Itoa(cmp.Or(q.Limit, ledger.DefaultHistoryPage)))
+	if q.Before != "" {
+		v.Set("before", q.Before)
+	}
+	var out EntriesJSON
+	if err := c.do(ctx, http.MethodGet, "/v1/scopes/"+url.PathEscape(q.Scope)+"/history?"+v.Encode(), nil, &out); err != nil {
+		return ledger.HistoryPage{}, err
+	}
+	return ledger.HistoryPage{Entries: entriesFromJSON(out.Entries), Next: out.Next}, nil
 }
 
 // Heartbeat renews a run's lease by reference; false means stop.

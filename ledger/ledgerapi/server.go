@@ -447,11 +447,34 @@ func (s *server) check(r *http.Request) (any, error) {
 
 func (s *server) history(r *http.Request) (any, error) {
 	scope := r.PathValue("scope")
+	if q, paged, err := historyQuery(r, scope, "limit"); err != nil {
+		return nil, err
+	} else if paged {
+		p, err := s.l.HistoryPage(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		return EntriesJSON{Scope: scope, Entries: entriesToJSON(p.Entries), Next: p.Next}, nil
+	}
 	es, err := s.l.History(r.Context(), scope)
 	if err != nil {
 		return nil, err
 	}
 	return EntriesJSON{Scope: scope, Entries: entriesToJSON(es)}, nil
+}
+
+// historyQuery reads a page of history from the query: its size from
+// the parameter named size, its cursor from before. paged is false when
+// neither is there.
+func historyQuery(r *http.Request, scope, size string) (q ledger.HistoryQuery, paged bool, err error) {
+	v := r.URL.Query()
+	q = ledger.HistoryQuery{Scope: scope, Before: v.Get("before")}
+	if n := v.Get(size); n != "" {
+		if q.Limit, err = strconv.Atoi(n); err != nil || q.Limit < 1 || q.Limit > ledger.MaxHistoryPage {
+			return q, false, fmt.Errorf("%w: %s must be an integer from 1 to %d", ledger.ErrInvalid, size, ledger.MaxHistoryPage)
+		}
+	}
+	return q, q.Limit != 0 || q.Before != "", nil
 }
 
 // maxAmbiguousScopes caps how many scopes one listing reads.

@@ -1,6 +1,7 @@
 package ledgerapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -16,7 +17,7 @@ import (
 )
 
 // What the admin console needs beyond the CLI's endpoints: a scope's
-// whole conversation in one answer, a page of deliveries newest first with
+// whole conversation in one answer (or with a page of its entries), a page of deliveries newest first with
 // a cursor, and the refusals this process handed out. The console calls
 // them through the Client like any other caller.
 
@@ -62,6 +63,10 @@ type TimelineJSON struct {
 	// first, when asked for (attempts=1): those of the newest
 	// TimelineAttempts deliveries.
 	Attempts map[string][]AttemptJSON `json:"attempts,omitempty"`
+	// EntriesNext, when the timeline was asked for a page of entries
+	// (entries=N, before), continues with older entries: pass it as
+	// before. Empty when there are none.
+	EntriesNext string `json:"entries_next,omitempty"`
 }
 
 // TimelineAttempts is how many of a scope's newest deliveries a timeline
@@ -109,12 +114,22 @@ func (l *refusalLog) of(scope string) []RefusalJSON {
 
 func (s *server) timeline(r *http.Request) (any, error) {
 	scope := r.PathValue("scope")
-	c, err := s.l.Conversation(r.Context(), scope)
+	q, paged, err := historyQuery(r, scope, "entries")
+	if err != nil {
+		return nil, err
+	}
+	var c ledger.Conversation
+	var next string
+	if paged {
+		c, next, err = s.l.ConversationPage(r.Context(), q)
+	} else {
+		c, err = s.l.Conversation(r.Context(), scope)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := TimelineJSON{Scope: scope, Token: c.Token, Runs: make([]RunInfoJSON, 0, len(c.Runs)), Entries: entriesToJSON(c.Entries),
-		Deliveries: itemsJSON(c.Queue).Deliveries, Refusals: s.refusals.of(scope)}
+		Deliveries: itemsJSON(c.Queue).Deliveries, Refusals: s.refusals.of(scope), EntriesNext: next}
 	for _, ri := range c.Runs {
 		out.Runs = append(out.Runs, RunInfoJSON{RunID: ri.ID, Mode: string(ri.Mode), Token: ri.Token, Delivery: ri.Delivery,
 			ContextAt: utc(ri.ContextAt), LastActive: utc(ri.LastActive), Wrote: ri.Wrote, EndedAt: utc(ri.EndedAt),
@@ -154,6 +169,33 @@ func (c *Client) Timeline(ctx context.Context, scope string) (TimelineJSON, erro
 func (c *Client) TimelineWithAttempts(ctx context.Context, scope string) (TimelineJSON, error) {
 	var out TimelineJSON
 	err := c.do(ctx, http.MethodGet, "/v1/scopes/"+url.PathEscape(scope)+"/timeline?attempts=1", nil, &out)
+	return out, err
+}
+
+// TimelineRequest asks for a scope's timeline with a page of its entries.
+type TimelineRequest struct {
+	Scope    string
+	Attempts bool // the attempts of the newest TimelineAttempts deliveries
+	// Entries is how many of the scope's entries the timeline lists, the
+	// newest before Before (a TimelineJSON.EntriesNext; empty: the
+	// newest); zero lists ledger.DefaultHistoryPage.
+	Entries int
+	Before  string
+}
+
+// TimelinePage is Timeline with one page of the scope's entries (oldest
+// first, like Timeline's) instead of all of them.
+func (c *Client) TimelinePage(ctx context.Context, tr TimelineRequest) (TimelineJSON, error) {
+	q := url.Values{}
+	q.Set("entries", strconv.Itoa(cmp.Or(tr.Entries, ledger.DefaultHistoryPage)))
+	if tr.Before != "" {
+		q.Set("before", tr.Before)
+	}
+	if tr.Attempts {
+		q.Set("attempts", "1")
+	}
+	var out TimelineJSON
+	err := c.do(ctx, http.MethodGet, "/v1/scopes/"+url.PathEscape(tr.Scope)+"/timeline?"+q.Encode(), nil, &out)
 	return out, err
 }
 

@@ -125,6 +125,9 @@ type CheckJSON struct {
 type EntriesJSON struct {
 	Scope   string      `json:"scope,omitempty"`
 	Entries []EntryJSON `json:"entries"`
+	// Next, on a page of history, continues with older entries (pass it
+	// as before); empty on the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // ResolveRequest is the body of POST /v1/entries/resolve. Name the entry

@@ -214,3 +214,232 @@ func testLongScopeRetention(t *testing.T, newStore NewStore) {
 	}
 	wantStatus(t, "after expiry", must(e.l.Once(e.ctx, recent, count(&n, nil))), ledger.StatusExecuted, "")
 }
+
+// An operator or a reconciler resolving an effect that settled long ago
+// (failed, known not applied, or committed) is told it is not ambiguous,
+// as for a recent one, by entry id or by effect; the long scope does not
+// forget it, and the refusal changes nothing.
+func testLongScopeResolve(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	failedKey := ledger.Key{Scope: "long", Intent: "refund", Payload: "r-1"}
+	failed := must(e.l.Once(e.ctx, failedKey, func(context.Context, ledger.Call) (any, error) {
+		return nil, ledger.NotApplied(errors.New("declined"))
+	}))
+	wantStatus(t, "failed", failed, ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	fillScope(t, e, "long", longScope)
+	committedKey := ledger.Key{Scope: "long", Intent: "reply", Payload: 0}
+	committed := must(e.l.Check(e.ctx, committedKey))
+	if spilled := must(e.store.ReadBlob(e.ctx, "long", "x:"+failed.Entry.ID)); spilled == nil {
+		t.Fatal("the failed entry is still in the document: the case needs a longer scope")
+	}
+	before := must(e.store.Read(e.ctx, "long"))
+	for _, tc := range []struct {
+		name string
+		key  ledger.Key
+		id   string
+	}{{"failed", failedKey, failed.Entry.ID}, {"committed", committedKey, committed.Entry.ID}} {
+		for _, outcome := range []ledger.Outcome{ledger.OutcomeCommitted, ledger.OutcomeNotApplied} {
+			if _, err := e.l.Resolve(e.ctx, ledger.Resolution{Scope: "long", EntryID: tc.id, Outcome: outcome, Who: "ana"}); !errors.Is(err, ledger.ErrNotAmbiguous) {
+				t.Errorf("resolve %s %s by entry id: %v, want ErrNotAmbiguous", outcome, tc.name, err)
+			}
+			if _, err := e.l.Resolve(e.ctx, resolution(tc.key, outcome)); !errors.Is(err, ledger.ErrNotAmbiguous) {
+				t.Errorf("resolve %s %s by effect: %v, want ErrNotAmbiguous", outcome, tc.name, err)
+			}
+			if _, err := e.l.Reconciled(e.ctx, ledger.ClaimRef{Scope: "long", EntryID: tc.id, Attempt: 1}, outcome); !errors.Is(err, ledger.ErrNotAmbiguous) {
+				t.Errorf("reconciled %s %s: %v, want ErrNotAmbiguous", outcome, tc.name, err)
+			}
+		}
+	}
+	if _, err := e.l.Resolve(e.ctx, ledger.Resolution{Scope: "long", EntryID: "nope", Outcome: ledger.OutcomeCommitted}); !errors.Is(err, ledger.ErrUnknownEntry) {
+		t.Errorf("resolve of an entry the scope never had: %v, want ErrUnknownEntry", err)
+	}
+	if after := must(e.store.Read(e.ctx, "long")); string(after) != string(before) {
+		t.Error("a refused resolve changed the document")
+	}
+	// Still failed, still retried once.
+	var n atomic.Int64
+	wantStatus(t, "retry", must(e.l.Once(e.ctx, failedKey, count(&n, nil))), ledger.StatusExecuted, "")
+}
+
+// walkHistory lists a scope's history page by page (limit entries each),
+// newest first, calling between (when not nil) after each page but the
+// last, and returns the entries in the order the pages gave them.
+func walkHistory(t *testing.T, e *env, l *ledger.Ledger, scope string, limit int, between func(page int)) []ledger.Entry {
+	t.Helper()
+	var out []ledger.Entry
+	q := ledger.HistoryQuery{Scope: scope, Limit: limit}
+	for page := 0; ; page++ {
+		p := must(l.HistoryPage(e.ctx, q))
+		if len(p.Entries) > limit {
+			t.Fatalf("page %d holds %d entries, limit %d", page, len(p.Entries), limit)
+		}
+		out = append(out, p.Entries...)
+		if p.Next == "" {
+			return out
+		}
+		if len(p.Entries) == 0 {
+			t.Fatalf("page %d is empty and names a next page", page)
+		}
+		if page > 10*longScope {
+			t.Fatal("the walk does not end")
+		}
+		q.Before = p.Next
+		if between != nil {
+			between(page)
+		}
+	}
+}
+
+// A long scope's history read page by page, newest first, lists what
+// History lists, each entry once, in History's order reversed, at any
+// page size: settled entries moved out of the document, an old failed
+// entry tried again and settled since, and unsettled ones alike.
+func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	retried := ledger.Key{Scope: "long", Intent: "refund", Payload: "r-1"}
+	declined := func(context.Context, ledger.Call) (any, error) { return nil, ledger.NotApplied(errors.New("declined")) }
+	wantStatus(t, "failed", must(e.l.Once(e.ctx, retried, declined)), ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	fillScope(t, e, "long", longScope/2)
+	// Tried again once it left the document, and failed again: its old
+	// copy stays in a spilled record.
+	wantStatus(t, "failed again", must(e.l.Once(e.ctx, retried, declined)), ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	for i := range longScope / 2 {
+		must(e.l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "note", Payload: i},
+			func(context.Context, ledger.Call) (any, error) { return nil, nil }))
+		e.clock.Advance(time.Second)
+	}
+	pending := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: "open"}}))
+	if !pending.Acquired() {
+		t.Fatalf("claim: %v", pending.Status)
+	}
+	whole := must(e.l.History(e.ctx, "long"))
+	if len(whole) != longScope+2 {
+		t.Fatalf("history lists %d entries, want %d", len(whole), longScope+2)
+	}
+	for _, limit := range []int{1, 7, 50, ledger.MaxHistoryPage} {
+		got := walkHistory(t, e, e.l, "long", limit, nil)
+		if len(got) != len(whole) {
+			t.Fatalf("pages of %d list %d entries, want %d", limit, len(got), len(whole))
+		}
+		for i, g := range got {
+			w := whole[len(whole)-1-i]
+			if g.ID != w.ID || g.State != w.State || g.Attempt != w.Attempt || string(g.Value) != string(w.Value) {
+				t.Fatalf("pages of %d, entry %d: %s %s attempt %d, want %s %s attempt %d", limit, i, g.ID, g.State, g.Attempt, w.ID, w.State, w.Attempt)
+			}
+		}
+	}
+	// The conversation's page: the newest entries, oldest first, with the
+	// scope's runs and queue whole.
+	conv, next := must2(e.l.ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7}))
+	full := must(e.l.Conversation(e.ctx, "long"))
+	if len(conv.Entries) != 7 || next == "" || len(conv.Runs) != len(full.Runs) || len(conv.Queue) != len(full.Queue) || conv.Token != full.Token {
+		t.Fatalf("conversation page: %d entries, next %q, %d runs, %d queued; want 7, a next page, %d, %d", len(conv.Entries), next, len(conv.Runs), len(conv.Queue), len(full.Runs), len(full.Queue))
+	}
+	for i, g := range conv.Entries {
+		if w := whole[len(whole)-7+i]; g.ID != w.ID {
+			t.Fatalf("conversation page entry %d: %s, want %s", i, g.ID, w.ID)
+		}
+	}
+	older, _ := must2(e.l.ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7, Before: next}))
+	if len(older.Entries) != 7 || older.Entries[6].ID != whole[len(whole)-8].ID {
+		t.Fatalf("older conversation page: %d entries", len(older.Entries))
+	}
+	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Before: "not-a-cursor"}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a made-up cursor: %v, want ErrInvalid", err)
+	}
+	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: ledger.MaxHistoryPage + 1}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("a page too large: %v, want ErrInvalid", err)
+	}
+	if p := must(e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "nobody"})); len(p.Entries) != 0 || p.Next != "" {
+		t.Errorf("an empty scope's page: %+v", p)
+	}
+}
+
+// Writes between the pages of a walk (new effects, which move older ones
+// out of the document, from another process) neither drop nor repeat an
+// entry the scope held when the walk began.
+func testLongScopeHistoryPagesWrites(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	fillScope(t, e, "long", longScope)
+	before := must(e.l.History(e.ctx, "long"))
+	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	added := 0
+	got := walkHistory(t, e, e.l, "long", 10, func(page int) {
+		for range 20 {
+			must(other.Once(e.ctx, ledger.Key{Scope: "long", Intent: "later", Payload: added},
+				func(context.Context, ledger.Call) (any, error) { return nil, nil }))
+			added++
+			e.clock.Advance(time.Second)
+		}
+	})
+	seen := map[string]int{}
+	for _, g := range got {
+		seen[g.ID]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("entry %s listed %d times", id, n)
+		}
+	}
+	for _, b := range before {
+		if seen[b.ID] != 1 {
+			t.Errorf("entry %s (%s %s) listed %d times, want once", b.ID, b.Intent, b.Payload, seen[b.ID])
+		}
+	}
+	if len(got) != len(before) {
+		t.Errorf("the walk listed %d entries, the scope held %d when it began", len(got), len(before))
+	}
+	if h := must(e.l.History(e.ctx, "long")); len(h) != len(before)+added {
+		t.Fatalf("history after the walk lists %d, want %d", len(h), len(before)+added)
+	}
+}
+
+// countingStore counts the spilled records read through it.
+type countingStore struct {
+	ledger.Store
+	blobs atomic.Int64
+}
+
+func (s *countingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	s.blobs.Add(1)
+	return s.Store.ReadBlob(ctx, scope, name)
+}
+
+// A page of a long scope's history reads a few of its spilled records,
+// however many the scope holds.
+func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	fillScope(t, e, "long", 4*longScope)
+	cs := &countingStore{Store: e.store}
+	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	must(l.History(e.ctx, "long"))
+	whole := cs.blobs.Load()
+	q := ledger.HistoryQuery{Scope: "long", Limit: 20}
+	pages := 0
+	for {
+		cs.blobs.Store(0)
+		p := must(l.HistoryPage(e.ctx, q))
+		pages++
+		if n := cs.blobs.Load(); n > 3 || n*4 > whole {
+			t.Fatalf("page %d read %d records; the whole history reads %d", pages, n, whole)
+		}
+		if p.Next == "" {
+			break
+		}
+		q.Before = p.Next
+	}
+	if pages != 4*longScope/20 {
+		t.Fatalf("%d pages of 20 for %d entries", pages, 4*longScope)
+	}
+}
+
+// must2 is must for two results.
+func must2[T, U any](v T, u U, err error) (T, U) {
+	if err != nil {
+		panic(failure{err})
+	}
+	return v, u
+}

@@ -118,6 +118,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
 		{"LongScopeConflicts", testLongScopeConflicts},
 		{"LongScopeRetention", testLongScopeRetention},
+		{"LongScopeResolve", testLongScopeResolve},
+		{"LongScopeHistoryPages", testLongScopeHistoryPages},
+		{"LongScopeHistoryPagesWrites", testLongScopeHistoryPagesWrites},
+		{"LongScopeHistoryPageReads", testLongScopeHistoryPageReads},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,7 +42,9 @@
 //   - Rejected requests are read per instance (GET /v1/rejected), as the
 //     gateway keeps them; conversations are listed by walking the store's
 //     received index (GET /v1/conversations), reading only the scopes a
-//     page shows.
+//     page shows. A conversation's page reads its newest 200 effect
+//     entries (GET /v1/scopes/{scope}/timeline?entries=200) and links to
+//     the older ones, 200 a page, so a long conversation costs a page.
 //   - Resolving an ambiguous entry asks for the operator's name, which the
 //     ledger records as resolved_by "operator:<name>" beside the time.
 //   - Lists come from the ledger's indexes as the API serves them: queued

@@ -382,6 +382,11 @@ func (c *Console) bulkReplay(w http.ResponseWriter, r *http.Request, s *session)
 // shows unless asked for all.
 const maxMoments = 500
 
+// conversationEntries is how many of a conversation's effect entries one
+// page of it reads and shows, the newest first; a link lists the older
+// ones, as many again, so that a long conversation costs a page.
+const conversationEntries = 200
+
 // moment is one line of a conversation's timeline.
 type moment struct {
 	At      time.Time
@@ -410,18 +415,32 @@ func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *sessio
 		redirect(w, r, "/conversations")
 		return nil
 	}
-	tl, err := c.api.TimelineWithAttempts(r.Context(), scope)
+	before := r.URL.Query().Get("before")
+	tl, err := c.api.TimelinePage(r.Context(), ledgerapi.TimelineRequest{Scope: scope, Attempts: true,
+		Entries: conversationEntries, Before: before})
 	if err != nil {
 		return err
 	}
-	all := moments(tl, c.now())
+	lines := tl
+	if before != "" {
+		// A page of older entries: their claims and outcomes only. The
+		// events, attempts, runs and refusals are the first page's (the
+		// scope keeps them beside its newest entries).
+		lines = ledgerapi.TimelineJSON{Scope: tl.Scope, Entries: tl.Entries}
+	}
+	all := moments(lines, c.now())
 	shown, earlier := all, 0
 	if r.URL.Query().Get("all") == "" && len(all) > maxMoments {
 		earlier = len(all) - maxMoments
 		shown = all[earlier:]
 	}
-	c.render(w, r, s, http.StatusOK, "scope", "Conversation "+scope, map[string]any{"Scope": scope, "T": tl, "Moments": shown,
-		"Earlier": earlier, "AllLink": link("/scope", "scope", scope, "all", "1")})
+	data := map[string]any{"Scope": scope, "T": tl, "Moments": shown, "Older": before != "",
+		"Earlier": earlier, "AllLink": link("/scope", "scope", scope, "before", before, "all", "1"),
+		"Newest": link("/scope", "scope", scope), "PageSize": conversationEntries}
+	if tl.EntriesNext != "" {
+		data["OlderLink"] = link("/scope", "scope", scope, "before", tl.EntriesNext)
+	}
+	c.render(w, r, s, http.StatusOK, "scope", "Conversation "+scope, data)
 	return nil
 }
 

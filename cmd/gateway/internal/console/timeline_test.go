@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -232,5 +233,64 @@ func TestEventPagePicturesItsAttempts(t *testing.T) {
 	// The waits wide enough to label are written under the picture.
 	if !strings.Contains(svg, ">1 min 30 s</text>") || !strings.Contains(svg, ">30.0 s</text>") {
 		t.Errorf("the waits are not written under the picture:\n%s", svg)
+	}
+}
+
+// hrefOf is the target of the page's link with id, unescaped; empty
+// when there is none.
+func hrefOf(t *testing.T, page, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<a href="([^"]*)" id="` + id + `"`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return strings.ReplaceAll(m[1], "&amp;", "&")
+}
+
+// A long conversation's page shows its newest effect entries and links
+// to the older ones, a page at a time: following the links shows every
+// entry once, the older pages their claims and outcomes only.
+func TestConversationPagesThroughEntries(t *testing.T) {
+	e := newEnv(t, "", false)
+	ctx := context.Background()
+	const scope, n = "chat:long", 250
+	for i := range n {
+		if _, err := e.ledger.Once(ctx, ledger.Key{Scope: scope, Intent: fmt.Sprintf("r%03d", i), Payload: i},
+			func(context.Context, ledger.Call) (any, error) { return "ok", nil }); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Add(time.Second)
+	}
+	seen := map[string]int{}
+	path := "/scope?scope=" + scope
+	for page := 1; path != ""; page++ {
+		resp, body := e.get(t, path)
+		if resp.StatusCode != http.StatusOK || page > 2 {
+			t.Fatalf("page %d (%s): %d", page, path, resp.StatusCode)
+		}
+		claims := 0
+		for _, m := range momentRE.FindAllStringSubmatch(body, -1) {
+			if m[1] == "claim" {
+				claims++
+				intent := regexp.MustCompile(`r\d{3}`).FindString(m[3])
+				seen[intent]++
+			}
+		}
+		want := map[int]int{1: 200, 2: n - 200}[page]
+		if claims != want {
+			t.Fatalf("page %d shows %d claims, want %d", page, claims, want)
+		}
+		if older := strings.Contains(body, `id="older-page"`); older != (page > 1) {
+			t.Fatalf("page %d says it is an older page: %v", page, older)
+		}
+		path = hrefOf(t, body, "older-entries")
+		if page == 1 && (path == "" || !strings.Contains(body, "the newest 200 effect entries")) {
+			t.Fatalf("the first page links to no older entries:\n%.2000s", body)
+		}
+	}
+	for i := range n {
+		if k := fmt.Sprintf("r%03d", i); seen[k] != 1 {
+			t.Errorf("entry %s shown %d times", k, seen[k])
+		}
 	}
 }

@@ -183,7 +183,7 @@ func TestBatchSplitQueued(t *testing.T) {
 	}
 	for i := range 5 {
 		id := fmt.Sprintf("EV%04d", i)
-		items, err := h.ledger.QueueItems(context.Background(), "gc:"+id)
+		items, err := h.ledger.Queue().QueueItems(context.Background(), "gc:"+id)
 		if err != nil || len(items) != 1 || items[0].EventID != id {
 			t.Fatalf("%s: queued %+v, %v", id, items, err)
 		}

@@ -519,7 +519,7 @@ func TestProviderHangsUpMidForward(t *testing.T) {
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		hist, err := h.ledger.History(context.Background(), "github:d-hangup")
+		hist, err := h.ledger.Views().History(context.Background(), "github:d-hangup")
 		if err != nil {
 			t.Fatal(err)
 		}

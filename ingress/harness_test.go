@@ -439,7 +439,7 @@ func (h *harness) assertNothingRecorded(t *testing.T, scope string) {
 	if doc != nil {
 		t.Errorf("store has a document for scope %q: %s", scope, doc)
 	}
-	hist, err := h.ledger.History(ctx, scope)
+	hist, err := h.ledger.Views().History(ctx, scope)
 	if err != nil {
 		t.Fatalf("History(%q): %v", scope, err)
 	}
@@ -451,7 +451,7 @@ func (h *harness) assertNothingRecorded(t *testing.T, scope string) {
 // deliverEntry returns the scope's one deliver entry.
 func (h *harness) deliverEntry(t *testing.T, scope string) ledger.Entry {
 	t.Helper()
-	hist, err := h.ledger.History(context.Background(), scope)
+	hist, err := h.ledger.Views().History(context.Background(), scope)
 	if err != nil {
 		t.Fatalf("History(%q): %v", scope, err)
 	}

@@ -384,7 +384,7 @@ func TestEchoOfCommittedReplyIsIgnored(t *testing.T) {
 			if h.sink.count("n-echo") != 0 || ignoredCount(t, reg, "ny", "echo_of") != 2 {
 				t.Fatal("the agent's echo was not ignored")
 			}
-			for _, e := range must(t)(h.ledger.History(context.Background(), "thread-9")) {
+			for _, e := range must(t)(h.ledger.Views().History(context.Background(), "thread-9")) {
 				if e.RunID == "ny:n-echo" {
 					t.Fatalf("the echo has a ledger entry: %+v", e)
 				}

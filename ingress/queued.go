@@ -57,7 +57,7 @@ func (g *Gateway) enqueue(c echo.Context, d *delivery, src *Source, body []byte,
 	}
 	defer rcancel()
 	ectx, span := g.startStep(rctx, SpanEnqueue, d)
-	res, err := g.ledger.Enqueue(ectx, ledger.EnqueueRequest{
+	res, err := g.ledger.Queue().Enqueue(ectx, ledger.EnqueueRequest{
 		Event:    ev,
 		Run:      ledger.RunOptions{RunID: d.runID, Mode: src.cfg.Runs, ContextAt: contextAt},
 		Claim:    ledger.ClaimRequest{Key: key, Conflict: ledger.ConflictNone, PendingTTL: src.queued.Lease(), MaxAttempts: deliverAttempts},

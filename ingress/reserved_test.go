@@ -25,7 +25,7 @@ func TestReservedScopeIsRefusedAtTheEdge(t *testing.T) {
 				}))
 				r := h.postStripe(t, "stripe", []byte(`{"id":"evt_r","data":{"object":{"customer":"`+scope+`"}}}`), h.clock.Now())
 				wantRefused(t, h, r, "invalid_scope", "{json:data.object.customer}", "reserved")
-				if set, err := h.ledger.PausedSources(context.Background()); err != nil || len(set) != 0 {
+				if set, err := h.ledger.Sources().PausedSources(context.Background()); err != nil || len(set) != 0 {
 					t.Fatalf("paused sources after the refused event: %v, %v", set, err)
 				}
 			}

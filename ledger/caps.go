@@ -160,7 +160,8 @@ func (d *document) pruneEscalations(cutoff time.Time) {
 // Escalations lists the open escalations of up to limit scopes (default
 // 100) that ask for review, oldest first. Escalations share the review
 // index with ambiguous entries, so dismissing one clears the way.
-func (l *Ledger) Escalations(ctx context.Context, limit int) ([]Escalation, error) {
+func (vw Views) Escalations(ctx context.Context, limit int) ([]Escalation, error) {
+	l := vw.l
 	if limit <= 0 {
 		limit = 100
 	}
@@ -186,7 +187,8 @@ func (l *Ledger) Escalations(ctx context.Context, limit int) ([]Escalation, erro
 
 // ScopeEscalations lists every escalation the scope remembers, dismissed
 // ones included, oldest first.
-func (l *Ledger) ScopeEscalations(ctx context.Context, scope string) ([]Escalation, error) {
+func (vw Views) ScopeEscalations(ctx context.Context, scope string) ([]Escalation, error) {
+	l := vw.l
 	d, err := l.read(ctx, scope)
 	if err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
 	if err != nil || !c.Acquired() || c.EntryID != legacyEmailID || c.Attempt != 2 {
 		t.Fatalf("claim after resolving: %+v, %v; want attempt 2 of the stored entry", c, err)
 	}
-	hist, err := l.History(ctx, legacyScope)
+	hist, err := l.Views().History(ctx, legacyScope)
 	if err != nil || len(hist) != 3 {
 		t.Fatalf("history: %d entries, %v; want the three stored ones and no duplicate", len(hist), err)
 	}
@@ -140,7 +140,7 @@ func TestFormat1DocumentDecidesTheSameOnceSpilled(t *testing.T) {
 	if ran.Load() != 0 {
 		t.Fatalf("an effect stored before the upgrade ran again %d times", ran.Load())
 	}
-	if hist, err := l.History(ctx, legacyScope); err != nil || len(hist) != 103 {
+	if hist, err := l.Views().History(ctx, legacyScope); err != nil || len(hist) != 103 {
 		t.Fatalf("history: %d entries, %v; want 103", len(hist), err)
 	}
 }

@@ -10,6 +10,11 @@
 // That is why the memory, bolt, Postgres and Redis stores behave alike and
 // share one conformance suite (stores/storetest).
 //
+// A Ledger's own methods are the idempotency verbs (Claim, Settle, Once,
+// Check, Begin, Resolve, ...). Queued delivery, the per-source control
+// records and the read-only listings are reached through Ledger.Queue,
+// Ledger.Sources and Ledger.Views, one value per noun.
+//
 // # What it promises
 //
 // With a shared store and every effect going through the ledger:

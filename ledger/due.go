@@ -27,7 +27,8 @@ type DueQuery struct {
 
 // Due lists up to q.Limit queued deliveries that are due now, earliest
 // first, from up to q.Limit scopes found through the store's index.
-func (l *Ledger) Due(ctx context.Context, q DueQuery) ([]QueueItem, error) {
+func (qu Queue) Due(ctx context.Context, q DueQuery) ([]QueueItem, error) {
+	l := qu.l
 	limit, from, skip := q.Limit, q.From, q.Skip
 	if limit <= 0 {
 		limit = 100
@@ -81,7 +82,8 @@ func (l *Ledger) Due(ctx context.Context, q DueQuery) ([]QueueItem, error) {
 // store's due index: the size of the due backlog in scopes (a scope with
 // order: scope lists one at a time). Deliveries held by a dispatcher,
 // waiting for a later retry or parked for a paused source are not due.
-func (l *Ledger) CountDue(ctx context.Context) (int, error) {
+func (qu Queue) CountDue(ctx context.Context) (int, error) {
+	l := qu.l
 	return l.store.CountDue(ctx, l.now())
 }
 

@@ -72,7 +72,8 @@ type Interrupted struct {
 // Enqueue records an accepted event, begins its run and claims its
 // delivery, all in one store step: once it returns without error the event
 // is durable, and it is never stored without its claim.
-func (l *Ledger) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error) {
+func (qu Queue) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error) {
+	l := qu.l
 	req.Claim.Redeliverable = true
 	in, err := l.claimInput(req.Claim)
 	if err != nil {

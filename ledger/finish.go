@@ -41,7 +41,8 @@ type Finish struct {
 // record, in one store step. When another delivery took the item over
 // meanwhile (this one's lease ran out), only the record is kept: the item
 // belongs to the newer delivery. The result says LateSettle then.
-func (l *Ledger) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
+func (qu Queue) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
+	l := qu.l
 	t := f.Taken
 	if !t.OK {
 		return Result{}, fmt.Errorf("%w: finishing a delivery that was not taken", ErrInvalid)

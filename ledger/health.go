@@ -33,7 +33,8 @@ type AgentHealth struct {
 // agent (401, 403, 404, 410) and returns the count since it last
 // answered: the breaker (forward.pause_after N) trips on the transact
 // that brings it to a multiple of N, which is one across instances.
-func (l *Ledger) RecordAgentFault(ctx context.Context, source, lastErr string) (int, error) {
+func (sr Sources) RecordAgentFault(ctx context.Context, source, lastErr string) (int, error) {
+	l := sr.l
 	if source == "" {
 		return 0, fmt.Errorf("%w: source is empty", ErrInvalid)
 	}
@@ -62,7 +63,8 @@ func (l *Ledger) RecordAgentFault(ctx context.Context, source, lastErr string) (
 // is the recovery) are stragglers of that incident, sent while the agent
 // was down and failing only after it came back, on any instance: they open
 // no new incident, and the record comes back as it is, not failing.
-func (l *Ledger) RecordAgentFailures(ctx context.Context, source string, failures int, lastErr string, started time.Time) (AgentHealth, error) {
+func (sr Sources) RecordAgentFailures(ctx context.Context, source string, failures int, lastErr string, started time.Time) (AgentHealth, error) {
+	l := sr.l
 	if source == "" {
 		return AgentHealth{}, fmt.Errorf("%w: source is empty", ErrInvalid)
 	}
@@ -88,8 +90,9 @@ func (l *Ledger) RecordAgentFailures(ctx context.Context, source string, failure
 
 // RecordAgentAnswered ends source's incident, if it has one: the agent
 // answered. ended says there was one, and how long it lasted.
-func (l *Ledger) RecordAgentAnswered(ctx context.Context, source string) (ended bool, lasted time.Duration, err error) {
-	was, ended, err := l.EndAgentIncident(ctx, source)
+func (sr Sources) RecordAgentAnswered(ctx context.Context, source string) (ended bool, lasted time.Duration, err error) {
+	l := sr.l
+	was, ended, err := sr.EndAgentIncident(ctx, source)
 	if ended {
 		lasted = l.now().Sub(was.Since)
 	}
@@ -99,7 +102,8 @@ func (l *Ledger) RecordAgentAnswered(ctx context.Context, source string) (ended 
 // EndAgentIncident is RecordAgentAnswered returning the record of the
 // incident it ended (its Since names the incident, for alerts). ended is
 // true on one process across instances.
-func (l *Ledger) EndAgentIncident(ctx context.Context, source string) (was AgentHealth, ended bool, err error) {
+func (sr Sources) EndAgentIncident(ctx context.Context, source string) (was AgentHealth, ended bool, err error) {
+	l := sr.l
 	now := l.now()
 	err = l.store.TransactControl(ctx, controlHealth, func(cur []byte) ([]byte, error) {
 		set := parseHealth(cur)
@@ -119,7 +123,8 @@ func (l *Ledger) EndAgentIncident(ctx context.Context, source string) (was Agent
 // failed. A record that cannot be read counts as none (every source
 // healthy), with an error wrapping ErrCorruptControl; the next failure
 // writes a fresh one.
-func (l *Ledger) AgentHealths(ctx context.Context) (map[string]AgentHealth, error) {
+func (sr Sources) AgentHealths(ctx context.Context) (map[string]AgentHealth, error) {
+	l := sr.l
 	raw, err := l.store.ReadControl(ctx, controlHealth)
 	if err != nil {
 		return nil, err
@@ -149,7 +154,8 @@ func parseHealth(raw []byte) map[string]AgentHealth {
 // its place in the retry schedule and its attempt count, and is taken as
 // any due one is (one claim at a time), so none is delivered twice
 // because of it. Beyond limit scopes the rest keep their schedule.
-func (l *Ledger) DueNow(ctx context.Context, source string, limit int) (int, error) {
+func (qu Queue) DueNow(ctx context.Context, source string, limit int) (int, error) {
+	l := qu.l
 	if source == "" {
 		return 0, fmt.Errorf("%w: source is empty", ErrInvalid)
 	}

@@ -47,7 +47,8 @@ const (
 // out of the document stays where it was in the order. An entry claimed
 // again meanwhile moves to the newest end, as in History, and so leaves
 // the pages still to come.
-func (l *Ledger) HistoryPage(ctx context.Context, q HistoryQuery) (HistoryPage, error) {
+func (vw Views) HistoryPage(ctx context.Context, q HistoryQuery) (HistoryPage, error) {
+	l := vw.l
 	limit, cur, err := q.parse()
 	if err != nil {
 		return HistoryPage{}, err

@@ -45,7 +45,7 @@ func TestSettleInlineKeepsTheEvent(t *testing.T) {
 	if _, err := l.SettleInline(ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil, rec("e1", ledger.DeliveryDelivered, 200, false)); err != nil {
 		t.Fatal(err)
 	}
-	items, err := l.ListDeliveries(ctx, ledger.DeliveryFilter{})
+	items, err := l.Queue().ListDeliveries(ctx, ledger.DeliveryFilter{})
 	if err != nil || len(items) != 1 {
 		t.Fatalf("listed %d items (%v), want the inline event", len(items), err)
 	}
@@ -53,7 +53,7 @@ func TestSettleInlineKeepsTheEvent(t *testing.T) {
 	if !q.Inline || q.Status != ledger.DeliveryDelivered || q.Attempts != 2 || q.EventID != "e1" || q.RunID != run.ID || q.Due(clock.Now().Add(time.Hour)) {
 		t.Fatalf("item %+v", q)
 	}
-	atts, err := l.AttemptsOf(ctx, q)
+	atts, err := l.Queue().AttemptsOf(ctx, q)
 	if err != nil || len(atts) != 2 {
 		t.Fatalf("attempts %+v (%v)", atts, err)
 	}
@@ -61,14 +61,14 @@ func TestSettleInlineKeepsTheEvent(t *testing.T) {
 		atts[1].Delivery != run2.Delivery || atts[1].Token != run2.Token || len(atts[1].Answer) != ledger.MaxInlineAnswer {
 		t.Fatalf("attempts %+v", atts)
 	}
-	ev, err := l.QueuedEventOf(ctx, q)
+	ev, err := l.Queue().QueuedEventOf(ctx, q)
 	if err != nil || ev.Body != nil || ev.EventID != "e1" {
 		t.Fatalf("event without keep_body: %+v (%v)", ev, err)
 	}
-	if _, err := l.ReplayDelivery(ctx, "conv", q.EntryID); !errors.Is(err, ledger.ErrInline) || !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := l.Queue().ReplayDelivery(ctx, "conv", q.EntryID); !errors.Is(err, ledger.ErrInline) || !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("replay of an inline event: %v", err)
 	}
-	if due, err := l.Due(ctx, ledger.DueQuery{Limit: 10}); err != nil || len(due) != 0 {
+	if due, err := l.Queue().Due(ctx, ledger.DueQuery{Limit: 10}); err != nil || len(due) != 0 {
 		t.Fatalf("due: %+v (%v)", due, err)
 	}
 
@@ -77,15 +77,15 @@ func TestSettleInlineKeepsTheEvent(t *testing.T) {
 	if _, err := l.SettleInline(ctx, c.Ref(), ledger.OutcomeCommitted, "no", nil, rec("e2", ledger.DeliveryRejected, 422, true)); err != nil {
 		t.Fatal(err)
 	}
-	q, err = l.FindDelivery(ctx, "conv", "src", "e2")
+	q, err = l.Queue().FindDelivery(ctx, "conv", "src", "e2")
 	if err != nil || q.Status != ledger.DeliveryRejected {
 		t.Fatalf("e2: %+v (%v)", q, err)
 	}
-	ev, err = l.QueuedEventOf(ctx, q)
+	ev, err = l.Queue().QueuedEventOf(ctx, q)
 	if err != nil || string(ev.Body) != `{"id":"e2"}` || ev.ContentType != "application/json" {
 		t.Fatalf("event with keep_body: %+v (%v)", ev, err)
 	}
-	rejected, err := l.ListDeliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryRejected})
+	rejected, err := l.Queue().ListDeliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryRejected})
 	if err != nil || len(rejected) != 1 || rejected[0].EventID != "e2" {
 		t.Fatalf("rejected: %+v (%v)", rejected, err)
 	}

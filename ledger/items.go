@@ -8,7 +8,8 @@ import (
 )
 
 // QueueItems returns a scope's queued deliveries, oldest first.
-func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, error) {
+func (qu Queue) QueueItems(ctx context.Context, scope string) ([]QueueItem, error) {
+	l := qu.l
 	d, err := l.read(ctx, scope)
 	if err != nil {
 		return nil, err
@@ -27,7 +28,8 @@ func (l *Ledger) QueueItems(ctx context.Context, scope string) ([]QueueItem, err
 }
 
 // QueuedEventOf reads the event record of a queued delivery.
-func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
+func (qu Queue) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, error) {
+	l := qu.l
 	if q.carriesEvent() {
 		return decodeEvent(q.embedded())
 	}
@@ -46,7 +48,8 @@ func (l *Ledger) QueuedEventOf(ctx context.Context, q QueueItem) (QueuedEvent, e
 
 // AttemptsOf reads the attempt records of a queued delivery, oldest first.
 // An attempt still in flight (or whose holder crashed) has none.
-func (l *Ledger) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, error) {
+func (qu Queue) AttemptsOf(ctx context.Context, q QueueItem) ([]AttemptRecord, error) {
+	l := qu.l
 	if q.Inline {
 		return append([]AttemptRecord(nil), q.InlineAttempts...), nil
 	}
@@ -120,7 +123,8 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // within UnixNano's
 // however old); finished ones (delivered, superseded, coalesced), and every
 // status at once, through the received index, from the Limit scopes that
 // received an event last.
-func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
+func (qu Queue) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueItem, error) {
+	l := qu.l
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -167,7 +171,7 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 	}
 	var out []QueueItem
 	for _, s := range scopes {
-		items, err := l.QueueItems(ctx, s)
+		items, err := qu.QueueItems(ctx, s)
 		if err != nil {
 			return nil, err
 		}
@@ -187,8 +191,8 @@ func (l *Ledger) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueI
 }
 
 // FindDelivery returns the queued delivery of one event on scope.
-func (l *Ledger) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
-	items, err := l.QueueItems(ctx, scope)
+func (qu Queue) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
+	items, err := qu.QueueItems(ctx, scope)
 	if err != nil {
 		return QueueItem{}, err
 	}

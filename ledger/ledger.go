@@ -392,7 +392,8 @@ func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
 }
 
 // History returns a scope's entries, oldest first.
-func (l *Ledger) History(ctx context.Context, scope string) ([]Entry, error) {
+func (vw Views) History(ctx context.Context, scope string) ([]Entry, error) {
+	l := vw.l
 	d, err := l.readWhole(ctx, scope)
 	if err != nil {
 		return nil, err
@@ -475,7 +476,8 @@ func (l *Ledger) resolveEntry(ctx context.Context, scope string, lk lookup, idIn
 
 // Ambiguous lists entries whose outcome is unknown (including pending
 // attempts past their TTL that will read as abandoned), up to limit scopes.
-func (l *Ledger) Ambiguous(ctx context.Context, limit int) ([]Entry, error) {
+func (vw Views) Ambiguous(ctx context.Context, limit int) ([]Entry, error) {
+	l := vw.l
 	if limit <= 0 {
 		limit = 100
 	}

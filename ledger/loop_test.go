@@ -45,7 +45,7 @@ func TestReconciledIsFencedAndObserved(t *testing.T) {
 	if _, err := l.Once(ctx, ledger.Key{Scope: "t", Intent: "x", Payload: 1}, func(context.Context, ledger.Call) (any, error) { return nil, errors.New("reset") }); err != nil {
 		t.Fatal(err)
 	}
-	if list, err := l.Ambiguous(ctx, 0); err != nil || len(list) != 1 || list[0].Scope != "t" {
+	if list, err := l.Views().Ambiguous(ctx, 0); err != nil || len(list) != 1 || list[0].Scope != "t" {
 		t.Errorf("Ambiguous(0): %+v, %v; want the one ambiguous entry", list, err)
 	}
 }

@@ -40,7 +40,8 @@ func ParkedAt(source string) time.Time {
 // (waiting, or held by a dispatcher whose claim ran out), in one store
 // step, and returns how many it parked. A parked item keeps its place in
 // the retry schedule and its attempt count.
-func (l *Ledger) ParkDeliveries(ctx context.Context, scope, source string) (int, error) {
+func (qu Queue) ParkDeliveries(ctx context.Context, scope, source string) (int, error) {
+	l := qu.l
 	if scope == "" || source == "" {
 		return 0, fmt.Errorf("%w: scope and source are required", ErrInvalid)
 	}
@@ -74,7 +75,8 @@ func (l *Ledger) ParkDeliveries(ctx context.Context, scope, source string) (int,
 // scopes found at its parking time, and reports on how many scopes it
 // unparked something: while that is not zero there may be more. Call it
 // once the source is resumed.
-func (l *Ledger) UnparkSource(ctx context.Context, source string, limit int) (int, error) {
+func (qu Queue) UnparkSource(ctx context.Context, source string, limit int) (int, error) {
+	l := qu.l
 	if source == "" {
 		return 0, fmt.Errorf("%w: source is empty", ErrInvalid)
 	}

@@ -47,7 +47,8 @@ func parseAcks(raw []byte) map[string]PauseAck {
 // sources in paused, as of now. It must be called only once the
 // dispatcher starts no delivery of those sources: a pause's caller takes
 // this entry as that promise.
-func (l *Ledger) AckPaused(ctx context.Context, instance string, paused map[string]bool, now time.Time) error {
+func (sr Sources) AckPaused(ctx context.Context, instance string, paused map[string]bool, now time.Time) error {
+	l := sr.l
 	if instance == "" {
 		return fmt.Errorf("%w: instance is empty", ErrInvalid)
 	}
@@ -72,7 +73,8 @@ func (l *Ledger) AckPaused(ctx context.Context, instance string, paused map[stri
 
 // LeavePauseAcks removes the instance's entry, as a dispatcher shutting
 // down does, so that no later pause waits for it.
-func (l *Ledger) LeavePauseAcks(ctx context.Context, instance string) error {
+func (sr Sources) LeavePauseAcks(ctx context.Context, instance string) error {
+	l := sr.l
 	return l.store.TransactControl(ctx, controlPauseAcks, func(cur []byte) ([]byte, error) {
 		acks := parseAcks(cur)
 		if _, ok := acks[instance]; !ok {
@@ -84,7 +86,8 @@ func (l *Ledger) LeavePauseAcks(ctx context.Context, instance string) error {
 }
 
 // PauseAcks returns every dispatcher's entry, stale ones included.
-func (l *Ledger) PauseAcks(ctx context.Context) (map[string]PauseAck, error) {
+func (sr Sources) PauseAcks(ctx context.Context) (map[string]PauseAck, error) {
+	l := sr.l
 	raw, err := l.store.ReadControl(ctx, controlPauseAcks)
 	if err != nil {
 		return nil, err
@@ -107,13 +110,14 @@ const pauseWaitPoll = 20 * time.Millisecond
 // maxWait has passed (then Missing names the ones that had not). Every
 // dispatcher reads the paused sources at each sweep (forward poll, 1 s
 // by default), so a live one answers within a sweep.
-func (l *Ledger) WaitPaused(ctx context.Context, source string, maxWait time.Duration) (PauseWait, error) {
+func (sr Sources) WaitPaused(ctx context.Context, source string, maxWait time.Duration) (PauseWait, error) {
+	l := sr.l
 	deadline := time.NewTimer(maxWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(pauseWaitPoll)
 	defer tick.Stop()
 	for {
-		acks, err := l.PauseAcks(ctx)
+		acks, err := sr.PauseAcks(ctx)
 		if err != nil {
 			return PauseWait{}, err
 		}

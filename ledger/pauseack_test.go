@@ -20,34 +20,34 @@ func TestWaitPausedWaitsForLiveDispatchers(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC))
 	l := ledger.New(memory.New(clock.Now), ledger.Options{Clock: clock.Now})
 	now := clock.Now()
-	if err := l.AckPaused(ctx, "gone", nil, now.Add(-ledger.PauseAckLive-time.Second)); err != nil {
+	if err := l.Sources().AckPaused(ctx, "gone", nil, now.Add(-ledger.PauseAckLive-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.AckPaused(ctx, "a", map[string]bool{"stripe": true}, now); err != nil {
+	if err := l.Sources().AckPaused(ctx, "a", map[string]bool{"stripe": true}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.AckPaused(ctx, "b", map[string]bool{"github": true}, now); err != nil {
+	if err := l.Sources().AckPaused(ctx, "b", map[string]bool{"github": true}, now); err != nil {
 		t.Fatal(err)
 	}
-	w, err := l.WaitPaused(ctx, "stripe", 100*time.Millisecond)
+	w, err := l.Sources().WaitPaused(ctx, "stripe", 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(w.Stopped, []string{"a"}) || !slices.Equal(w.Missing, []string{"b"}) {
 		t.Fatalf("with b not stopped: %+v, want stopped [a], missing [b]", w)
 	}
-	if err := l.LeavePauseAcks(ctx, "b"); err != nil {
+	if err := l.Sources().LeavePauseAcks(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if w, err = l.WaitPaused(ctx, "stripe", time.Hour); err != nil || !slices.Equal(w.Stopped, []string{"a"}) || len(w.Missing) != 0 {
+	if w, err = l.Sources().WaitPaused(ctx, "stripe", time.Hour); err != nil || !slices.Equal(w.Stopped, []string{"a"}) || len(w.Missing) != 0 {
 		t.Fatalf("once b left: %+v %v, want stopped [a] at once", w, err)
 	}
 	// An entry older than a minute is dropped at the next write.
 	clock.Advance(2 * time.Minute)
-	if err := l.AckPaused(ctx, "c", nil, clock.Now()); err != nil {
+	if err := l.Sources().AckPaused(ctx, "c", nil, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	acks, err := l.PauseAcks(ctx)
+	acks, err := l.Sources().PauseAcks(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,8 @@ func (l *Ledger) pausedBefore(ctx context.Context) (set map[string]bool, recorde
 // SetSourcePaused pauses or resumes dispatching a source's queued events,
 // for every process sharing the store. A paused source keeps accepting. A
 // corrupt record is replaced by one holding this change alone.
-func (l *Ledger) SetSourcePaused(ctx context.Context, source string, paused bool) error {
+func (sr Sources) SetSourcePaused(ctx context.Context, source string, paused bool) error {
+	l := sr.l
 	if source == "" {
 		return fmt.Errorf("%w: source is empty", ErrInvalid)
 	}
@@ -105,7 +106,8 @@ func (l *Ledger) SetSourcePaused(ctx context.Context, source string, paused bool
 // that cannot be read gives an empty set and an error wrapping
 // ErrCorruptControl: dispatchers log it and go on as if nothing were
 // paused, rather than stop.
-func (l *Ledger) PausedSources(ctx context.Context) (map[string]bool, error) {
+func (sr Sources) PausedSources(ctx context.Context) (map[string]bool, error) {
+	l := sr.l
 	set, recorded, err := l.pausedBefore(ctx)
 	if err != nil && !errors.Is(err, ErrCorruptControl) {
 		return nil, err

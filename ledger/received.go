@@ -7,6 +7,7 @@ import "context"
 // starts from the newest. It is the store's received index as it is
 // (Store.ScopesReceived), read only: a listing of conversations pages
 // through it and reads only the scopes it shows.
-func (l *Ledger) ScopesReceived(ctx context.Context, before ScopeAt, limit int) ([]ScopeAt, error) {
+func (vw Views) ScopesReceived(ctx context.Context, before ScopeAt, limit int) ([]ScopeAt, error) {
+	l := vw.l
 	return l.store.ScopesReceived(ctx, before, limit)
 }

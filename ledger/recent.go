@@ -71,7 +71,8 @@ func (f DeliveryFilter) matches(q QueueItem) bool {
 // reads at most f.Limit scopes (default 1000). Until starts the walk at
 // scopes whose newest event was received before it, so a scope that has
 // received an event since is not listed.
-func (l *Ledger) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *DeliveryCursor, size int) (DeliveryPage, error) {
+func (vw Views) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *DeliveryCursor, size int) (DeliveryPage, error) {
+	l := vw.l
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
@@ -86,7 +87,7 @@ func (l *Ledger) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *
 	// than leading to an empty one; take reports whether it was found,
 	// and then sets Next after the page's last item.
 	take := func(at ScopeAt, afterAt time.Time, afterID string) (bool, error) {
-		items, err := l.QueueItems(ctx, at.Scope)
+		items, err := l.Queue().QueueItems(ctx, at.Scope)
 		if err != nil {
 			return false, err
 		}

@@ -15,7 +15,8 @@ var ErrDeliveryInFlight = errors.New("ledger: the delivery is in flight")
 // (delivered, rejected, dead, or waiting for a retry), with its place in
 // the retry schedule reset. The next take is a new delivery of the same
 // run, with a newer fencing token, so a fenced agent still writes once.
-func (l *Ledger) ReplayDelivery(ctx context.Context, scope, entryID string) (QueueItem, error) {
+func (qu Queue) ReplayDelivery(ctx context.Context, scope, entryID string) (QueueItem, error) {
+	l := qu.l
 	if scope == "" || entryID == "" {
 		return QueueItem{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}

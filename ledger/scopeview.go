@@ -40,7 +40,8 @@ type Conversation struct {
 
 // Conversation reads a scope's runs, entries and queued deliveries. It
 // changes nothing.
-func (l *Ledger) Conversation(ctx context.Context, scope string) (Conversation, error) {
+func (vw Views) Conversation(ctx context.Context, scope string) (Conversation, error) {
+	l := vw.l
 	d, err := l.readWhole(ctx, scope)
 	if err != nil {
 		return Conversation{}, err
@@ -52,7 +53,8 @@ func (l *Ledger) Conversation(ctx context.Context, scope string) (Conversation, 
 // (see HistoryPage), oldest first, instead of all of them; the page's
 // Next continues with older entries. Runs and queued deliveries are all
 // there, as in Conversation.
-func (l *Ledger) ConversationPage(ctx context.Context, q HistoryQuery) (Conversation, string, error) {
+func (vw Views) ConversationPage(ctx context.Context, q HistoryQuery) (Conversation, string, error) {
+	l := vw.l
 	limit, cur, err := q.parse()
 	if err != nil {
 		return Conversation{}, "", err

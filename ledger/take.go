@@ -22,7 +22,8 @@ type Taken struct {
 // entry, both in one store step, so that two dispatchers anywhere never
 // hold the same delivery at once. The first take of an event accepted
 // without Hold uses the delivery Enqueue began.
-func (l *Ledger) TakeDelivery(ctx context.Context, scope, entryID string, lease time.Duration) (Taken, error) {
+func (qu Queue) TakeDelivery(ctx context.Context, scope, entryID string, lease time.Duration) (Taken, error) {
+	l := qu.l
 	if scope == "" || entryID == "" {
 		return Taken{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}

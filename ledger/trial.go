@@ -39,7 +39,8 @@ func CheckTrialURL(to string) error {
 // RecordTrial keeps the record of a trial of the queued delivery entryID
 // on scope, numbered after the item's earlier trials, and returns it as
 // kept. rec.To must name where the event went.
-func (l *Ledger) RecordTrial(ctx context.Context, scope, entryID string, rec AttemptRecord) (AttemptRecord, error) {
+func (qu Queue) RecordTrial(ctx context.Context, scope, entryID string, rec AttemptRecord) (AttemptRecord, error) {
+	l := qu.l
 	if scope == "" || entryID == "" {
 		return AttemptRecord{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}

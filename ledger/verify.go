@@ -25,7 +25,8 @@ type verificationCount struct {
 // sharing the store. A count of an earlier minute is replaced; n refusals
 // of a minute older than the one recorded (a process late to write them)
 // are not added, and n alone is returned.
-func (l *Ledger) RecordVerificationFailures(ctx context.Context, source string, minute time.Time, n int) (int, error) {
+func (sr Sources) RecordVerificationFailures(ctx context.Context, source string, minute time.Time, n int) (int, error) {
+	l := sr.l
 	if source == "" || n <= 0 {
 		return 0, fmt.Errorf("%w: a source and a positive count are required", ErrInvalid)
 	}

@@ -129,7 +129,7 @@ func fillConsoleBench(b *testing.B, l *ledger.Ledger, events int) {
 	b.Helper()
 	ctx := context.Background()
 	enqueue := func(source, id, scope string) error {
-		_, err := l.Enqueue(ctx, ledger.EnqueueRequest{
+		_, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: source, EventID: id, Scope: scope, ContentType: "application/json",
 				Body: []byte(`{"id":"` + id + `","type":"bench.event","data":{"object":{"amount":1200}}}`)},
 			Run:   ledger.RunOptions{RunID: source + ":" + id, Mode: ledger.ModeSupersede},
@@ -149,15 +149,15 @@ func fillConsoleBench(b *testing.B, l *ledger.Ledger, events int) {
 			}
 			// Every other event is delivered: only the received index
 			// lists those without a scope.
-			q, err := l.FindDelivery(ctx, scope, "bench", id)
+			q, err := l.Queue().FindDelivery(ctx, scope, "bench", id)
 			if err != nil {
 				return err
 			}
-			tk, err := l.TakeDelivery(ctx, scope, q.EntryID, time.Minute)
+			tk, err := l.Queue().TakeDelivery(ctx, scope, q.EntryID, time.Minute)
 			if err != nil {
 				return err
 			}
-			_, err = l.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered})
+			_, err = l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered})
 			return err
 		})
 	}

@@ -222,7 +222,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	l := ledger.New(s, ledger.Options{})
 	for i := range n {
 		id := fmt.Sprintf("evt_drain_%d", i)
-		hist, err := l.History(context.Background(), "stripe:"+id)
+		hist, err := l.Views().History(context.Background(), "stripe:"+id)
 		if err != nil || len(hist) != 1 {
 			t.Fatalf("%s: history %+v %v", id, hist, err)
 		}

@@ -419,7 +419,7 @@ func TestQueuedShutdownUnderLoad(t *testing.T) {
 	l := ledger.New(s, ledger.Options{})
 	waiting := 0
 	for _, id := range ids {
-		items, err := l.QueueItems(context.Background(), "stripe:"+id)
+		items, err := l.Queue().QueueItems(context.Background(), "stripe:"+id)
 		if err != nil || len(items) != 1 {
 			t.Fatalf("%s: %+v %v", id, items, err)
 		}

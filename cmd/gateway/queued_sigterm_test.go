@@ -92,7 +92,7 @@ func TestQueuedSIGTERMUnderLoad(t *testing.T) {
 	l := ledger.New(s, ledger.Options{})
 	waiting := 0
 	for _, id := range acked {
-		items, err := l.QueueItems(context.Background(), "stripe:"+id)
+		items, err := l.Queue().QueueItems(context.Background(), "stripe:"+id)
 		if err != nil || len(items) != 1 {
 			t.Fatalf("acknowledged %s: %+v %v", id, items, err)
 		}

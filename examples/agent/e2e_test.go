@@ -372,7 +372,7 @@ func TestRedeliveryAfterAgentFailureRepliesOnce(t *testing.T) {
 	// the one attempt stays failed under the ended run, which can no
 	// longer write.
 	for _, conv := range []string{"conv-a", "conv-b"} {
-		hist, _ := s.ledger.History(context.Background(), conv)
+		hist, _ := s.ledger.Views().History(context.Background(), conv)
 		var deliver, reply int
 		for _, e := range hist {
 			switch e.Intent {
@@ -509,7 +509,7 @@ func TestRedeliveryWhileTheFirstDeliveryIsStillSending(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	var reply ledger.Entry
 	for time.Now().Before(deadline) {
-		hist, _ := s.ledger.History(context.Background(), conv)
+		hist, _ := s.ledger.Views().History(context.Background(), conv)
 		for _, e := range hist {
 			if e.Intent == agent.IntentReply {
 				reply = e

@@ -58,12 +58,12 @@ func TestDuplicateWhateverState(t *testing.T) {
 	// A rejected event is kept, listed, and replayable like a dead one: a
 	// new delivery of the same run.
 	ctx := context.Background()
-	listed, err := h.ledger.ListDeliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryRejected})
+	listed, err := h.ledger.Queue().ListDeliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryRejected})
 	if err != nil || len(listed) != 1 || listed[0].EventID != "bad" {
 		t.Fatalf("rejected events listed: %+v %v", listed, err)
 	}
 	h.agent.setAnswer(nil) // fixed: 200 from now on
-	if _, err := h.ledger.ReplayDelivery(ctx, listed[0].Scope, listed[0].EntryID); err != nil {
+	if _, err := h.ledger.Queue().ReplayDelivery(ctx, listed[0].Scope, listed[0].EntryID); err != nil {
 		t.Fatal(err)
 	}
 	h.sweep(t)

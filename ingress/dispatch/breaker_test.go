@@ -35,7 +35,7 @@ func TestPauseAfterPausesTheSource(t *testing.T) {
 				h.post(t, id)
 				settle(t, h.d)
 			}
-			paused, err := h.ledger.PausedSources(ctx)
+			paused, err := h.ledger.Sources().PausedSources(ctx)
 			if err != nil || !paused["github"] {
 				t.Fatalf("after five 401s paused = %v, %v; want github paused", paused, err)
 			}
@@ -57,7 +57,7 @@ func TestPauseAfterPausesTheSource(t *testing.T) {
 				}
 			}
 			broken.Store(false)
-			if err := h.ledger.SetSourcePaused(ctx, "github", false); err != nil {
+			if err := h.ledger.Sources().SetSourcePaused(ctx, "github", false); err != nil {
 				t.Fatal(err)
 			}
 			for range 5 {

@@ -36,10 +36,10 @@ func TestCorruptControlRecordLeavesDispatchRunning(t *testing.T) {
 			if len(logged) != 1 || logged[0].Level != zapcore.ErrorLevel {
 				t.Fatalf("corrupt record logged %d times (%v), want once at error", len(logged), logged)
 			}
-			if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+			if err := h.ledger.Sources().SetSourcePaused(ctx, "github", true); err != nil {
 				t.Fatal(err)
 			}
-			if set, err := h.ledger.PausedSources(ctx); err != nil || !set["github"] || len(set) != 1 {
+			if set, err := h.ledger.Sources().PausedSources(ctx); err != nil || !set["github"] || len(set) != 1 {
 				t.Fatalf("after a pause over the corrupt record: %v, %v", set, err)
 			}
 		})

@@ -116,7 +116,7 @@ func TestOrderedScopeMovesOnPastDeadLetter(t *testing.T) {
 	}
 	close(release)
 	waitUntil(t, func() bool {
-		items, err := h.ledger.QueueItems(t.Context(), "conv")
+		items, err := h.ledger.Queue().QueueItems(t.Context(), "conv")
 		return err == nil && len(items) == 2 && items[0].Status == ledger.DeliveryDead
 	})
 	settle(t, h.d)

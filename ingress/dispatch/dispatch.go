@@ -441,7 +441,7 @@ func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err err
 		// even the paused sources need reading before the poll.
 		return false, nil
 	}
-	paused, err := d.l.PausedSources(ctx)
+	paused, err := d.l.Sources().PausedSources(ctx)
 	if errors.Is(err, ledger.ErrCorruptControl) {
 		// An unreadable record pauses nothing and stops nothing: every
 		// source is dispatched until a pause or resume writes it afresh.
@@ -486,14 +486,14 @@ func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err err
 	}
 	if fresh {
 		skip := d.scopesTaking()
-		if items, err = d.l.Due(ctx, ledger.DueQuery{Limit: d.batch, Skip: skip}); err != nil {
+		if items, err = d.l.Queue().Due(ctx, ledger.DueQuery{Limit: d.batch, Skip: skip}); err != nil {
 			return false, err
 		}
 		d.pendingAt = time.Now()
 		d.metrics.observeDue(items, d.now())
 		if gauge {
 			// A gauge that cannot be read is no reason to stop delivering.
-			if n, err := d.l.CountDue(ctx); err != nil {
+			if n, err := d.l.Queue().CountDue(ctx); err != nil {
 				d.metrics.sweepErrors.Inc()
 				d.log.Warn("dispatch: counting the due backlog failed", zap.Error(err))
 			} else {
@@ -569,7 +569,7 @@ func (d *Dispatcher) lookPastBusy(ctx context.Context, page []ledger.QueueItem, 
 			from = d.lookFrom
 		}
 		var err error
-		if page, err = d.l.Due(ctx, ledger.DueQuery{Limit: d.batch, From: from, Skip: skip}); err != nil {
+		if page, err = d.l.Queue().Due(ctx, ledger.DueQuery{Limit: d.batch, From: from, Skip: skip}); err != nil {
 			return nil, err
 		}
 		items = append(items, page...)
@@ -636,7 +636,7 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	if ev.Body == nil && ev.EventID == "" {
 		// A read that lasts past the start-by time is of no use.
 		rctx, cancel := context.WithTimeout(ctx, startBy.Sub(d.now()))
-		got, err := d.l.QueuedEventOf(rctx, t.Item)
+		got, err := d.l.Queue().QueuedEventOf(rctx, t.Item)
 		cancel()
 		if err != nil && ctx.Err() == nil && d.now().After(startBy) {
 			d.giveBack(s, t, "not sent: the store answered the event's read too late to forward within its claim", fields)
@@ -672,7 +672,7 @@ func (d *Dispatcher) deliver(s *source, t ledger.Taken, ev *ledger.QueuedEvent) 
 	fin := d.outcome(s, t, out, ctx.Err() != nil)
 	fin.Record.At = start
 	sctx, cancel := context.WithTimeout(trace.ContextWithSpan(context.Background(), span), settleTimeout)
-	res, err := d.l.FinishDelivery(sctx, fin)
+	res, err := d.l.Queue().FinishDelivery(sctx, fin)
 	cancel()
 	if t.Item.Order != "" || t.Item.Quiet > 0 || fin.Status == ledger.DeliveryQueued && !fin.NextAt.After(d.now()) {
 		d.mayBeDue.Store(true) // the scope's next event, or this one again
@@ -770,7 +770,7 @@ func (d *Dispatcher) giveBack(s *source, t ledger.Taken, why string, fields []za
 	fin := ledger.Finish{Taken: t, Status: ledger.DeliveryQueued, NextAt: d.now(), Interrupted: true,
 		Record: ledger.AttemptRecord{Outcome: "interrupted", Error: why}}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	_, err := d.l.FinishDelivery(ctx, fin)
+	_, err := d.l.Queue().FinishDelivery(ctx, fin)
 	cancel()
 	d.mayBeDue.Store(true)
 	d.metrics.attempts.WithLabelValues(s.src.Name, "given_back").Inc()

@@ -134,7 +134,7 @@ func TestRetriesFollowTheSchedule(t *testing.T) {
 		wantHeader(t, g, forward.HeaderDelivery, strconv.Itoa(i+1))
 		wantHeader(t, g, forward.HeaderRunID, "github:r-1")
 	}
-	recs, err := h.ledger.AttemptsOf(context.Background(), h.item(t, "r-1"))
+	recs, err := h.ledger.Queue().AttemptsOf(context.Background(), h.item(t, "r-1"))
 	if err != nil || len(recs) != 4 || recs[0].AgentStatus != 502 || recs[3].AgentStatus != 200 {
 		t.Fatalf("attempt records %+v, %v", recs, err)
 	}
@@ -214,7 +214,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	if st, a := h.post(t, "dl"); st != http.StatusOK || a["status"] != "duplicate" {
 		t.Fatalf("copy of a dead event: %d %v, want 200 duplicate", st, a)
 	}
-	if _, err := h.ledger.ReplayDelivery(context.Background(), q.Scope, q.EntryID); err != nil {
+	if _, err := h.ledger.Queue().ReplayDelivery(context.Background(), q.Scope, q.EntryID); err != nil {
 		t.Fatal(err)
 	}
 	h.sweep(t)
@@ -286,7 +286,7 @@ func TestCrashedHolderIsTakenOver(t *testing.T) {
 	}
 	h.post(t, "crash")
 	q := h.item(t, "crash")
-	crashed, err := h.ledger.TakeDelivery(context.Background(), q.Scope, q.EntryID, h.source.Queued().Lease())
+	crashed, err := h.ledger.Queue().TakeDelivery(context.Background(), q.Scope, q.EntryID, h.source.Queued().Lease())
 	if err != nil || !crashed.OK {
 		t.Fatalf("take: %+v %v", crashed, err)
 	}
@@ -388,7 +388,7 @@ func TestShutdownCutsAfterGrace(t *testing.T) {
 func TestPauseKeepsEventsAndResumeDelivers(t *testing.T) {
 	h := newHarness(t, queuedSource())
 	ctx := context.Background()
-	if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+	if err := h.ledger.Sources().SetSourcePaused(ctx, "github", true); err != nil {
 		t.Fatal(err)
 	}
 	h.sweep(t) // this process learns of the pause
@@ -404,7 +404,7 @@ func TestPauseKeepsEventsAndResumeDelivers(t *testing.T) {
 			t.Fatalf("%s dispatched while paused: %d requests, %s", id, n, h.item(t, id).Status)
 		}
 	}
-	if err := h.ledger.SetSourcePaused(ctx, "github", false); err != nil {
+	if err := h.ledger.Sources().SetSourcePaused(ctx, "github", false); err != nil {
 		t.Fatal(err)
 	}
 	h.sweep(t)
@@ -438,7 +438,7 @@ func TestNeverRetryingProviderAgentDown(t *testing.T) {
 	drain := func() {
 		for {
 			settle(t, h.d) // deliveries handed over at accept finish first
-			due, err := h.ledger.Due(context.Background(), ledger.DueQuery{Limit: 1000})
+			due, err := h.ledger.Queue().Due(context.Background(), ledger.DueQuery{Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -501,7 +501,7 @@ func TestSlowAgentBehindShortBudget(t *testing.T) {
 	}
 	close(release)
 	for {
-		due, err := h.ledger.Due(context.Background(), ledger.DueQuery{Limit: 1000})
+		due, err := h.ledger.Queue().Due(context.Background(), ledger.DueQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -560,7 +560,7 @@ func TestFreedPlaceReadsAnEmptyDueIndexOnlyWhenWorkMayBeDue(t *testing.T) {
 	h.sweep(t) // a poll: the index is empty
 	src := h.source
 	scope := "github:other"
-	_, err := h.ledger.Enqueue(context.Background(), ledger.EnqueueRequest{
+	_, err := h.ledger.Queue().Enqueue(context.Background(), ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: src.Name, EventID: "other", Scope: scope, ContentType: "application/json", Body: githubBody("other")},
 		Run:   ledger.RunOptions{RunID: "run-other"},
 		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: ingress.IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": "other"}},

@@ -30,7 +30,7 @@
 // store's due index (ledger.DueQuery.Skip, leaving out the scopes
 // it is taking from right now) when woken (an event queued without a
 // place, a place freed) or every Poll, and takes each due delivery through
-// ledger.TakeDelivery, whose claim is the lease, reading the event's
+// ledger.Queue.TakeDelivery, whose claim is the lease, reading the event's
 // record beside the take rather than after it (unless it rides in the
 // item). A sweep takes each delivery in its own goroutine, so the takes of
 // one sweep share the store's group commits; what a page leaves for lack
@@ -88,7 +88,7 @@
 // Each delivery is forwarded exactly as inline mode forwards
 // (Source.ForwardRequest: same headers, Standard Webhooks re-signing,
 // Replyonce-Delivery counting the run's deliveries) and then settled with
-// ledger.FinishDelivery, as the source's RetryPolicy says:
+// ledger.Queue.FinishDelivery, as the source's RetryPolicy says:
 //
 //   - 2xx: delivered. 400, 413, 415, 422 and the source's forward.reject:
 //     rejected for good. Both commit the deliver entry.

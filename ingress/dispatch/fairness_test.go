@@ -47,7 +47,7 @@ func TestBusySourceBacklogDoesNotHideOtherSources(t *testing.T) {
 	enqueue := func(src *ingress.Source, id string) {
 		t.Helper()
 		scope := src.Name + ":" + id
-		_, err := h.ledger.Enqueue(context.Background(), ledger.EnqueueRequest{
+		_, err := h.ledger.Queue().Enqueue(context.Background(), ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: src.Name, EventID: id, Scope: scope, ContentType: "application/json", Body: githubBody(id)},
 			Run:   ledger.RunOptions{RunID: "run-" + id},
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: ingress.IntentDeliver, Payload: map[string]string{"source": src.Name, "eventId": id}},

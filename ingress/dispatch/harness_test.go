@@ -317,7 +317,7 @@ func (h *harness) post(t *testing.T, id string) (int, map[string]string) {
 // item returns the queued delivery of event id.
 func (h *harness) item(t *testing.T, id string) ledger.QueueItem {
 	t.Helper()
-	items, err := h.ledger.QueueItems(context.Background(), "github:"+id)
+	items, err := h.ledger.Queue().QueueItems(context.Background(), "github:"+id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,11 +53,11 @@ type SourceHealth struct {
 
 // ReadHealth reads every source's health from l at now.
 func ReadHealth(ctx context.Context, l *ledger.Ledger, sources []*Source, now time.Time) ([]SourceHealth, error) {
-	paused, err := l.PausedSources(ctx)
+	paused, err := l.Sources().PausedSources(ctx)
 	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
 		return nil, err
 	}
-	agents, err := l.AgentHealths(ctx)
+	agents, err := l.Sources().AgentHealths(ctx)
 	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func ReadHealth(ctx context.Context, l *ledger.Ledger, sources []*Source, now ti
 	}
 	oldest := map[string]time.Time{}
 	for _, st := range []ledger.DeliveryStatus{ledger.DeliveryQueued, ledger.DeliveryDelivering, ledger.DeliveryDead} {
-		items, err := l.ListDeliveries(ctx, ledger.DeliveryFilter{Status: st, Limit: HealthScopeLimit})
+		items, err := l.Queue().ListDeliveries(ctx, ledger.DeliveryFilter{Status: st, Limit: HealthScopeLimit})
 		if err != nil {
 			return nil, err
 		}

@@ -79,13 +79,13 @@ func TestSourceHealthFromTheStore(t *testing.T) {
 				t.Fatalf("replyonce_source_waiting_events = %v, want 3", v)
 			}
 
-			if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+			if err := h.ledger.Sources().SetSourcePaused(ctx, "github", true); err != nil {
 				t.Fatal(err)
 			}
 			if got := read(); got.Health != dispatch.Paused || got.Waiting != 3 {
 				t.Fatalf("paused: %+v", got)
 			}
-			if err := h.ledger.SetSourcePaused(ctx, "github", false); err != nil {
+			if err := h.ledger.Sources().SetSourcePaused(ctx, "github", false); err != nil {
 				t.Fatal(err)
 			}
 
@@ -119,7 +119,7 @@ func TestSourceHealthCountsDeadFromTheStore(t *testing.T) {
 		t.Fatalf("after a dead letter: %+v %v", hs, err)
 	}
 	q := h.item(t, "d-1")
-	if _, err := h.ledger.ReplayDelivery(ctx, q.Scope, q.EntryID); err != nil {
+	if _, err := h.ledger.Queue().ReplayDelivery(ctx, q.Scope, q.EntryID); err != nil {
 		t.Fatal(err)
 	}
 	hs, err = dispatch.ReadHealth(ctx, h.ledger, []*dispatch.Source{h.source.Queued()}, h.clock.Now())
@@ -198,7 +198,7 @@ func TestSourceHealthDeadCountSurvivesARestart(t *testing.T) {
 			if err != nil || hs[0].Dead != 2 || hs[0].Health != dispatch.Failing {
 				t.Fatalf("after the restart: %+v %v, want 2 dead and still failing", hs, err)
 			}
-			if _, err := l.ReplayDelivery(ctx, q.Scope, q.EntryID); err != nil {
+			if _, err := l.Queue().ReplayDelivery(ctx, q.Scope, q.EntryID); err != nil {
 				t.Fatal(err)
 			}
 			hs, err = dispatch.ReadHealth(ctx, l, sources, h.clock.Now())

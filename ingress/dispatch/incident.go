@@ -142,7 +142,7 @@ func breakerFault(status int) bool {
 func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	faults, err := d.l.RecordAgentFault(ctx, s.src.Name, reason)
+	faults, err := d.l.Sources().RecordAgentFault(ctx, s.src.Name, reason)
 	if err != nil {
 		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
 		d.log.Warn("dispatch: counting a configuration fault for forward.pause_after failed", zap.String("source", s.src.Name), zap.Error(err))
@@ -151,7 +151,7 @@ func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 	if faults%pauseAfter != 0 {
 		return
 	}
-	if err := d.l.SetSourcePaused(ctx, s.src.Name, true); err != nil {
+	if err := d.l.Sources().SetSourcePaused(ctx, s.src.Name, true); err != nil {
 		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
 		d.log.Error("dispatch: forward.pause_after reached but pausing the source failed", zap.String("source", s.src.Name), zap.Error(err))
 		return
@@ -165,7 +165,7 @@ func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 		// The incident's start names the alert's scope; a record that
 		// cannot be read names it by now, which only risks a second alert.
 		since := d.now()
-		if set, err := d.l.AgentHealths(ctx); err == nil && set[s.src.Name].Failing {
+		if set, err := d.l.Sources().AgentHealths(ctx); err == nil && set[s.src.Name].Failing {
 			since = set[s.src.Name].Since
 		}
 		d.alerts.Raise(alerts.Alert{Kind: alerts.Paused, Source: s.src.Name, Incident: since, Error: reason, Failures: faults, At: d.now()})
@@ -183,7 +183,7 @@ func (d *Dispatcher) saveFailures(s *source) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	h, err := d.l.RecordAgentFailures(ctx, s.src.Name, n, reason, from)
+	h, err := d.l.Sources().RecordAgentFailures(ctx, s.src.Name, n, reason, from)
 	cancel()
 	if err == nil && !h.Failing {
 		// Stragglers of an incident another instance has ended: not an
@@ -244,7 +244,7 @@ func (d *Dispatcher) answered(s *source, started time.Time) {
 	in.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	was, ended, err := d.l.EndAgentIncident(ctx, s.src.Name)
+	was, ended, err := d.l.Sources().EndAgentIncident(ctx, s.src.Name)
 	lasted := d.now().Sub(was.Since)
 	if ended && d.alerts.Failing(was.Failures, was.Since, d.now()) {
 		// One process ends the stored incident; the claim keeps it once
@@ -268,7 +268,7 @@ func (d *Dispatcher) answered(s *source, started time.Time) {
 	fields := []zap.Field{zap.String("source", s.src.Name), zap.Duration("failing_for", lasted)}
 	// The agent answers: what waits for a later retry is due now, taken
 	// at the source's concurrency like any due delivery.
-	due, err := d.l.DueNow(ctx, s.src.Name, recoveryCountLimit)
+	due, err := d.l.Queue().DueNow(ctx, s.src.Name, recoveryCountLimit)
 	if err != nil {
 		d.metrics.storeErrors.WithLabelValues(s.src.Name).Inc()
 		d.log.Warn("dispatch: agent answering again after "+lasted.String()+"; making its waiting events due failed, they keep their schedule",
@@ -298,7 +298,7 @@ func (d *Dispatcher) readHealth(ctx context.Context) {
 			d.saveFailures(s)
 		}
 	}
-	set, err := d.l.AgentHealths(ctx)
+	set, err := d.l.Sources().AgentHealths(ctx)
 	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
 		d.log.Warn("dispatch: reading source health failed", zap.Error(err))
 		return

@@ -43,7 +43,7 @@ func TestIncidentLogFollowsAnOutage(t *testing.T) {
 	if w := warns(); len(w) != 1 || !strings.Contains(w[0].Message, "the agent is failing") || w[0].ContextMap()["error"] != plain {
 		t.Fatalf("after 3 failed attempts, warn lines %+v; want one naming %q", w, plain)
 	}
-	recs, err := h.ledger.AttemptsOf(context.Background(), h.item(t, "o-1"))
+	recs, err := h.ledger.Queue().AttemptsOf(context.Background(), h.item(t, "o-1"))
 	if err != nil || len(recs) != 1 || recs[0].Error != plain {
 		t.Fatalf("attempt records %+v, %v; want the plain words", recs, err)
 	}

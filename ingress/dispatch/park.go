@@ -33,7 +33,7 @@ func (d *Dispatcher) park(ctx context.Context, items []ledger.QueueItem, paused 
 			continue
 		}
 		done[k] = true
-		n, err := d.l.ParkDeliveries(ctx, q.Scope, q.Source)
+		n, err := d.l.Queue().ParkDeliveries(ctx, q.Scope, q.Source)
 		if err != nil {
 			return nil, 0, fmt.Errorf("park %s %s: %w", q.Source, q.EventID, err)
 		}
@@ -69,7 +69,7 @@ func (d *Dispatcher) unpark(ctx context.Context, resumed []string) (bool, error)
 			delete(d.unparking, name) // paused again meanwhile
 			continue
 		}
-		n, err := d.l.UnparkSource(ctx, name, d.batch)
+		n, err := d.l.Queue().UnparkSource(ctx, name, d.batch)
 		if err != nil {
 			return false, fmt.Errorf("unpark %s: %w", name, err)
 		}

@@ -96,7 +96,7 @@ func TestPausedBacklogHoldsBackNoOtherSource(t *testing.T) {
 	}
 	pause := func(source string, paused bool) {
 		t.Helper()
-		if err := l.SetSourcePaused(ctx, source, paused); err != nil {
+		if err := l.Sources().SetSourcePaused(ctx, source, paused); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,7 +128,7 @@ func TestPausedBacklogHoldsBackNoOtherSource(t *testing.T) {
 			t.Fatalf("h-%d forwarded while its source was paused", i)
 		}
 	}
-	listed, err := l.ListDeliveries(ctx, ledger.DeliveryFilter{Source: "held", Status: ledger.DeliveryQueued})
+	listed, err := l.Queue().ListDeliveries(ctx, ledger.DeliveryFilter{Source: "held", Status: ledger.DeliveryQueued})
 	if err != nil {
 		t.Fatal(err)
 	}

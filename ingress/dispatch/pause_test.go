@@ -15,7 +15,7 @@ import (
 func TestPauseNowStopsThisProcessAtOnce(t *testing.T) {
 	h := newHarness(t, queuedSource())
 	ctx := context.Background()
-	if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+	if err := h.ledger.Sources().SetSourcePaused(ctx, "github", true); err != nil {
 		t.Fatal(err)
 	}
 	h.d.PauseNow("github", true)
@@ -30,7 +30,7 @@ func TestPauseNowStopsThisProcessAtOnce(t *testing.T) {
 	if n := len(h.agent.requests("p-1")); n != 0 {
 		t.Fatalf("%d forwards after a sweep while paused, want 0", n)
 	}
-	if err := h.ledger.SetSourcePaused(ctx, "github", false); err != nil {
+	if err := h.ledger.Sources().SetSourcePaused(ctx, "github", false); err != nil {
 		t.Fatal(err)
 	}
 	h.d.PauseNow("github", false)
@@ -51,13 +51,13 @@ func TestAckPausedOnlyOnceStopped(t *testing.T) {
 	ctx := context.Background()
 	h.sweep(t)
 	listed := func() bool {
-		acks, err := h.ledger.PauseAcks(ctx)
+		acks, err := h.ledger.Sources().PauseAcks(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return slices.Contains(acks[h.d.Instance()].Paused, "github")
 	}
-	if err := h.ledger.SetSourcePaused(ctx, "github", true); err != nil {
+	if err := h.ledger.Sources().SetSourcePaused(ctx, "github", true); err != nil {
 		t.Fatal(err)
 	}
 	if listed() {

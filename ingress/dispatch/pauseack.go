@@ -17,9 +17,9 @@ import (
 // command can say when every process has stopped the source (and wait for
 // it), each dispatcher writes, after a sweep has applied the record, the
 // set it applied into a second control record under its instance id
-// (ledger.AckPaused): at once when the set changed, otherwise every
+// (ledger.Sources.AckPaused): at once when the set changed, otherwise every
 // ledger.PauseAckEvery as a heartbeat that says the process is alive. The
-// API's pause waits (ledger.WaitPaused) until every live entry lists the
+// API's pause waits (ledger.Sources.WaitPaused) until every live entry lists the
 // source. An entry is written only after the sweep has set the source's
 // paused flag, which every hand-over (Reserve) and every forward (deliver)
 // checks: an event accepted after the wait ends is not delivered by that
@@ -54,7 +54,7 @@ func (d *Dispatcher) ackPaused(ctx context.Context, paused map[string]bool) erro
 	if closed {
 		return nil
 	}
-	if err := d.l.AckPaused(ctx, d.instance, paused, now); err != nil {
+	if err := d.l.Sources().AckPaused(ctx, d.instance, paused, now); err != nil {
 		return err
 	}
 	d.acked, d.ackedAt = maps.Clone(paused), now
@@ -68,7 +68,7 @@ func (d *Dispatcher) leavePauseAcks(ctx context.Context) {
 	if len(d.sources) == 0 {
 		return
 	}
-	if err := d.l.LeavePauseAcks(ctx, d.instance); err != nil {
+	if err := d.l.Sources().LeavePauseAcks(ctx, d.instance); err != nil {
 		d.log.Warn("dispatch: removing this process from the pause acknowledgements failed; a pause may wait for it until its entry is stale", zap.Error(err))
 	}
 }

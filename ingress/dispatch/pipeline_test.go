@@ -92,7 +92,7 @@ func TestHeldDeliveryGivenBackWhenNoAgentPlaceInTime(t *testing.T) {
 	if n := len(h.agent.requests("waiting")); n != 0 {
 		t.Fatalf("forwarded %d times under the claim it gave back", n)
 	}
-	atts, err := h.ledger.AttemptsOf(context.Background(), q)
+	atts, err := h.ledger.Queue().AttemptsOf(context.Background(), q)
 	if err != nil || len(atts) != 1 || atts[0].Outcome != "interrupted" {
 		t.Fatalf("attempt records %+v (%v), want one interrupted", atts, err)
 	}

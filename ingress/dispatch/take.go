@@ -60,10 +60,10 @@ func (d *Dispatcher) take(s *source, sl *Slot, q ledger.QueueItem, swept time.Ti
 	}
 	readDone := make(chan read, 1)
 	go func() {
-		ev, err := d.l.QueuedEventOf(ctx, q)
+		ev, err := d.l.Queue().QueuedEventOf(ctx, q)
 		readDone <- read{ev, err}
 	}()
-	t, err := d.l.TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
+	t, err := d.l.Queue().TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
 	if err != nil || !t.OK {
 		cancel() // the read's answer is not needed
 	}

@@ -11,7 +11,7 @@ import (
 
 // SendTrial sends queued event q once to the URL to instead of its
 // source's agent (a staging agent with a fix) and records the outcome as
-// one of the event's attempts (ledger.RecordTrial). The request is the one
+// one of the event's attempts (ledger.Queue.RecordTrial). The request is the one
 // a delivery sends, signed with the source's forward.signing_secret and
 // carrying its forward.headers, except that it holds no live run: its run
 // id is ledger.TrialRunID and its fencing token 0, so a ledger write made
@@ -33,7 +33,7 @@ func (d *Dispatcher) SendTrial(ctx context.Context, q ledger.QueueItem, to strin
 	if q.Inline {
 		return ledger.AttemptRecord{}, fmt.Errorf("%s %s: %w", q.Source, q.EventID, ledger.ErrInline)
 	}
-	ev, err := d.l.QueuedEventOf(ctx, q)
+	ev, err := d.l.Queue().QueuedEventOf(ctx, q)
 	if err != nil {
 		return ledger.AttemptRecord{}, err
 	}
@@ -50,7 +50,7 @@ func (d *Dispatcher) SendTrial(ctx context.Context, q ledger.QueueItem, to strin
 	if out.Err != nil {
 		rec.Error = out.Err.Error()
 	}
-	kept, err := d.l.RecordTrial(ctx, q.Scope, q.EntryID, rec)
+	kept, err := d.l.Queue().RecordTrial(ctx, q.Scope, q.EntryID, rec)
 	if err != nil {
 		return rec, fmt.Errorf("dispatch: the trial was sent (%s) but its record was not kept: %w", rec.Outcome, err)
 	}

@@ -75,7 +75,7 @@ func TestTrialGoesToAnotherURLAndChangesNothingElse(t *testing.T) {
 	if n := len(h.agent.requests("trial-1")); n != 1 {
 		t.Fatalf("the source's agent got %d requests, want the one delivery", n)
 	}
-	atts, err := h.ledger.AttemptsOf(context.Background(), after)
+	atts, err := h.ledger.Queue().AttemptsOf(context.Background(), after)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,7 +288,7 @@ func TestClientMirrorsTheLedger(t *testing.T) {
 	if err != nil || len(hist) != 2 {
 		t.Fatalf("history: %+v %v", hist, err)
 	}
-	local, _ := e.ledger.History(ctx, "conv-9")
+	local, _ := e.ledger.Views().History(ctx, "conv-9")
 	for i := range hist {
 		if hist[i].ID != local[i].ID || hist[i].State != local[i].State || hist[i].Attempt != local[i].Attempt ||
 			hist[i].IdempotencyKey() != local[i].IdempotencyKey() || !hist[i].ClaimedAt.Equal(local[i].ClaimedAt) ||
@@ -637,7 +637,7 @@ func TestDeliveryEndpoints(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	key := ledger.Key{Scope: "gh:d-1", Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": "d-1"}}
-	res, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+	res, err := e.ledger.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: "gh", EventID: "d-1", Scope: "gh:d-1", ContentType: "application/json", Body: []byte(`{"a":1}`)},
 		Run:   ledger.RunOptions{RunID: "gh:d-1", Mode: ledger.ModeIndependent},
 		Claim: ledger.ClaimRequest{Key: key, PendingTTL: time.Minute},
@@ -646,7 +646,7 @@ func TestDeliveryEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim},
+	_, err = e.ledger.Queue().FinishDelivery(ctx, ledger.Finish{Taken: ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim},
 		Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{AgentStatus: 500, Answer: []byte("oops")}})
 	if err != nil {
 		t.Fatal(err)

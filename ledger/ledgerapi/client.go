@@ -326,7 +326,7 @@ func (c *Client) History(ctx context.Context, scope string) ([]ledger.Entry, err
 }
 
 // HistoryPage returns one page of a scope's history, newest first (see
-// ledger.Ledger.HistoryPage).
+// ledger.Views.HistoryPage).
 func (c *Client) HistoryPage(ctx context.Context, q ledger.HistoryQuery) (ledger.HistoryPage, error) {
 	if q.Scope == "" {
 		return ledger.HistoryPage{}, fmt.Errorf("%w: scope is empty", ledger.ErrInvalid)

@@ -17,7 +17,7 @@ import (
 func (e *env) enqueue(t *testing.T, source, id string) {
 	t.Helper()
 	scope := source + ":" + id
-	_, err := e.ledger.Enqueue(context.Background(), ledger.EnqueueRequest{
+	_, err := e.ledger.Queue().Enqueue(context.Background(), ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: source, EventID: id, Scope: scope, Body: []byte(`{}`), ReceivedAt: e.clock.Now()},
 		Run:   ledger.RunOptions{RunID: scope, Mode: ledger.ModeIndependent},
 		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": source, "eventId": id}}, PendingTTL: time.Minute},

@@ -151,11 +151,11 @@ func (s *server) conversations(r *http.Request) (any, error) {
 		if rest > 0 {
 			return true, nil
 		}
-		next, err := s.l.ScopesReceived(r.Context(), pos, 1)
+		next, err := s.l.Views().ScopesReceived(r.Context(), pos, 1)
 		return len(next) > 0, err
 	}
 	for out.Scanned < limit {
-		batch, err := s.l.ScopesReceived(r.Context(), pos, min(64, limit-out.Scanned))
+		batch, err := s.l.Views().ScopesReceived(r.Context(), pos, min(64, limit-out.Scanned))
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +166,7 @@ func (s *server) conversations(r *http.Request) (any, error) {
 			pos = at
 			out.Scanned++
 			if strings.HasPrefix(at.Scope, prefix) { // other scopes are skipped unread
-				c, err := s.l.Conversation(r.Context(), at.Scope)
+				c, err := s.l.Views().Conversation(r.Context(), at.Scope)
 				if err != nil {
 					return nil, err
 				}

@@ -35,7 +35,7 @@ func TestConversationsNewestFirst(t *testing.T) {
 	ctx := context.Background()
 	enqueue := func(scope, source, id string) {
 		t.Helper()
-		_, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+		_, err := e.ledger.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: source, EventID: id, Scope: scope, Body: []byte(`{}`), ReceivedAt: clk.Now()},
 			Run:   ledger.RunOptions{RunID: source + ":" + id, Mode: ledger.ModeIndependent},
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": source, "eventId": id}}, PendingTTL: time.Minute},
@@ -51,15 +51,15 @@ func TestConversationsNewestFirst(t *testing.T) {
 	enqueue("chat:a", "slack", "m3") // chat:a is the newest again
 	enqueue("chat:c", "gh", "g2")
 	// m1 delivered: chat:a holds two events, one of them waiting.
-	q, err := e.ledger.FindDelivery(ctx, "chat:a", "slack", "m1")
+	q, err := e.ledger.Queue().FindDelivery(ctx, "chat:a", "slack", "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := e.ledger.TakeDelivery(ctx, "chat:a", q.EntryID, time.Minute)
+	tk, err := e.ledger.Queue().TakeDelivery(ctx, "chat:a", q.EntryID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
+	if _, err := e.ledger.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -143,7 +143,7 @@ func (s *server) ledgerFilter(ctx context.Context, f DeliveryFilter) (ledger.Del
 	if err != nil {
 		return lf, err
 	}
-	set, err := s.l.PausedSources(ctx)
+	set, err := s.l.Sources().PausedSources(ctx)
 	if err != nil && !errors.Is(err, ledger.ErrCorruptControl) {
 		return lf, err
 	}
@@ -227,7 +227,7 @@ func (s *server) listDeliveries(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.l.ListDeliveries(r.Context(), lf)
+	items, err := s.l.Queue().ListDeliveries(r.Context(), lf)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev, err := s.l.QueuedEventOf(r.Context(), item)
+	ev, err := s.l.Queue().QueuedEventOf(r.Context(), item)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (s *server) showDelivery(r *http.Request) (any, error) {
 // attemptsOf reads a delivery's attempts, oldest first, as the API
 // shows them (the event page and the timeline alike).
 func (s *server) attemptsOf(ctx context.Context, item ledger.QueueItem) ([]AttemptJSON, error) {
-	attempts, err := s.l.AttemptsOf(ctx, item)
+	attempts, err := s.l.Queue().AttemptsOf(ctx, item)
 	if err != nil {
 		return nil, err
 	}
@@ -291,13 +291,13 @@ const findScopes = 5000
 // elsewhere.
 func (s *server) findEvent(ctx context.Context, scope, source, id string) (ledger.QueueItem, error) {
 	if scope != "" {
-		return s.l.FindDelivery(ctx, scope, source, id)
+		return s.l.Queue().FindDelivery(ctx, scope, source, id)
 	}
-	item, err := s.l.FindDelivery(ctx, source+":"+id, source, id)
+	item, err := s.l.Queue().FindDelivery(ctx, source+":"+id, source, id)
 	if !errors.Is(err, ledger.ErrUnknownEntry) {
 		return item, err
 	}
-	page, err := s.l.RecentDeliveries(ctx, ledger.DeliveryFilter{Source: source, EventID: id, Limit: findScopes}, nil, 1)
+	page, err := s.l.Views().RecentDeliveries(ctx, ledger.DeliveryFilter{Source: source, EventID: id, Limit: findScopes}, nil, 1)
 	if err != nil {
 		return ledger.QueueItem{}, err
 	}
@@ -332,7 +332,7 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 		if lf.Status == "" {
 			return nil, fmt.Errorf("%w: a bulk replay needs a status", ledger.ErrInvalid)
 		}
-		if targets, err = s.l.ListDeliveries(ctx, lf); err != nil {
+		if targets, err = s.l.Queue().ListDeliveries(ctx, lf); err != nil {
 			return nil, err
 		}
 	case req.Source != "" && req.EventID != "":
@@ -346,7 +346,7 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 	}
 	var out []ledger.QueueItem
 	for _, q := range targets {
-		item, err := s.l.ReplayDelivery(ctx, q.Scope, q.EntryID)
+		item, err := s.l.Queue().ReplayDelivery(ctx, q.Scope, q.EntryID)
 		if (errors.Is(err, ledger.ErrDeliveryInFlight) || errors.Is(err, ledger.ErrInline)) && req.Filter != nil {
 			continue // being delivered right now, or inline: nothing to replay
 		}
@@ -361,7 +361,7 @@ func (s *server) replayDeliveries(r *http.Request) (any, error) {
 func (s *server) pausedSources(r *http.Request) (any, error) { return s.paused(r) }
 
 func (s *server) paused(r *http.Request) (PausedJSON, error) {
-	set, err := s.l.PausedSources(r.Context())
+	set, err := s.l.Sources().PausedSources(r.Context())
 	if errors.Is(err, ledger.ErrCorruptControl) {
 		// Nothing counts as paused, as for the dispatchers; the next pause
 		// or resume writes a fresh record.
@@ -384,7 +384,7 @@ func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 	if err := s.checkSource("source", req.Source); err != nil {
 		// A source paused and then taken out of the configuration may
 		// still be resumed (the console lists it), never paused anew.
-		set, perr := s.l.PausedSources(r.Context())
+		set, perr := s.l.Sources().PausedSources(r.Context())
 		if perr != nil && !errors.Is(perr, ledger.ErrCorruptControl) {
 			return nil, perr
 		}
@@ -395,7 +395,7 @@ func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 	if paused && s.inline[req.Source] {
 		return nil, fmt.Errorf("%w: source: %q delivers inline (forward.mode: inline): pause applies to queued delivery, the provider's own retries hold an inline source's events", ledger.ErrInvalid, req.Source)
 	}
-	if err := s.l.SetSourcePaused(r.Context(), req.Source, paused); err != nil {
+	if err := s.l.Sources().SetSourcePaused(r.Context(), req.Source, paused); err != nil {
 		return nil, err
 	}
 	if s.onPause != nil {
@@ -404,7 +404,7 @@ func (s *server) setPaused(r *http.Request, paused bool) (any, error) {
 	var w ledger.PauseWait
 	if paused && s.pauseWait > 0 {
 		var err error
-		if w, err = s.l.WaitPaused(r.Context(), req.Source, s.pauseWait); err != nil {
+		if w, err = s.l.Sources().WaitPaused(r.Context(), req.Source, s.pauseWait); err != nil {
 			return nil, err
 		}
 	}

@@ -117,7 +117,7 @@ func (s *server) escalations(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.l.Escalations(r.Context(), limit)
+	es, err := s.l.Views().Escalations(r.Context(), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (s *server) escalations(r *http.Request) (any, error) {
 
 func (s *server) scopeEscalations(r *http.Request) (any, error) {
 	scope := r.PathValue("scope")
-	es, err := s.l.ScopeEscalations(r.Context(), scope)
+	es, err := s.l.Views().ScopeEscalations(r.Context(), scope)
 	if err != nil {
 		return nil, err
 	}

@@ -25,9 +25,10 @@ var (
 // in the agent's process or behind the gateway's admin listener. Write the
 // agent against it and pick InProcess or Remote at start-up.
 //
-// *ledger.Ledger and *Client cannot satisfy it directly only because their
-// Begin and RunRef return their own concrete run types (Go has no covariant
-// return types); InProcess and Remote are the two-method adapters.
+// *ledger.Ledger and *Client cannot satisfy it directly: their Begin and
+// RunRef return their own concrete run types (Go has no covariant return
+// types), and *ledger.Ledger keeps History among its Views. InProcess and
+// Remote are the small adapters.
 type Ledger interface {
 	Begin(ctx context.Context, scope string, opts ledger.RunOptions) (RunHandle, error)
 	RunRef(scope, runID string, token uint64) RunHandle
@@ -56,6 +57,12 @@ func (l inProcess) Begin(ctx context.Context, scope string, opts ledger.RunOptio
 
 func (l inProcess) RunRef(scope, runID string, token uint64) RunHandle {
 	return l.Ledger.RunRef(scope, runID, token)
+}
+
+// History is the scope's history from the ledger's read-only views, where
+// *ledger.Ledger keeps it.
+func (l inProcess) History(ctx context.Context, scope string) ([]ledger.Entry, error) {
+	return l.Ledger.Views().History(ctx, scope)
 }
 
 type remote struct{ *Client }

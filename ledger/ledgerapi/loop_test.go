@@ -48,7 +48,7 @@ func loopPaths(t *testing.T, now func() time.Time, rec ledger.Reconciler) map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]oncer{"in process": inProcess, "over HTTP": client}
+	return map[string]oncer{"in process": ledgerapi.InProcess(inProcess), "over HTTP": client}
 }
 
 // A Wait is measured on the injected clock: an hour of waiting on a clock

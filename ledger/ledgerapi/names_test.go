@@ -98,7 +98,7 @@ func TestBadNamesAre400OnEveryStore(t *testing.T) {
 // paused and then taken out of the configuration can still be resumed.
 func TestUnknownSourcesAreRefused(t *testing.T) {
 	e := newEnv(t, nil, ledgerapi.WithSources([]string{"github", "stripe"}))
-	if err := e.ledger.SetSourcePaused(context.Background(), "retired", true); err != nil {
+	if err := e.ledger.Sources().SetSourcePaused(context.Background(), "retired", true); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, method, path, body, field string }{

@@ -386,7 +386,7 @@ func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 	// ingress/dispatch); here one stands in that records what the
 	// staging agent would have answered.
 	trials := ledgerapi.WithTrials(func(ctx context.Context, q ledger.QueueItem, to string) (ledger.AttemptRecord, error) {
-		return l.RecordTrial(ctx, q.Scope, q.EntryID, ledger.AttemptRecord{To: to, Outcome: "delivered", AgentStatus: 200})
+		return l.Queue().RecordTrial(ctx, q.Scope, q.EntryID, ledger.AttemptRecord{To: to, Outcome: "delivered", AgentStatus: 200})
 	})
 	srv := httptest.NewServer(ledgerapi.NewHandler(l, token, zap.NewNop(), trials))
 	defer srv.Close()
@@ -498,7 +498,7 @@ func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 
 	// Queued deliveries.
 	key := ledger.Key{Scope: "gh:d-1", Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": "d-1"}}
-	res, err := l.Enqueue(ctx, ledger.EnqueueRequest{
+	res, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: "gh", EventID: "d-1", Scope: "gh:d-1", ContentType: "application/json", Body: []byte(`{"a":1}`), ReceivedAt: clk.Now()},
 		Run:   ledger.RunOptions{RunID: "gh:d-1", Mode: ledger.ModeIndependent},
 		Claim: ledger.ClaimRequest{Key: key, PendingTTL: time.Minute},
@@ -509,7 +509,7 @@ func TestOpenAPIDescribesLiveAnswers(t *testing.T) {
 	}
 	st, body = a.call("POST", "/v1/deliveries/replay", "/v1/deliveries/replay", `{"source":"gh","event_id":"d-1"}`)
 	a.want(st, 409, "replay while delivering", body)
-	if _, err := l.FinishDelivery(ctx, ledger.Finish{Taken: ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim},
+	if _, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: ledger.Taken{OK: true, Item: res.Item, Run: res.Run, Claim: res.Claim},
 		Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{AgentStatus: 500, Answer: []byte("oops")}}); err != nil {
 		t.Fatal(err)
 	}

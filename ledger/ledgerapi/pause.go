@@ -24,7 +24,7 @@ func WithPauseHook(hook func(source string, paused bool)) Option {
 }
 
 // WithPauseWait makes a pause wait, after the hook, until every live
-// dispatcher on the store has stopped the source (ledger.WaitPaused), for
+// dispatcher on the store has stopped the source (ledger.Sources.WaitPaused), for
 // at most maxWait, and answer which did. Zero: no wait.
 func WithPauseWait(maxWait time.Duration) Option {
 	return func(s *server) { s.pauseWait = maxWait }

@@ -59,7 +59,7 @@ func (s *server) recentPage(r *http.Request, lf ledger.DeliveryFilter, size int)
 			return nil, err
 		}
 	}
-	p, err := s.l.RecentDeliveries(r.Context(), lf, after, size)
+	p, err := s.l.Views().RecentDeliveries(r.Context(), lf, after, size)
 	if err != nil {
 		return nil, err
 	}

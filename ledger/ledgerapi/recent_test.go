@@ -22,15 +22,15 @@ func TestDeliveredListedWithoutScopeNewestFirst(t *testing.T) {
 		e.enqueue(t, "gh", id)
 		if i%3 != 0 { // e3, e6, e9 stay queued
 			scope := "gh:" + id
-			q, err := e.ledger.FindDelivery(ctx, scope, "gh", id)
+			q, err := e.ledger.Queue().FindDelivery(ctx, scope, "gh", id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tk, err := e.ledger.TakeDelivery(ctx, scope, q.EntryID, time.Minute)
+			tk, err := e.ledger.Queue().TakeDelivery(ctx, scope, q.EntryID, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
+			if _, err := e.ledger.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
 				t.Fatal(err)
 			}
 		}

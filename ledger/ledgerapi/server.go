@@ -450,13 +450,13 @@ func (s *server) history(r *http.Request) (any, error) {
 	if q, paged, err := historyQuery(r, scope, "limit"); err != nil {
 		return nil, err
 	} else if paged {
-		p, err := s.l.HistoryPage(r.Context(), q)
+		p, err := s.l.Views().HistoryPage(r.Context(), q)
 		if err != nil {
 			return nil, err
 		}
 		return EntriesJSON{Scope: scope, Entries: entriesToJSON(p.Entries), Next: p.Next}, nil
 	}
-	es, err := s.l.History(r.Context(), scope)
+	es, err := s.l.Views().History(r.Context(), scope)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +499,7 @@ func (s *server) ambiguous(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.l.Ambiguous(r.Context(), limit)
+	es, err := s.l.Views().Ambiguous(r.Context(), limit)
 	if err != nil {
 		return nil, err
 	}

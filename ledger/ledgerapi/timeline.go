@@ -121,9 +121,9 @@ func (s *server) timeline(r *http.Request) (any, error) {
 	var c ledger.Conversation
 	var next string
 	if paged {
-		c, next, err = s.l.ConversationPage(r.Context(), q)
+		c, next, err = s.l.Views().ConversationPage(r.Context(), q)
 	} else {
-		c, err = s.l.Conversation(r.Context(), scope)
+		c, err = s.l.Views().Conversation(r.Context(), scope)
 	}
 	if err != nil {
 		return nil, err
@@ -287,7 +287,7 @@ func (s *server) page(r *http.Request, f DeliveryFilter) (any, error) {
 	if lf.Limit <= 0 {
 		lf.Limit = 1000
 	}
-	items, err := s.l.ListDeliveries(r.Context(), lf)
+	items, err := s.l.Queue().ListDeliveries(r.Context(), lf)
 	if err != nil {
 		return nil, err
 	}

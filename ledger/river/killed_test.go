@@ -248,7 +248,7 @@ func TestKilledWorkerIsRescuedAndResumed(t *testing.T) {
 	if provided != 1 || replies.Load() != 1 || reconciled.Load() != 1 || escalated.Load() != 0 {
 		t.Fatalf("provider refunds %d, replies %d, reconciled %d, escalated %d: want 1, 1, 1, 0", provided, replies.Load(), reconciled.Load(), escalated.Load())
 	}
-	hist, err := l.History(ctx, "order-K-1")
+	hist, err := l.Views().History(ctx, "order-K-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ func TestRescuedJobResumesItsRun(t *testing.T) {
 		t.Fatal("nothing here needs a person")
 	}
 	waitState(t, client, ins.Job.ID, rivertype.JobStateCompleted)
-	hist, err := l.History(ctx, "order-A-1001")
+	hist, err := l.Views().History(ctx, "order-A-1001")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -320,7 +320,7 @@ func TestCheckAlreadyDone(t *testing.T) {
 	if o := ask(`{"tool":"reply","arguments":{"to":"m1","text":"hi"}}`); o.Status != tool.StatusNotDone || o.IsError {
 		t.Fatalf("before: %s", o.Text)
 	}
-	hist, err := l.History(context.Background(), "conv")
+	hist, err := l.Views().History(context.Background(), "conv")
 	if err != nil || len(hist) != 0 {
 		t.Fatalf("check wrote to the ledger: %v, %v", hist, err)
 	}

@@ -74,7 +74,7 @@ func TestSurvivesReopen(t *testing.T) {
 	if runs.Load() != 1 {
 		t.Fatalf("effects ran %d times, want 1", runs.Load())
 	}
-	amb, err := l.Ambiguous(ctx, 10)
+	amb, err := l.Views().Ambiguous(ctx, 10)
 	if err != nil || len(amb) != 1 || amb[0].Intent != "refund" {
 		t.Fatalf("ambiguous after reopen: %+v %v", amb, err)
 	}

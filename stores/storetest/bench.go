@@ -56,7 +56,7 @@ func BenchmarkEnqueueBacklog(b *testing.B, store ledger.Store) {
 	enqueue := func(prefix string, i int64) error {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		scope := "backlog:" + id
-		_, err := l.Enqueue(ctx, ledger.EnqueueRequest{
+		_, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: "bench", EventID: id, Scope: scope, Body: body},
 			Run:   ledger.RunOptions{RunID: "bench:" + id, Mode: ledger.ModeIndependent},
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: id}, PendingTTL: 15 * time.Second},
@@ -125,7 +125,7 @@ func BenchmarkEnqueueBacklog(b *testing.B, store ledger.Store) {
 		b.Run(fmt.Sprintf("backlog=%d/recent-events-page", backlog), func(b *testing.B) {
 			var after *ledger.DeliveryCursor
 			for range min(20, backlog/50-1) {
-				p, err := l.RecentDeliveries(ctx, ledger.DeliveryFilter{}, after, 50)
+				p, err := l.Views().RecentDeliveries(ctx, ledger.DeliveryFilter{}, after, 50)
 				if err != nil || p.Next == nil {
 					b.Fatalf("page toward 20: %v", err)
 				}
@@ -133,7 +133,7 @@ func BenchmarkEnqueueBacklog(b *testing.B, store ledger.Store) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				if p, err := l.RecentDeliveries(ctx, ledger.DeliveryFilter{}, after, 50); err != nil || len(p.Items) == 0 {
+				if p, err := l.Views().RecentDeliveries(ctx, ledger.DeliveryFilter{}, after, 50); err != nil || len(p.Items) == 0 {
 					b.Fatalf("page: %d, %v", len(p.Items), err)
 				}
 			}
@@ -192,7 +192,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 	}
 	body := make([]byte, 1024)
 	enqueue := func(scope, id string, order ledger.Order) (ledger.Enqueued, error) {
-		return l.Enqueue(ctx, ledger.EnqueueRequest{
+		return l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: "bench", EventID: id, Scope: scope, Body: body},
 			Run:   ledger.RunOptions{RunID: "bench:" + id, Mode: ledger.ModeIndependent},
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: id}, PendingTTL: time.Minute},
@@ -200,7 +200,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 		})
 	}
 	finish := func(t ledger.Taken) error {
-		_, err := l.FinishDelivery(ctx, ledger.Finish{Taken: t, Status: ledger.DeliveryDelivered})
+		_, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: t, Status: ledger.DeliveryDelivered})
 		return err
 	}
 	for _, n := range []int{10, 1000, 10000} {
@@ -249,7 +249,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 				if err != nil || q.Status != ledger.EnqueueQueued {
 					b.Fatalf("accept: %v %v", q.Status, err)
 				}
-				t, err := l.TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
+				t, err := l.Queue().TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
 				if err != nil || !t.OK {
 					b.Fatalf("take: %v %v", t.OK, err)
 				}
@@ -283,7 +283,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 						ids = append(ids, q.Item.EntryID)
 					}
 					var err error
-					if head, err = l.TakeDelivery(ctx, scope, ids[0], time.Minute); err != nil || !head.OK {
+					if head, err = l.Queue().TakeDelivery(ctx, scope, ids[0], time.Minute); err != nil || !head.OK {
 						b.Fatalf("take head: %v %v", head.OK, err)
 					}
 					b.StartTimer()
@@ -296,7 +296,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 				if err := finish(head); err != nil {
 					b.Fatal(err)
 				}
-				if head, err = l.TakeDelivery(ctx, scope, ids[next], time.Minute); err != nil || !head.OK {
+				if head, err = l.Queue().TakeDelivery(ctx, scope, ids[next], time.Minute); err != nil || !head.OK {
 					b.Fatalf("take next: %v %v", head.OK, err)
 				}
 				next++

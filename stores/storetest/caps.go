@@ -74,7 +74,7 @@ func testCapLimitsIntent(t *testing.T, newStore NewStore) {
 	if got := ev.of("escalation"); len(got) != 1 || got[0].Scope != "loop" || got[0].Intent != "reply" || got[0].Reason != ledger.ReasonRateLimited || got[0].EscalationID == "" {
 		t.Fatalf("escalation events %+v, want one for reply on loop", got)
 	}
-	list := must(e.l.Escalations(e.ctx, 0))
+	list := must(e.l.Views().Escalations(e.ctx, 0))
 	if len(list) != 1 {
 		t.Fatalf("open escalations %+v, want 1", list)
 	}
@@ -90,7 +90,7 @@ func testCapLimitsIntent(t *testing.T, newStore NewStore) {
 	if dismissed.Open() || dismissed.DismissedBy != "ops@example.com" {
 		t.Fatalf("dismissed %+v", dismissed)
 	}
-	if list := must(e.l.Escalations(e.ctx, 0)); len(list) != 0 {
+	if list := must(e.l.Views().Escalations(e.ctx, 0)); len(list) != 0 {
 		t.Fatalf("open escalations after dismissal: %+v", list)
 	}
 	if _, err := e.l.DismissEscalation(e.ctx, "loop", "nope", ""); !errors.Is(err, ledger.ErrUnknownEscalation) {
@@ -100,7 +100,7 @@ func testCapLimitsIntent(t *testing.T, newStore NewStore) {
 	if n := len(ev.of("escalation")); n != 2 {
 		t.Fatalf("%d escalation events after a refusal past a dismissed escalation, want 2", n)
 	}
-	if all := must(e.l.ScopeEscalations(e.ctx, "loop")); len(all) != 2 || all[0].Open() || !all[1].Open() {
+	if all := must(e.l.Views().ScopeEscalations(e.ctx, "loop")); len(all) != 2 || all[0].Open() || !all[1].Open() {
 		t.Fatalf("scope escalations %+v, want the dismissed one and a new open one", all)
 	}
 
@@ -174,7 +174,7 @@ func testCapWithRuns(t *testing.T, newStore NewStore) {
 	if len(got) != 1 || got[0].RunID != "m4" {
 		t.Fatalf("escalation events %+v, want one naming run m4", got)
 	}
-	if list := must(e.l.Escalations(e.ctx, 0)); len(list) != 1 || list[0].RunID != "m4" || list[0].Refused != 1 {
+	if list := must(e.l.Views().Escalations(e.ctx, 0)); len(list) != 1 || list[0].RunID != "m4" || list[0].Refused != 1 {
 		t.Fatalf("escalations %+v", list)
 	}
 	if ran.Load() != 3 {
@@ -238,7 +238,7 @@ func testCapRace(t *testing.T, newStore NewStore) {
 	if n := len(ev.of("escalation")); n != 1 {
 		t.Fatalf("%d escalation events, want 1", n)
 	}
-	list := must(e.l.Escalations(e.ctx, 0))
+	list := must(e.l.Views().Escalations(e.ctx, 0))
 	if len(list) != 1 || list[0].Refused != goroutines-3 {
 		t.Fatalf("escalations %+v, want one with %d refusals", list, goroutines-3)
 	}

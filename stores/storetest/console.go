@@ -33,7 +33,7 @@ func testResolveAs(t *testing.T, newStore NewStore) {
 			t.Fatalf("resolve %+v: %v, want ErrInvalid", bad, err)
 		}
 	}
-	if left := must(e.l.Ambiguous(e.ctx, 10)); len(left) != 1 {
+	if left := must(e.l.Views().Ambiguous(e.ctx, 10)); len(left) != 1 {
 		t.Fatalf("a refused resolve changed the entry: %+v", left)
 	}
 	e.clock.Advance(time.Minute)
@@ -41,7 +41,7 @@ func testResolveAs(t *testing.T, newStore NewStore) {
 	if got.State != ledger.StateCommitted || got.ResolvedBy != "operator:Alice Ops" || !got.SettledAt.Equal(e.clock.Now()) {
 		t.Fatalf("resolved entry %+v", got)
 	}
-	if h := must(e.l.History(e.ctx, "ops-as")); len(h) != 1 || h[0].ResolvedBy != "operator:Alice Ops" {
+	if h := must(e.l.Views().History(e.ctx, "ops-as")); len(h) != 1 || h[0].ResolvedBy != "operator:Alice Ops" {
 		t.Fatalf("history %+v", h)
 	}
 }
@@ -61,7 +61,7 @@ func testConversation(t *testing.T, newStore NewStore) {
 		t.Fatal(err)
 	}
 	_ = old
-	c := must(e.l.Conversation(e.ctx, scope))
+	c := must(e.l.Views().Conversation(e.ctx, scope))
 	if len(c.Runs) != 3 || c.Token != c.Runs[2].Token {
 		t.Fatalf("runs %+v token %d", c.Runs, c.Token)
 	}
@@ -80,7 +80,7 @@ func testConversation(t *testing.T, newStore NewStore) {
 	if len(c.Queue) != 0 {
 		t.Fatalf("queue %+v", c.Queue)
 	}
-	if empty := must(e.l.Conversation(e.ctx, "nobody-here")); len(empty.Runs)+len(empty.Entries)+len(empty.Queue) != 0 {
+	if empty := must(e.l.Views().Conversation(e.ctx, "nobody-here")); len(empty.Runs)+len(empty.Entries)+len(empty.Queue) != 0 {
 		t.Fatalf("an unknown scope: %+v", empty)
 	}
 }

@@ -121,7 +121,7 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	}
 	paused := func() string {
 		t.Helper()
-		set, err := e.l.PausedSources(e.ctx)
+		set, err := e.l.Sources().PausedSources(e.ctx)
 		noErr(t, err)
 		return fmt.Sprint(set)
 	}
@@ -132,13 +132,13 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	if rec := must(e.store.ReadControl(e.ctx, "paused-sources")); string(rec) != `{"gh":true,"old":true}` {
 		t.Fatalf("the first read left the record %q, want the old scope's set in it", rec)
 	}
-	noErr(t, e.l.SetSourcePaused(e.ctx, "src", true))
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "src", true))
 	if got := paused(); got != "map[gh:true old:true src:true]" {
 		t.Fatalf("after the first pause since the upgrade: %s", got)
 	}
 	// The old scope is not read any more.
 	writeScope(`{"evil":true}`)
-	noErr(t, e.l.SetSourcePaused(e.ctx, "old", false))
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "old", false))
 	if got := paused(); got != "map[gh:true src:true]" {
 		t.Fatalf("after a resume and a write to the old scope: %s", got)
 	}
@@ -146,20 +146,20 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	// A corrupt record stops nothing.
 	enqueue(t, e, "corrupt-control", "e1", false)
 	noErr(t, e.store.TransactControl(e.ctx, "paused-sources", func([]byte) ([]byte, error) { return []byte(`{"gh":tru`), nil }))
-	set, err := e.l.PausedSources(e.ctx)
+	set, err := e.l.Sources().PausedSources(e.ctx)
 	if !errors.Is(err, ledger.ErrCorruptControl) || set == nil || len(set) != 0 {
 		t.Fatalf("corrupt record: %v, %v; want an empty set and ErrCorruptControl", set, err)
 	}
-	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 1 || due[0].EventID != "e1" {
+	if due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 1 || due[0].EventID != "e1" {
 		t.Fatalf("due deliveries with a corrupt record: %+v", due)
 	}
 	// Resuming a source that the corrupt record cannot say is paused
 	// still rewrites it.
-	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", false))
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "gh", false))
 	if got := paused(); got != "map[]" {
 		t.Fatalf("after a resume over a corrupt record: %s", got)
 	}
-	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", true))
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "gh", true))
 	if got := paused(); got != "map[gh:true]" {
 		t.Fatalf("after a pause: %s", got)
 	}
@@ -179,10 +179,10 @@ func testPausedSourcesRecord(t *testing.T, newStore NewStore) {
 	}
 	e = setup(t, newStore, ledger.Options{})
 	writeScope(`{"v":3,"seq":1,"runs":{"x":{}}}`)
-	if set, err := e.l.PausedSources(e.ctx); !errors.Is(err, ledger.ErrCorruptControl) || len(set) != 0 {
+	if set, err := e.l.Sources().PausedSources(e.ctx); !errors.Is(err, ledger.ErrCorruptControl) || len(set) != 0 {
 		t.Fatalf("old scope holding a document: %v, %v", set, err)
 	}
-	noErr(t, e.l.SetSourcePaused(e.ctx, "a", true))
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "a", true))
 	if got := paused(); got != "map[a:true]" {
 		t.Fatalf("after a pause over a corrupt old scope: %s", got)
 	}
@@ -197,7 +197,7 @@ func testVerificationCounts(t *testing.T, newStore NewStore) {
 	m0 := start.Truncate(time.Minute)
 	rec := func(source string, minute time.Time, n int) int {
 		t.Helper()
-		return must(e.l.RecordVerificationFailures(e.ctx, source, minute, n))
+		return must(e.l.Sources().RecordVerificationFailures(e.ctx, source, minute, n))
 	}
 	if got := rec("gh", m0.Add(5*time.Second), 2); got != 2 {
 		t.Fatalf("first count: %d, want 2", got)
@@ -222,7 +222,7 @@ func testVerificationCounts(t *testing.T, newStore NewStore) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := e.l.RecordVerificationFailures(e.ctx, "race", m0, 1); err != nil {
+			if _, err := e.l.Sources().RecordVerificationFailures(e.ctx, "race", m0, 1); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -231,7 +231,7 @@ func testVerificationCounts(t *testing.T, newStore NewStore) {
 	if got := rec("race", m0, 1); got != 17 {
 		t.Fatalf("16 concurrent writes and one more: %d, want 17", got)
 	}
-	if _, err := e.l.RecordVerificationFailures(e.ctx, "gh", m0, 0); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := e.l.Sources().RecordVerificationFailures(e.ctx, "gh", m0, 0); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("a count of 0: %v, want ErrInvalid", err)
 	}
 }
@@ -245,30 +245,30 @@ func testAgentIncidents(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
 	down := e.clock.Now()
-	h := must(e.l.RecordAgentFailures(e.ctx, "src", 2, "refused", down))
+	h := must(e.l.Sources().RecordAgentFailures(e.ctx, "src", 2, "refused", down))
 	if !h.Failing || !h.Since.Equal(down) || h.Failures != 2 {
 		t.Fatalf("after two failures: %+v", h)
 	}
-	if h = must(other.RecordAgentFailures(e.ctx, "src", 1, "refused", down)); h.Failures != 3 || !h.Since.Equal(down) {
+	if h = must(other.Sources().RecordAgentFailures(e.ctx, "src", 1, "refused", down)); h.Failures != 3 || !h.Since.Equal(down) {
 		t.Fatalf("another process's failure joins the incident: %+v", h)
 	}
 	e.clock.Advance(time.Second)
 	back := e.clock.Now()
-	was, ended, err := other.EndAgentIncident(e.ctx, "src")
+	was, ended, err := other.Sources().EndAgentIncident(e.ctx, "src")
 	if err != nil || !ended || was.Failures != 3 {
 		t.Fatalf("end: %+v %v %v", was, ended, err)
 	}
-	if _, ended, _ := e.l.EndAgentIncident(e.ctx, "src"); ended {
+	if _, ended, _ := e.l.Sources().EndAgentIncident(e.ctx, "src"); ended {
 		t.Fatal("the incident ended twice")
 	}
 	e.clock.Advance(time.Second)
-	if h = must(e.l.RecordAgentFailures(e.ctx, "src", 4, "refused", back.Add(-time.Millisecond))); h.Failing {
+	if h = must(e.l.Sources().RecordAgentFailures(e.ctx, "src", 4, "refused", back.Add(-time.Millisecond))); h.Failing {
 		t.Fatalf("stragglers opened a new incident: %+v", h)
 	}
-	if hs := must(other.AgentHealths(e.ctx)); hs["src"].Failing {
+	if hs := must(other.Sources().AgentHealths(e.ctx)); hs["src"].Failing {
 		t.Fatalf("stragglers are stored as failing: %+v", hs["src"])
 	}
-	if h = must(e.l.RecordAgentFailures(e.ctx, "src", 1, "refused", back.Add(time.Millisecond))); !h.Failing || h.Failures != 1 || !h.Since.Equal(e.clock.Now()) {
+	if h = must(e.l.Sources().RecordAgentFailures(e.ctx, "src", 1, "refused", back.Add(time.Millisecond))); !h.Failing || h.Failures != 1 || !h.Since.Equal(e.clock.Now()) {
 		t.Fatalf("a failure after the recovery: %+v, want a new incident", h)
 	}
 }

@@ -29,7 +29,7 @@ func enqueueConv(t *testing.T, e *env, ev convEvent) ledger.Enqueued {
 	if ev.mode == "" {
 		ev.mode = ledger.ModeIndependent
 	}
-	return must(e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+	return must(e.l.Queue().Enqueue(e.ctx, ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: "src", EventID: ev.id, Scope: ev.scope, ReceivedAt: e.clock.Now(), ContextAt: ev.contextAt,
 			Body: []byte(ev.id)},
 		Run:      ledger.RunOptions{RunID: "src:" + ev.id, Mode: ev.mode, ContextAt: ev.contextAt},
@@ -44,7 +44,7 @@ func enqueueConv(t *testing.T, e *env, ev convEvent) ledger.Enqueued {
 func dueIDs(t *testing.T, e *env) string {
 	t.Helper()
 	var ids []string
-	for _, q := range must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 100})) {
+	for _, q := range must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 100})) {
 		ids = append(ids, q.EventID)
 	}
 	sort.Strings(ids)
@@ -53,12 +53,12 @@ func dueIDs(t *testing.T, e *env) string {
 
 func itemOf(t *testing.T, e *env, scope, id string) ledger.QueueItem {
 	t.Helper()
-	return must(e.l.FindDelivery(e.ctx, scope, "src", id))
+	return must(e.l.Queue().FindDelivery(e.ctx, scope, "src", id))
 }
 
 func take(t *testing.T, e *env, scope, id string) ledger.Taken {
 	t.Helper()
-	return must(e.l.TakeDelivery(e.ctx, scope, itemOf(t, e, scope, id).EntryID, testLease))
+	return must(e.l.Queue().TakeDelivery(e.ctx, scope, itemOf(t, e, scope, id).EntryID, testLease))
 }
 
 // testScopeOrder: with order scope, one delivery per scope is in flight at
@@ -99,7 +99,7 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tk, err := l.TakeDelivery(e.ctx, "o", itemOf(t, e, "o", id).EntryID, testLease)
+				tk, err := l.Queue().TakeDelivery(e.ctx, "o", itemOf(t, e, "o", id).EntryID, testLease)
 				if err != nil {
 					t.Errorf("ledger %d take %s: %v", i, id, err)
 					return
@@ -125,7 +125,7 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 		t.Fatalf("due while o1 is in flight: %q, want p1", got)
 	}
 	// The head fails: its scope waits for its retry, the other scope not.
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: head, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(5 * time.Second)}))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: head, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(5 * time.Second)}))
 	if got := dueIDs(t, e); got != "p1" {
 		t.Fatalf("due while o1 waits for its retry: %q, want p1", got)
 	}
@@ -133,7 +133,7 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 	if !p1.OK {
 		t.Fatal("a failing head on scope o held back scope p")
 	}
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: p1, Status: ledger.DeliveryDelivered}))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: p1, Status: ledger.DeliveryDelivered}))
 	e.clock.Advance(5 * time.Second)
 	if got := dueIDs(t, e); got != "o1" {
 		t.Fatalf("due at o1's retry: %q", got)
@@ -148,7 +148,7 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 		t.Fatalf("due after the head's claim ran out: %q, want o1 alone", got)
 	}
 	head = take(t, e, "o", "o1")
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: head, Status: ledger.DeliveryDead}))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: head, Status: ledger.DeliveryDead}))
 	// Dead letter: the scope moves on, to the tie broken by receipt (o3
 	// was received after o1 with the same contextAt, before o2's context).
 	if got := dueIDs(t, e); got != "o3" {
@@ -161,16 +161,16 @@ func testScopeOrder(t *testing.T, newStore NewStore) {
 	if got := dueIDs(t, e); got != "" {
 		t.Fatalf("due while o3 is in flight: %q, want nothing", got)
 	}
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: o3, Status: ledger.DeliveryDelivered}))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: o3, Status: ledger.DeliveryDelivered}))
 	var order []string
 	for range 3 {
-		due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 100}))
+		due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 100}))
 		if len(due) != 1 {
 			t.Fatalf("due on one ordered scope: %+v", due)
 		}
-		tk := must(e.l.TakeDelivery(e.ctx, "o", due[0].EntryID, testLease))
+		tk := must(e.l.Queue().TakeDelivery(e.ctx, "o", due[0].EntryID, testLease))
 		order = append(order, tk.Item.EventID)
-		must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
+		must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
 	}
 	if got := strings.Join(order, " "); got != "o0 o2 o4" {
 		t.Fatalf("delivered %q after o3, want o0 o2 o4", got)
@@ -235,14 +235,14 @@ func testNewestWins(t *testing.T, newStore NewStore) {
 	// Another process sees the same settlement; a redelivery of m2 is a
 	// duplicate; the superseded event is listed by scope.
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
-	if q := must(other.FindDelivery(e.ctx, "chat", "src", "m2")); q.Status != ledger.DeliverySuperseded || q.Attempts != 0 {
+	if q := must(other.Queue().FindDelivery(e.ctx, "chat", "src", "m2")); q.Status != ledger.DeliverySuperseded || q.Attempts != 0 {
 		t.Fatalf("m2 as another process sees it: %+v", q)
 	}
 	if dup := enqueueConv(t, e, convEvent{scope: "chat", id: "m2", contextAt: at(100), mode: ledger.ModeSupersede}); dup.Status != ledger.EnqueueDuplicate || dup.Item.Status != ledger.DeliverySuperseded {
 		t.Fatalf("redelivery of a superseded event: %+v", dup)
 	}
 	var statuses []string
-	for _, q := range must(e.l.ListDeliveries(e.ctx, ledger.DeliveryFilter{Scope: "chat"})) {
+	for _, q := range must(e.l.Queue().ListDeliveries(e.ctx, ledger.DeliveryFilter{Scope: "chat"})) {
 		statuses = append(statuses, q.EventID+"="+string(q.Status))
 	}
 	if got := fmt.Sprint(statuses); got != "[m1=delivering m2=superseded m3=queued]" {
@@ -299,15 +299,15 @@ func testDebounce(t *testing.T, newStore NewStore) {
 	// restarted process) finds the held event and its covers.
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
 	e.clock.Advance(2*time.Second - time.Millisecond - 200*time.Millisecond) // 1 ms before the quiet time ends
-	if due := must(other.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
+	if due := must(other.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
 		t.Fatalf("due before the scope was quiet: %+v", due)
 	}
 	e.clock.Advance(time.Millisecond)
-	due := must(other.Due(e.ctx, ledger.DueQuery{Limit: 10}))
+	due := must(other.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10}))
 	if len(due) != 1 || due[0].EventID != "b5" {
 		t.Fatalf("due once quiet: %+v", due)
 	}
-	tk := must(other.TakeDelivery(e.ctx, "burst", due[0].EntryID, testLease))
+	tk := must(other.Queue().TakeDelivery(e.ctx, "burst", due[0].EntryID, testLease))
 	if !tk.OK || tk.Item.CoverCount != 5 || strings.Join(tk.Item.Covers, " ") != "b1 b2 b3 b4 b5" || tk.Run.Delivery != 1 {
 		t.Fatalf("the covering take: %+v", tk)
 	}
@@ -317,7 +317,7 @@ func testDebounce(t *testing.T, newStore NewStore) {
 			t.Fatalf("covered event b%d: %+v", i, q)
 		}
 	}
-	must(other.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
+	must(other.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
 	if got := dueIDs(t, e); got != "" {
 		t.Fatalf("due after the covering delivery: %q", got)
 	}
@@ -341,7 +341,7 @@ func testDebounce(t *testing.T, newStore NewStore) {
 			break
 		}
 	}
-	due = must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10}))
+	due = must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10}))
 	if len(due) != 1 || due[0].EventID != "c09" || due[0].CoverCount != 10 {
 		t.Fatalf("due at max wait: %+v", due)
 	}

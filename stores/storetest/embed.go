@@ -63,7 +63,7 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 	}
 	enq := func(scope, event string, size int) ledger.Enqueued {
 		t.Helper()
-		return must(e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+		return must(e.l.Queue().Enqueue(e.ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: "src", EventID: event, Scope: scope, ContentType: "application/octet-stream",
 				Header: map[string][]string{"X-Event": {event}}, ReceivedAt: e.clock.Now(), Body: body(event, size)},
 			Run:    ledger.RunOptions{RunID: "src:" + event, Mode: ledger.ModeIndependent},
@@ -73,11 +73,11 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 	}
 	readBack := func(scope, event string, size int) {
 		t.Helper()
-		for _, q := range must(e.l.QueueItems(e.ctx, scope)) {
+		for _, q := range must(e.l.Queue().QueueItems(e.ctx, scope)) {
 			if q.EventID != event {
 				continue
 			}
-			ev := must(e.l.QueuedEventOf(e.ctx, q))
+			ev := must(e.l.Queue().QueuedEventOf(e.ctx, q))
 			if !bytes.Equal(ev.Body, body(event, size)) || ev.Header["X-Event"][0] != event || ev.ContentType != "application/octet-stream" {
 				t.Fatalf("event %s read back as %q %v %q", event, ev.Body, ev.Header, ev.ContentType)
 			}
@@ -113,12 +113,12 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 	var blobsWritten []int
 	for n, answer := range answers {
 		var item ledger.QueueItem
-		for _, q := range must(e.l.QueueItems(e.ctx, "conv")) {
+		for _, q := range must(e.l.Queue().QueueItems(e.ctx, "conv")) {
 			if q.EventID == "ev-1" {
 				item = q
 			}
 		}
-		tk := must(e.l.TakeDelivery(e.ctx, "conv", item.EntryID, testLease))
+		tk := must(e.l.Queue().TakeDelivery(e.ctx, "conv", item.EntryID, testLease))
 		if !tk.OK || tk.Item.Attempts != n+1 {
 			t.Fatalf("take %d: %+v", n+1, tk)
 		}
@@ -131,7 +131,7 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 			f = ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered, Value: map[string]any{"outcome": "delivered"},
 				Record: ledger.AttemptRecord{AgentStatus: 200, Answer: []byte(answer)}}
 		}
-		must(e.l.FinishDelivery(e.ctx, f))
+		must(e.l.Queue().FinishDelivery(e.ctx, f))
 		if got := w.take(); len(got) != 0 {
 			blobsWritten = append(blobsWritten, n+1)
 		}
@@ -141,12 +141,12 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 		t.Fatalf("settles that wrote a side record: %v, want [3 5] (the long answer, and the fourth record kept)", blobsWritten)
 	}
 	var item ledger.QueueItem
-	for _, q := range must(e.l.QueueItems(e.ctx, "conv")) {
+	for _, q := range must(e.l.Queue().QueueItems(e.ctx, "conv")) {
 		if q.EventID == "ev-1" {
 			item = q
 		}
 	}
-	recs := must(e.l.AttemptsOf(e.ctx, item))
+	recs := must(e.l.Queue().AttemptsOf(e.ctx, item))
 	if len(recs) != len(answers) {
 		t.Fatalf("%d attempt records, want %d: %+v", len(recs), len(answers), recs)
 	}

@@ -93,10 +93,10 @@ func testLongScopeDuplicates(t *testing.T, newStore NewStore) {
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: 3}},
 		}
 	}
-	if q := must(e.l.Enqueue(e.ctx, fillDeliver("old"))); q.Status != ledger.EnqueueDuplicate {
+	if q := must(e.l.Queue().Enqueue(e.ctx, fillDeliver("old"))); q.Status != ledger.EnqueueDuplicate {
 		t.Fatalf("enqueue of a settled effect: %v", q.Status)
 	}
-	h := must(e.l.History(e.ctx, "long"))
+	h := must(e.l.Views().History(e.ctx, "long"))
 	if len(h) != longScope {
 		t.Fatalf("history lists %d entries, want %d", len(h), longScope)
 	}
@@ -105,7 +105,7 @@ func testLongScopeDuplicates(t *testing.T, newStore NewStore) {
 			t.Fatalf("history out of order at %d", i)
 		}
 	}
-	conv := must(e.l.Conversation(e.ctx, "long"))
+	conv := must(e.l.Views().Conversation(e.ctx, "long"))
 	if len(conv.Entries) != longScope {
 		t.Fatalf("conversation lists %d entries, want %d", len(conv.Entries), longScope)
 	}
@@ -204,12 +204,12 @@ func testLongScopeRetention(t *testing.T, newStore NewStore) {
 	recent := ledger.Key{Scope: "long", Intent: "reply", Payload: longScope - 1}
 	wantStatus(t, "recent", must(e.l.Once(e.ctx, recent, count(&n, nil))), ledger.StatusReplayed, "")
 	wantStatus(t, "past retention", must(e.l.Once(e.ctx, old, count(&n, nil))), ledger.StatusExecuted, "")
-	if h := must(e.l.History(e.ctx, "long")); len(h) >= longScope {
+	if h := must(e.l.Views().History(e.ctx, "long")); len(h) >= longScope {
 		t.Fatalf("history after retention lists %d entries", len(h))
 	}
 	// Left alone, the whole scope expires, its spilled effects with it.
 	e.clock.Advance(2 * time.Hour)
-	if h := must(e.l.History(e.ctx, "long")); len(h) != 0 {
+	if h := must(e.l.Views().History(e.ctx, "long")); len(h) != 0 {
 		t.Fatalf("expired scope lists %d entries", len(h))
 	}
 	wantStatus(t, "after expiry", must(e.l.Once(e.ctx, recent, count(&n, nil))), ledger.StatusExecuted, "")
@@ -270,7 +270,7 @@ func walkHistory(t *testing.T, e *env, l *ledger.Ledger, scope string, limit int
 	var out []ledger.Entry
 	q := ledger.HistoryQuery{Scope: scope, Limit: limit}
 	for page := 0; ; page++ {
-		p := must(l.HistoryPage(e.ctx, q))
+		p := must(l.Views().HistoryPage(e.ctx, q))
 		if len(p.Entries) > limit {
 			t.Fatalf("page %d holds %d entries, limit %d", page, len(p.Entries), limit)
 		}
@@ -315,7 +315,7 @@ func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
 	if !pending.Acquired() {
 		t.Fatalf("claim: %v", pending.Status)
 	}
-	whole := must(e.l.History(e.ctx, "long"))
+	whole := must(e.l.Views().History(e.ctx, "long"))
 	if len(whole) != longScope+2 {
 		t.Fatalf("history lists %d entries, want %d", len(whole), longScope+2)
 	}
@@ -333,8 +333,8 @@ func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
 	}
 	// The conversation's page: the newest entries, oldest first, with the
 	// scope's runs and queue whole.
-	conv, next := must2(e.l.ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7}))
-	full := must(e.l.Conversation(e.ctx, "long"))
+	conv, next := must2(e.l.Views().ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7}))
+	full := must(e.l.Views().Conversation(e.ctx, "long"))
 	if len(conv.Entries) != 7 || next == "" || len(conv.Runs) != len(full.Runs) || len(conv.Queue) != len(full.Queue) || conv.Token != full.Token {
 		t.Fatalf("conversation page: %d entries, next %q, %d runs, %d queued; want 7, a next page, %d, %d", len(conv.Entries), next, len(conv.Runs), len(conv.Queue), len(full.Runs), len(full.Queue))
 	}
@@ -343,17 +343,17 @@ func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
 			t.Fatalf("conversation page entry %d: %s, want %s", i, g.ID, w.ID)
 		}
 	}
-	older, _ := must2(e.l.ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7, Before: next}))
+	older, _ := must2(e.l.Views().ConversationPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: 7, Before: next}))
 	if len(older.Entries) != 7 || older.Entries[6].ID != whole[len(whole)-8].ID {
 		t.Fatalf("older conversation page: %d entries", len(older.Entries))
 	}
-	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Before: "not-a-cursor"}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := e.l.Views().HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Before: "not-a-cursor"}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("a made-up cursor: %v, want ErrInvalid", err)
 	}
-	if _, err := e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: ledger.MaxHistoryPage + 1}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := e.l.Views().HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "long", Limit: ledger.MaxHistoryPage + 1}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("a page too large: %v, want ErrInvalid", err)
 	}
-	if p := must(e.l.HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "nobody"})); len(p.Entries) != 0 || p.Next != "" {
+	if p := must(e.l.Views().HistoryPage(e.ctx, ledger.HistoryQuery{Scope: "nobody"})); len(p.Entries) != 0 || p.Next != "" {
 		t.Errorf("an empty scope's page: %+v", p)
 	}
 }
@@ -364,7 +364,7 @@ func testLongScopeHistoryPages(t *testing.T, newStore NewStore) {
 func testLongScopeHistoryPagesWrites(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	fillScope(t, e, "long", longScope)
-	before := must(e.l.History(e.ctx, "long"))
+	before := must(e.l.Views().History(e.ctx, "long"))
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
 	added := 0
 	got := walkHistory(t, e, e.l, "long", 10, func(page int) {
@@ -392,7 +392,7 @@ func testLongScopeHistoryPagesWrites(t *testing.T, newStore NewStore) {
 	if len(got) != len(before) {
 		t.Errorf("the walk listed %d entries, the scope held %d when it began", len(got), len(before))
 	}
-	if h := must(e.l.History(e.ctx, "long")); len(h) != len(before)+added {
+	if h := must(e.l.Views().History(e.ctx, "long")); len(h) != len(before)+added {
 		t.Fatalf("history after the walk lists %d, want %d", len(h), len(before)+added)
 	}
 }
@@ -415,13 +415,13 @@ func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 	fillScope(t, e, "long", 4*longScope)
 	cs := &countingStore{Store: e.store}
 	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
-	must(l.History(e.ctx, "long"))
+	must(l.Views().History(e.ctx, "long"))
 	whole := cs.blobs.Load()
 	q := ledger.HistoryQuery{Scope: "long", Limit: 20}
 	pages := 0
 	for {
 		cs.blobs.Store(0)
-		p := must(l.HistoryPage(e.ctx, q))
+		p := must(l.Views().HistoryPage(e.ctx, q))
 		pages++
 		if n := cs.blobs.Load(); n > 3 || n*4 > whole {
 			t.Fatalf("page %d read %d records; the whole history reads %d", pages, n, whole)

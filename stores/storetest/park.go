@@ -49,10 +49,10 @@ func testParkAndUnpark(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	enqueue(t, e, "a", "ev-a", false)
 	enqueue(t, e, "b", "ev-b", false)
-	if n := must(e.l.ParkDeliveries(e.ctx, "a", "other")); n != 0 {
+	if n := must(e.l.Queue().ParkDeliveries(e.ctx, "a", "other")); n != 0 {
 		t.Fatalf("parked %d deliveries of another source", n)
 	}
-	if n := must(e.l.ParkDeliveries(e.ctx, "a", "src")); n != 1 {
+	if n := must(e.l.Queue().ParkDeliveries(e.ctx, "a", "src")); n != 1 {
 		t.Fatalf("parked %d, want 1", n)
 	}
 	if got := dueEventIDs(e); got != "[ev-b]" {
@@ -61,37 +61,37 @@ func testParkAndUnpark(t *testing.T, newStore NewStore) {
 	if got := must(e.store.ScopesDue(e.ctx, e.clock.Now().Add(365*24*time.Hour), 10)); fmt.Sprint(got) != "[b]" {
 		t.Fatalf("the due index still lists the parked scope: %v", got)
 	}
-	listed := must(e.l.ListDeliveries(e.ctx, ledger.DeliveryFilter{Status: ledger.DeliveryQueued}))
+	listed := must(e.l.Queue().ListDeliveries(e.ctx, ledger.DeliveryFilter{Status: ledger.DeliveryQueued}))
 	if len(listed) != 2 {
 		t.Fatalf("operators see %d queued deliveries, want 2 (parked ones included)", len(listed))
 	}
-	items := must(e.l.QueueItems(e.ctx, "a"))
-	if tk := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease)); tk.OK {
+	items := must(e.l.Queue().QueueItems(e.ctx, "a"))
+	if tk := must(e.l.Queue().TakeDelivery(e.ctx, "a", items[0].EntryID, testLease)); tk.OK {
 		t.Fatal("a parked delivery was taken")
 	}
-	if n := must(e.l.UnparkSource(e.ctx, "src", 10)); n != 1 {
+	if n := must(e.l.Queue().UnparkSource(e.ctx, "src", 10)); n != 1 {
 		t.Fatalf("unparked %d scopes, want 1", n)
 	}
-	if n := must(e.l.UnparkSource(e.ctx, "src", 10)); n != 0 {
+	if n := must(e.l.Queue().UnparkSource(e.ctx, "src", 10)); n != 0 {
 		t.Fatalf("a second unpark found %d scopes", n)
 	}
 	if got := dueEventIDs(e); got != "[ev-a ev-b]" {
 		t.Fatalf("due after unparking: %s, want [ev-a ev-b] (back at its old time)", got)
 	}
-	tk := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
+	tk := must(e.l.Queue().TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
 	if !tk.OK || tk.Item.Attempts != 1 || tk.Run.Delivery != 1 {
 		t.Fatalf("take after unparking: %+v", tk)
 	}
 	// A delivery whose holder crashed is parked too, and comes back due.
 	e.clock.Advance(testLease + time.Second)
-	if n := must(e.l.ParkDeliveries(e.ctx, "a", "src")); n != 1 {
+	if n := must(e.l.Queue().ParkDeliveries(e.ctx, "a", "src")); n != 1 {
 		t.Fatalf("parked %d abandoned deliveries, want 1", n)
 	}
 	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due with the abandoned ev-a parked: %s", got)
 	}
-	must(e.l.UnparkSource(e.ctx, "src", 10))
-	tk2 := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
+	must(e.l.Queue().UnparkSource(e.ctx, "src", 10))
+	tk2 := must(e.l.Queue().TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
 	if !tk2.OK || tk2.Run.Token <= tk.Run.Token {
 		t.Fatalf("take of the unparked abandoned delivery: %+v", tk2)
 	}

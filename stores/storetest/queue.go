@@ -27,7 +27,7 @@ func queueKey(scope, event string) ledger.Key {
 // dueEventIDs lists the event ids Due answers now, in its order.
 func dueEventIDs(e *env) string {
 	var ids []string
-	for _, q := range must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})) {
+	for _, q := range must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})) {
 		ids = append(ids, q.EventID)
 	}
 	return fmt.Sprint(ids)
@@ -36,7 +36,7 @@ func dueEventIDs(e *env) string {
 func enqueue(t *testing.T, e *env, scope, event string, hold bool) ledger.Enqueued {
 	t.Helper()
 	body := []byte(`{"id":"` + event + `","text":"hello\nworld"}`)
-	return must(e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+	return must(e.l.Queue().Enqueue(e.ctx, ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: "src", EventID: event, Scope: scope, ContentType: "application/json",
 			Header: map[string][]string{"X-Github-Event": {"push"}}, ReceivedAt: e.clock.Now(), Body: body},
 		Run:    ledger.RunOptions{RunID: "src:" + event, Mode: ledger.ModeIndependent},
@@ -144,11 +144,11 @@ func testEnqueueStored(t *testing.T, newStore NewStore) {
 	}
 	// Another ledger over the same store (another process) sees it all.
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
-	items := must(other.QueueItems(e.ctx, "conv-1"))
+	items := must(other.Queue().QueueItems(e.ctx, "conv-1"))
 	if len(items) != 1 || items[0].EventID != "ev1" || items[0].RunID != "src:ev1" {
 		t.Fatalf("queue items: %+v", items)
 	}
-	ev := must(other.QueuedEventOf(e.ctx, items[0]))
+	ev := must(other.Queue().QueuedEventOf(e.ctx, items[0]))
 	if string(ev.Body) != `{"id":"ev1","text":"hello\nworld"}` || ev.ContentType != "application/json" ||
 		ev.Header["X-Github-Event"][0] != "push" || !ev.ReceivedAt.Equal(start) {
 		t.Fatalf("event record: %+v body %q", ev, ev.Body)
@@ -161,11 +161,11 @@ func testEnqueueStored(t *testing.T, newStore NewStore) {
 	if dup := enqueue(t, e, "conv-1", "ev1", false); dup.Status != ledger.EnqueueDuplicate || dup.Item.Blob != items[0].Blob {
 		t.Fatalf("duplicate while queued: %+v", dup)
 	}
-	tk := must(e.l.TakeDelivery(e.ctx, "conv-1", items[0].EntryID, testLease))
+	tk := must(e.l.Queue().TakeDelivery(e.ctx, "conv-1", items[0].EntryID, testLease))
 	if dup := enqueue(t, e, "conv-1", "ev1", false); dup.Status != ledger.EnqueueDuplicate {
 		t.Fatalf("duplicate while delivering: %+v", dup)
 	}
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead}))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead}))
 	if dup := enqueue(t, e, "conv-1", "ev1", false); dup.Status != ledger.EnqueueDuplicate || dup.Item.Status != ledger.DeliveryDead {
 		t.Fatalf("duplicate of a dead event: %+v", dup)
 	}
@@ -178,7 +178,7 @@ func testEnqueueStored(t *testing.T, newStore NewStore) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+			r, err := e.l.Queue().Enqueue(e.ctx, ledger.EnqueueRequest{
 				Event: ledger.QueuedEvent{Source: "src", EventID: "race", Body: []byte("x")},
 				Run:   ledger.RunOptions{RunID: "src:race", Mode: ledger.ModeIndependent},
 				Claim: ledger.ClaimRequest{Key: queueKey("conv-2", "race"), PendingTTL: testLease},
@@ -215,15 +215,15 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	if got := dueEventIDs(e); got != "[ev-a ev-b]" {
 		t.Fatalf("due: %s, want [ev-a ev-b] (the held one is not due)", got)
 	}
-	items := must(e.l.QueueItems(e.ctx, "a"))
-	tk := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
+	items := must(e.l.Queue().QueueItems(e.ctx, "a"))
+	tk := must(e.l.Queue().TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
 	if !tk.OK || tk.Run.Delivery != 1 || tk.Item.Attempts != 1 || tk.Run.ID != "src:ev-a" {
 		t.Fatalf("first take: %+v", tk)
 	}
 	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due after a take: %s", got)
 	}
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(5 * time.Second),
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(5 * time.Second),
 		Record: ledger.AttemptRecord{AgentStatus: 503, Error: "agent answered 503", Answer: []byte("busy")}}))
 	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("a retry is due before its time: %s", got)
@@ -232,11 +232,11 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	if got := dueEventIDs(e); got != "[ev-b ev-a]" {
 		t.Fatalf("due once the retry's time came: %s, want [ev-b ev-a] (earliest due first)", got)
 	}
-	tk2 := must(e.l.TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
+	tk2 := must(e.l.Queue().TakeDelivery(e.ctx, "a", items[0].EntryID, testLease))
 	if !tk2.OK || tk2.Run.Delivery != 2 || tk2.Run.Token <= tk.Run.Token || tk2.Item.Failures != 1 {
 		t.Fatalf("retry take: %+v (first %+v)", tk2, tk)
 	}
-	res := must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered, Value: map[string]any{"outcome": "delivered"},
+	res := must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered, Value: map[string]any{"outcome": "delivered"},
 		Record: ledger.AttemptRecord{AgentStatus: 200}}))
 	if res.LateSettle || res.Status != ledger.StatusExecuted {
 		t.Fatalf("finish: %+v", res)
@@ -244,11 +244,11 @@ func testDueDeliveries(t *testing.T, newStore NewStore) {
 	if got := dueEventIDs(e); got != "[ev-b]" {
 		t.Fatalf("due after delivery: %s", got)
 	}
-	q := must(e.l.QueueItems(e.ctx, "a"))[0]
+	q := must(e.l.Queue().QueueItems(e.ctx, "a"))[0]
 	if q.Status != ledger.DeliveryDelivered {
 		t.Fatalf("status after delivery: %s", q.Status)
 	}
-	recs := must(e.l.AttemptsOf(e.ctx, q))
+	recs := must(e.l.Queue().AttemptsOf(e.ctx, q))
 	if len(recs) != 2 || recs[0].AgentStatus != 503 || string(recs[0].Answer) != "busy" || recs[1].AgentStatus != 200 || recs[1].Delivery != 2 {
 		t.Fatalf("attempt records: %+v", recs)
 	}
@@ -274,22 +274,22 @@ func testDueDeliveriesSkipping(t *testing.T, newStore NewStore) {
 		}
 		return fmt.Sprint(out)
 	}
-	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2}))); got != "[ev-a ev-b]" {
+	if got := ids(must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 2}))); got != "[ev-a ev-b]" {
 		t.Fatalf("page of 2 skipping nothing: %s, want [ev-a ev-b]", got)
 	}
-	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2, Skip: map[string]bool{"a": true, "c": true}}))); got != "[ev-b ev-d]" {
+	if got := ids(must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 2, Skip: map[string]bool{"a": true, "c": true}}))); got != "[ev-b ev-d]" {
 		t.Fatalf("page of 2 skipping a and c: %s, want [ev-b ev-d]", got)
 	}
-	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10, Skip: map[string]bool{"a": true, "b": true, "c": true, "d": true}}))); got != "[]" {
+	if got := ids(must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10, Skip: map[string]bool{"a": true, "b": true, "c": true, "d": true}}))); got != "[]" {
 		t.Fatalf("skipping every scope: %s, want []", got)
 	}
 	// The page after [a b] starts at b's place, without b.
-	first := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2}))
+	first := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 2}))
 	from := first[1].NextAt
-	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 2, From: from, Skip: map[string]bool{"a": true, "b": true}}))); got != "[ev-c ev-d]" {
+	if got := ids(must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 2, From: from, Skip: map[string]bool{"a": true, "b": true}}))); got != "[ev-c ev-d]" {
 		t.Fatalf("page of 2 from b's due time, skipping a and b: %s, want [ev-c ev-d]", got)
 	}
-	if got := ids(must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10, From: from}))); got != "[ev-b ev-c ev-d]" {
+	if got := ids(must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10, From: from}))); got != "[ev-b ev-c ev-d]" {
 		t.Fatalf("from b's due time: %s, want [ev-b ev-c ev-d]", got)
 	}
 }
@@ -300,7 +300,7 @@ func testCountDue(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	count := func(want int, when string) {
 		t.Helper()
-		if got := must(e.l.CountDue(e.ctx)); got != want {
+		if got := must(e.l.Queue().CountDue(e.ctx)); got != want {
 			t.Fatalf("%s: %d scopes due, want %d", when, got, want)
 		}
 	}
@@ -310,15 +310,15 @@ func testCountDue(t *testing.T, newStore NewStore) {
 	}
 	enqueue(t, e, "held", "ev-held", true)
 	count(3, "three queued and one held at accept")
-	a := must(e.l.QueueItems(e.ctx, "a"))[0]
-	taken := must(e.l.TakeDelivery(e.ctx, "a", a.EntryID, testLease))
+	a := must(e.l.Queue().QueueItems(e.ctx, "a"))[0]
+	taken := must(e.l.Queue().TakeDelivery(e.ctx, "a", a.EntryID, testLease))
 	if !taken.OK {
 		t.Fatal("take of a refused")
 	}
 	count(2, "a taken")
-	b := must(e.l.QueueItems(e.ctx, "b"))[0]
-	tb := must(e.l.TakeDelivery(e.ctx, "b", b.EntryID, testLease))
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tb, Status: ledger.DeliveryDelivered, Value: "ok"}))
+	b := must(e.l.Queue().QueueItems(e.ctx, "b"))[0]
+	tb := must(e.l.Queue().TakeDelivery(e.ctx, "b", b.EntryID, testLease))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tb, Status: ledger.DeliveryDelivered, Value: "ok"}))
 	count(1, "a taken, b delivered")
 	e.clock.Advance(testLease + time.Second)
 	count(3, "the leases of a and of the held one ran out")
@@ -333,7 +333,7 @@ func testCountDue(t *testing.T, newStore NewStore) {
 func testDeliveryLease(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	enqueue(t, e, "lease", "ev", false)
-	id := must(e.l.QueueItems(e.ctx, "lease"))[0].EntryID
+	id := must(e.l.Queue().QueueItems(e.ctx, "lease"))[0].EntryID
 	ledgers := make([]*ledger.Ledger, 8)
 	for i := range ledgers {
 		ledgers[i] = ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
@@ -348,7 +348,7 @@ func testDeliveryLease(t *testing.T, newStore NewStore) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tk, err := l.TakeDelivery(e.ctx, "lease", id, testLease)
+				tk, err := l.Queue().TakeDelivery(e.ctx, "lease", id, testLease)
 				if err != nil {
 					errs <- err
 					return
@@ -377,7 +377,7 @@ func testDeliveryLease(t *testing.T, newStore NewStore) {
 	}
 	// The holder crashed: once the claim runs out the delivery is due again.
 	e.clock.Advance(time.Millisecond)
-	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 1 || due[0].EntryID != id {
+	if due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 1 || due[0].EntryID != id {
 		t.Fatalf("a crashed holder's delivery is not due after its claim ran out: %+v", due)
 	}
 	second := race()
@@ -389,16 +389,16 @@ func testDeliveryLease(t *testing.T, newStore NewStore) {
 	}
 	// The first holder wakes up and reports success: flagged late, and the
 	// delivery stays the second's.
-	res := must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: first[0], Status: ledger.DeliveryDelivered}))
+	res := must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: first[0], Status: ledger.DeliveryDelivered}))
 	if !res.LateSettle {
 		t.Fatalf("the stale holder's finish was not flagged late: %+v", res)
 	}
-	q := must(e.l.QueueItems(e.ctx, "lease"))[0]
+	q := must(e.l.Queue().QueueItems(e.ctx, "lease"))[0]
 	if q.Status != ledger.DeliveryDelivering || q.Attempts != 2 {
 		t.Fatalf("a stale finish changed the item: %+v", q)
 	}
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: second[0], Status: ledger.DeliveryDelivered}))
-	if q := must(e.l.QueueItems(e.ctx, "lease"))[0]; q.Status != ledger.DeliveryDelivered {
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: second[0], Status: ledger.DeliveryDelivered}))
+	if q := must(e.l.Queue().QueueItems(e.ctx, "lease"))[0]; q.Status != ledger.DeliveryDelivered {
 		t.Fatalf("the holder's finish did not land: %+v", q)
 	}
 }
@@ -408,29 +408,29 @@ func testDeliveryLease(t *testing.T, newStore NewStore) {
 func testReplayAndDead(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{Retention: 24 * time.Hour})
 	enqueue(t, e, "dead", "ev", false)
-	q := must(e.l.QueueItems(e.ctx, "dead"))[0]
-	tk := must(e.l.TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
+	q := must(e.l.Queue().QueueItems(e.ctx, "dead"))[0]
+	tk := must(e.l.Queue().TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
 	e.clock.Advance(time.Hour)
-	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
+	if due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
 		t.Fatalf("a dead delivery is due: %+v", due)
 	}
-	if got := must(e.l.QueueItems(e.ctx, "dead")); len(got) != 1 || got[0].Status != ledger.DeliveryDead {
+	if got := must(e.l.Queue().QueueItems(e.ctx, "dead")); len(got) != 1 || got[0].Status != ledger.DeliveryDead {
 		t.Fatalf("dead delivery not kept: %+v", got)
 	}
-	must(e.l.ReplayDelivery(e.ctx, "dead", q.EntryID))
-	tk2 := must(e.l.TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
+	must(e.l.Queue().ReplayDelivery(e.ctx, "dead", q.EntryID))
+	tk2 := must(e.l.Queue().TakeDelivery(e.ctx, "dead", q.EntryID, testLease))
 	if !tk2.OK || tk2.Run.ID != tk.Run.ID || tk2.Run.Token <= tk.Run.Token || tk2.Run.Delivery != tk.Run.Delivery+1 || tk2.Item.Failures != 0 {
 		t.Fatalf("replayed take: %+v, first %+v", tk2, tk)
 	}
-	if _, err := e.l.ReplayDelivery(e.ctx, "dead", q.EntryID); !errors.Is(err, ledger.ErrDeliveryInFlight) {
+	if _, err := e.l.Queue().ReplayDelivery(e.ctx, "dead", q.EntryID); !errors.Is(err, ledger.ErrDeliveryInFlight) {
 		t.Fatalf("replay of a delivery in flight: %v", err)
 	}
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered}))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered}))
 	// Retention: a delivered event and its bytes go one retention later.
 	e.clock.Advance(24*time.Hour + time.Second)
 	enqueue(t, e, "dead", "other", false) // any write prunes
-	left := must(e.l.QueueItems(e.ctx, "dead"))
+	left := must(e.l.Queue().QueueItems(e.ctx, "dead"))
 	if len(left) != 1 || left[0].EventID != "other" {
 		t.Fatalf("after retention: %+v", left)
 	}
@@ -451,16 +451,16 @@ func testListDeliveries(t *testing.T, newStore NewStore) {
 	enqueue(t, e, "list-c", "delivered", false)
 	finish := func(scope string, status ledger.DeliveryStatus) {
 		t.Helper()
-		q := must(e.l.QueueItems(e.ctx, scope))[0]
-		tk := must(e.l.TakeDelivery(e.ctx, scope, q.EntryID, testLease))
-		must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: status}))
+		q := must(e.l.Queue().QueueItems(e.ctx, scope))[0]
+		tk := must(e.l.Queue().TakeDelivery(e.ctx, scope, q.EntryID, testLease))
+		must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: status}))
 	}
 	finish("list-b", ledger.DeliveryDead)
 	finish("list-c", ledger.DeliveryDelivered)
 	ids := func(f ledger.DeliveryFilter) string {
 		t.Helper()
 		var out []string
-		for _, q := range must(e.l.ListDeliveries(e.ctx, f)) {
+		for _, q := range must(e.l.Queue().ListDeliveries(e.ctx, f)) {
 			out = append(out, q.EventID+"="+string(q.Status))
 		}
 		return fmt.Sprint(out)
@@ -483,26 +483,26 @@ func testListDeliveries(t *testing.T, newStore NewStore) {
 	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryDelivered}); got != "[delivered=delivered]" {
 		t.Fatalf("delivered without a scope: %s", got)
 	}
-	if q := must(e.l.FindDelivery(e.ctx, "list-b", "src", "dead")); q.Status != ledger.DeliveryDead {
+	if q := must(e.l.Queue().FindDelivery(e.ctx, "list-b", "src", "dead")); q.Status != ledger.DeliveryDead {
 		t.Fatalf("find: %+v", q)
 	}
 	// Dead letters need an operator, not a reconciler: none is ambiguous.
-	if amb := must(e.l.Ambiguous(e.ctx, 10)); len(amb) != 0 {
+	if amb := must(e.l.Views().Ambiguous(e.ctx, 10)); len(amb) != 0 {
 		t.Fatalf("dead letters listed as ambiguous: %+v", amb)
 	}
-	must(e.l.ReplayDelivery(e.ctx, "list-b", must(e.l.FindDelivery(e.ctx, "list-b", "src", "dead")).EntryID))
+	must(e.l.Queue().ReplayDelivery(e.ctx, "list-b", must(e.l.Queue().FindDelivery(e.ctx, "list-b", "src", "dead")).EntryID))
 	if got := ids(ledger.DeliveryFilter{Status: ledger.DeliveryDead}); got != "[]" {
 		t.Fatalf("dead after replay: %s", got)
 	}
 
 	other := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
-	noErr(t, e.l.SetSourcePaused(e.ctx, "src", true))
-	noErr(t, e.l.SetSourcePaused(e.ctx, "gh", true))
-	if p := must(other.PausedSources(e.ctx)); !p["src"] || !p["gh"] || len(p) != 2 {
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "src", true))
+	noErr(t, e.l.Sources().SetSourcePaused(e.ctx, "gh", true))
+	if p := must(other.Sources().PausedSources(e.ctx)); !p["src"] || !p["gh"] || len(p) != 2 {
 		t.Fatalf("paused, as another process sees it: %v", p)
 	}
-	noErr(t, other.SetSourcePaused(e.ctx, "src", false))
-	if p := must(e.l.PausedSources(e.ctx)); p["src"] || !p["gh"] {
+	noErr(t, other.Sources().SetSourcePaused(e.ctx, "src", false))
+	if p := must(e.l.Sources().PausedSources(e.ctx)); p["src"] || !p["gh"] {
 		t.Fatalf("after resume: %v", p)
 	}
 }
@@ -516,38 +516,38 @@ func testListDeliveries(t *testing.T, newStore NewStore) {
 func testTrialChangesNothingButItsRecord(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{Retention: 24 * time.Hour})
 	enqueue(t, e, "trial", "ev", false)
-	q := must(e.l.QueueItems(e.ctx, "trial"))[0]
-	tk := must(e.l.TakeDelivery(e.ctx, "trial", q.EntryID, testLease))
-	must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
-	before := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	q := must(e.l.Queue().QueueItems(e.ctx, "trial"))[0]
+	tk := must(e.l.Queue().TakeDelivery(e.ctx, "trial", q.EntryID, testLease))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDead, Record: ledger.AttemptRecord{Error: "gave up"}}))
+	before := must(e.l.Queue().QueueItems(e.ctx, "trial"))[0]
 	e.clock.Advance(time.Minute)
-	rec := must(e.l.RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "http://staging.test/events", Outcome: "delivered", AgentStatus: 200}))
+	rec := must(e.l.Queue().RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "http://staging.test/events", Outcome: "delivered", AgentStatus: 200}))
 	if rec.N != 1 || !rec.At.Equal(e.clock.Now()) {
 		t.Fatalf("trial record %+v, want the first, at now", rec)
 	}
-	after := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	after := must(e.l.Queue().QueueItems(e.ctx, "trial"))[0]
 	if after.Status != before.Status || after.Attempts != before.Attempts || after.Failures != before.Failures || !after.NextAt.Equal(before.NextAt) || after.Trials != 1 {
 		t.Fatalf("a trial changed the item: before %+v, after %+v", before, after)
 	}
-	if due := must(e.l.Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
+	if due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
 		t.Fatalf("a trial made a dead delivery due: %+v", due)
 	}
 	// Replayed and in flight: a trial now does not make its finish late.
 	e.clock.Advance(time.Second)
-	must(e.l.ReplayDelivery(e.ctx, "trial", q.EntryID))
-	tk2 := must(e.l.TakeDelivery(e.ctx, "trial", q.EntryID, testLease))
+	must(e.l.Queue().ReplayDelivery(e.ctx, "trial", q.EntryID))
+	tk2 := must(e.l.Queue().TakeDelivery(e.ctx, "trial", q.EntryID, testLease))
 	takenAt := e.clock.Now() // the attempt's time is its start, as the dispatcher records it
 	e.clock.Advance(time.Second)
-	must(e.l.RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "http://staging.test/events", Outcome: "retry", AgentStatus: 500}))
-	res := must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered, Record: ledger.AttemptRecord{At: takenAt}}))
+	must(e.l.Queue().RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "http://staging.test/events", Outcome: "retry", AgentStatus: 500}))
+	res := must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk2, Status: ledger.DeliveryDelivered, Record: ledger.AttemptRecord{At: takenAt}}))
 	if res.LateSettle {
 		t.Fatal("a trial during a delivery made its finish late")
 	}
-	item := must(e.l.QueueItems(e.ctx, "trial"))[0]
+	item := must(e.l.Queue().QueueItems(e.ctx, "trial"))[0]
 	if item.Status != ledger.DeliveryDelivered {
 		t.Fatalf("item %+v, want delivered", item)
 	}
-	atts := must(e.l.AttemptsOf(e.ctx, item))
+	atts := must(e.l.Queue().AttemptsOf(e.ctx, item))
 	var got []string
 	for _, a := range atts {
 		got = append(got, fmt.Sprintf("%d:%d:%s", a.N, a.AgentStatus, a.To))
@@ -556,10 +556,10 @@ func testTrialChangesNothingButItsRecord(t *testing.T, newStore NewStore) {
 	if strings.Join(got, " ") != want {
 		t.Fatalf("attempts %q, want %q", strings.Join(got, " "), want)
 	}
-	if _, err := e.l.RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "ftp://x"}); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := e.l.Queue().RecordTrial(e.ctx, "trial", q.EntryID, ledger.AttemptRecord{To: "ftp://x"}); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("a trial to ftp://x: %v, want invalid", err)
 	}
-	if _, err := e.l.RecordTrial(e.ctx, "trial", "nope", ledger.AttemptRecord{To: "http://staging.test/"}); !errors.Is(err, ledger.ErrUnknownEntry) {
+	if _, err := e.l.Queue().RecordTrial(e.ctx, "trial", "nope", ledger.AttemptRecord{To: "http://staging.test/"}); !errors.Is(err, ledger.ErrUnknownEntry) {
 		t.Fatalf("a trial of an unknown entry: %v", err)
 	}
 	// Retention: the trial records go with the item.

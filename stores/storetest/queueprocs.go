@@ -32,7 +32,7 @@ func QueueChild(ctx context.Context, l *ledger.Ledger, took func(ctx context.Con
 	scopeOf := func(i int) string { return fmt.Sprintf("queue-scope-%d", i%QueueScopes) }
 	for i := range QueueEvents {
 		id := QueueEventID(i)
-		_, err := l.Enqueue(ctx, ledger.EnqueueRequest{
+		_, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: "src", EventID: id, Body: []byte(id)},
 			Run:   ledger.RunOptions{RunID: "src:" + id, Mode: ledger.ModeIndependent},
 			Claim: ledger.ClaimRequest{Key: queueKey(scopeOf(i), id), Conflict: ledger.ConflictNone, PendingTTL: time.Minute},
@@ -42,12 +42,12 @@ func QueueChild(ctx context.Context, l *ledger.Ledger, took func(ctx context.Con
 		}
 	}
 	for {
-		due, err := l.Due(ctx, ledger.DueQuery{Limit: 16})
+		due, err := l.Queue().Due(ctx, ledger.DueQuery{Limit: 16})
 		if err != nil {
 			return err
 		}
 		for _, q := range due {
-			tk, err := l.TakeDelivery(ctx, q.Scope, q.EntryID, time.Minute)
+			tk, err := l.Queue().TakeDelivery(ctx, q.Scope, q.EntryID, time.Minute)
 			if err != nil {
 				return fmt.Errorf("take %s: %w", q.EventID, err)
 			}
@@ -57,13 +57,13 @@ func QueueChild(ctx context.Context, l *ledger.Ledger, took func(ctx context.Con
 			if err := took(ctx, q.EventID); err != nil {
 				return err
 			}
-			if _, err := l.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
+			if _, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
 				return fmt.Errorf("finish %s: %w", q.EventID, err)
 			}
 		}
 		done := 0
 		for s := range QueueScopes {
-			items, err := l.QueueItems(ctx, scopeOf(s))
+			items, err := l.Queue().QueueItems(ctx, scopeOf(s))
 			if err != nil {
 				return err
 			}

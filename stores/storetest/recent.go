@@ -95,9 +95,9 @@ func testRecentDeliveries(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{Retention: 24 * time.Hour})
 	finish := func(scope string, status ledger.DeliveryStatus) {
 		t.Helper()
-		q := must(e.l.QueueItems(e.ctx, scope))[0]
-		tk := must(e.l.TakeDelivery(e.ctx, scope, q.EntryID, testLease))
-		must(e.l.FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: status}))
+		q := must(e.l.Queue().QueueItems(e.ctx, scope))[0]
+		tk := must(e.l.Queue().TakeDelivery(e.ctx, scope, q.EntryID, testLease))
+		must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: status}))
 	}
 	// Eight events on eight scopes, a second apart; every other one
 	// delivered, one dead.
@@ -117,7 +117,7 @@ func testRecentDeliveries(t *testing.T, newStore NewStore) {
 		var out []string
 		var after *ledger.DeliveryCursor
 		for range 20 {
-			p := must(e.l.RecentDeliveries(e.ctx, f, after, size))
+			p := must(e.l.Views().RecentDeliveries(e.ctx, f, after, size))
 			if len(p.Items) > size || len(p.Items) == 0 && after != nil {
 				t.Fatalf("page of %d holds %d", size, len(p.Items))
 			}
@@ -153,7 +153,7 @@ func testRecentDeliveries(t *testing.T, newStore NewStore) {
 		t.Fatalf("another source: %q", got)
 	}
 	// A bound on scopes read ends a page early with a cursor that goes on.
-	p := must(e.l.RecentDeliveries(e.ctx, ledger.DeliveryFilter{Status: ledger.DeliveryDelivered, Limit: 3}, nil, 10))
+	p := must(e.l.Views().RecentDeliveries(e.ctx, ledger.DeliveryFilter{Status: ledger.DeliveryDelivered, Limit: 3}, nil, 10))
 	if len(p.Items) != 1 || p.Items[0].EventID != "ev6" || !p.Partial || p.Next == nil || p.Scanned != 3 {
 		t.Fatalf("bounded page: %d items, partial %v, scanned %d", len(p.Items), p.Partial, p.Scanned)
 	}
@@ -171,7 +171,7 @@ func testRecentDeliveries(t *testing.T, newStore NewStore) {
 		e.clock.Advance(time.Millisecond)
 	}
 	var left []string
-	for _, q := range must(e.l.ListDeliveries(e.ctx, ledger.DeliveryFilter{})) {
+	for _, q := range must(e.l.Queue().ListDeliveries(e.ctx, ledger.DeliveryFilter{})) {
 		if q.EventID != "prune" {
 			left = append(left, q.EventID)
 		}

@@ -29,7 +29,7 @@ func testAbandonedKept(t *testing.T, newStore NewStore) {
 	// Another write prunes the document; the abandoned claim must survive it.
 	must(e.l.Once(e.ctx, ledger.Key{Scope: "abandoned", Intent: "note", Payload: 1}, count(&n, nil)))
 	e.clock.Advance(3 * time.Hour)
-	if got := must(e.l.Ambiguous(e.ctx, 10)); len(got) != 1 || got[0].Intent != "refund" {
+	if got := must(e.l.Views().Ambiguous(e.ctx, 10)); len(got) != 1 || got[0].Intent != "refund" {
 		t.Fatalf("ambiguous list after retention: %+v, want the abandoned refund", got)
 	}
 	wantStatus(t, "claim after retention", must(e.l.Once(e.ctx, key, count(&n, nil))), ledger.StatusAmbiguous, "")
@@ -41,7 +41,7 @@ func testAbandonedKept(t *testing.T, newStore NewStore) {
 	must(e.l.Once(e.ctx, ledger.Key{Scope: "abandoned", Intent: "note", Payload: 2}, count(&n, nil)))
 	e.clock.Advance(3 * time.Hour)
 	wantStatus(t, "stored ambiguous after retention", must(e.l.Once(e.ctx, key, count(&n, nil))), ledger.StatusAmbiguous, "")
-	if got := must(e.l.Ambiguous(e.ctx, 10)); len(got) != 1 {
+	if got := must(e.l.Views().Ambiguous(e.ctx, 10)); len(got) != 1 {
 		t.Fatalf("ambiguous list: %+v", got)
 	}
 	// A document an older build wrote with an expiry, holding a pending
@@ -124,12 +124,12 @@ func testExpiredRedeliverable(t *testing.T, newStore NewStore) {
 	e.clock.Advance(16 * time.Second)
 	fresh := must(e.l.Begin(e.ctx, scope, ledger.RunOptions{RunID: "evt_3", Mode: ledger.ModeIndependent}))
 	wantStatus(t, "write after the deliver claim expired", must(fresh.Once(e.ctx, "reply", 2, count(&n, nil))), ledger.StatusExecuted, "")
-	if got := must(e.l.Ambiguous(e.ctx, 10)); len(got) != 0 {
+	if got := must(e.l.Views().Ambiguous(e.ctx, 10)); len(got) != 0 {
 		t.Fatalf("an expired redeliverable claim is listed ambiguous: %+v", got)
 	}
 	e.clock.Advance(2 * time.Hour)
 	must(e.l.Once(e.ctx, ledger.Key{Scope: scope, Intent: "note", Payload: 1}, count(&n, nil)))
-	for _, h := range must(e.l.History(e.ctx, scope)) {
+	for _, h := range must(e.l.Views().History(e.ctx, scope)) {
 		if h.Intent == "deliver" {
 			t.Fatalf("expired deliver claim kept past retention: %+v", h)
 		}
@@ -241,7 +241,7 @@ func testCorruptDocument(t *testing.T, newStore NewStore) {
 		noErr(t, e.store.Transact(e.ctx, scope, func([]byte) (*ledger.Write, error) {
 			return &ledger.Write{Doc: []byte(doc), TTL: time.Hour}, nil
 		}))
-		if _, err := e.l.History(e.ctx, scope); !errors.Is(err, ledger.ErrCorrupt) {
+		if _, err := e.l.Views().History(e.ctx, scope); !errors.Is(err, ledger.ErrCorrupt) {
 			t.Errorf("%s: history: %v, want ErrCorrupt", scope, err)
 		}
 		var n atomic.Int64

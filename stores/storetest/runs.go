@@ -157,7 +157,7 @@ func testSequenceDiagram(t *testing.T, newStore NewStore) {
 	if sent.Load() != 1 {
 		t.Fatalf("effects ran %d times, want 1 (B's reply)", sent.Load())
 	}
-	hist := must(e.l.History(e.ctx, scope))
+	hist := must(e.l.Views().History(e.ctx, scope))
 	if len(hist) != 2 || hist[0].RunID != "message-1" || hist[1].RunID != "message-2" {
 		t.Fatalf("history = %+v", hist)
 	}

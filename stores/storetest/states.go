@@ -58,7 +58,7 @@ func testAmbiguousError(t *testing.T, newStore NewStore) {
 	if tries.Load() != 1 {
 		t.Fatalf("an ambiguous effect was retried (%d tries)", tries.Load())
 	}
-	listed := must(e.l.Ambiguous(e.ctx, 10))
+	listed := must(e.l.Views().Ambiguous(e.ctx, 10))
 	if len(listed) != 1 || listed[0].Scope != "sms" {
 		t.Fatalf("ambiguous list = %+v", listed)
 	}
@@ -80,13 +80,13 @@ func testPendingPastTTL(t *testing.T, newStore NewStore) {
 	if !c.Acquired() || !c.Deadline.Equal(start.Add(time.Minute)) {
 		t.Fatalf("claim %s deadline %v", c.Status, c.Deadline)
 	}
-	if len(must(e.l.Ambiguous(e.ctx, 10))) != 0 {
+	if len(must(e.l.Views().Ambiguous(e.ctx, 10))) != 0 {
 		t.Fatal("a live claim listed as ambiguous")
 	}
 	e.clock.Advance(59 * time.Second)
 	wantStatus(t, "before the TTL", must(e.l.Once(e.ctx, key, count(&n, nil))), ledger.StatusInFlight, "")
 	e.clock.Advance(time.Second)
-	if len(must(e.l.Ambiguous(e.ctx, 10))) != 1 {
+	if len(must(e.l.Views().Ambiguous(e.ctx, 10))) != 1 {
 		t.Fatal("an abandoned claim is not listed as ambiguous")
 	}
 	chk := must(e.l.Check(e.ctx, key))
@@ -174,7 +174,7 @@ func testResolve(t *testing.T, newStore NewStore) {
 	if n.Load() != 1 {
 		t.Fatalf("effects ran %d times, want 1", n.Load())
 	}
-	if left := must(e.l.Ambiguous(e.ctx, 10)); len(left) != 0 {
+	if left := must(e.l.Views().Ambiguous(e.ctx, 10)); len(left) != 0 {
 		t.Fatalf("still ambiguous after resolving: %+v", left)
 	}
 }
@@ -200,7 +200,7 @@ func testLateSettle(t *testing.T, newStore NewStore) {
 	if _, err := e.l.Settle(e.ctx, second.Ref(), ledger.OutcomeCommitted, "again", nil); !errors.Is(err, ledger.ErrAlreadySettled) {
 		t.Fatalf("settling twice: %v", err)
 	}
-	hist := must(e.l.History(e.ctx, "late"))
+	hist := must(e.l.Views().History(e.ctx, "late"))
 	if len(hist) != 1 || string(hist[0].Value) != `"from the second"` {
 		t.Fatalf("history = %+v", hist)
 	}
@@ -229,7 +229,7 @@ func testRetention(t *testing.T, newStore NewStore) {
 	e.clock.Advance(25 * time.Hour)
 	// Any write prunes; the ambiguous refund stays until resolved.
 	must(e.l.Once(e.ctx, ledger.Key{Scope: "kept", Intent: "note", Payload: 1}, count(&n, nil)))
-	hist := must(e.l.History(e.ctx, "kept"))
+	hist := must(e.l.Views().History(e.ctx, "kept"))
 	if len(hist) != 2 || hist[0].Intent != "refund" || hist[0].State != ledger.StateAmbiguous {
 		t.Fatalf("after retention: %+v", hist)
 	}
@@ -242,7 +242,7 @@ func testRetention(t *testing.T, newStore NewStore) {
 	// left expires as a whole.
 	must(e.l.Once(e.ctx, ledger.Key{Scope: "gone", Intent: "x", Payload: 1}, count(&n, nil)))
 	e.clock.Advance(25 * time.Hour)
-	if h := must(e.l.History(e.ctx, "gone")); len(h) != 0 {
+	if h := must(e.l.Views().History(e.ctx, "gone")); len(h) != 0 {
 		t.Fatalf("expired document still has %d entries", len(h))
 	}
 	wantStatus(t, "after retention", must(e.l.Once(e.ctx, ledger.Key{Scope: "gone", Intent: "x", Payload: 1}, count(&n, nil))), ledger.StatusExecuted, "")
@@ -298,7 +298,7 @@ func testBadInput(t *testing.T, newStore NewStore) {
 			return err
 		}(), ledger.ErrInvalid},
 		{"enqueue on a reserved scope", func() error {
-			_, err := e.l.Enqueue(e.ctx, ledger.EnqueueRequest{
+			_, err := e.l.Queue().Enqueue(e.ctx, ledger.EnqueueRequest{
 				Event: ledger.QueuedEvent{Source: "src", EventID: "e", Scope: "replyonce:y", ReceivedAt: e.clock.Now(), Body: []byte("{}")},
 				Run:   ledger.RunOptions{RunID: "src:e", Mode: ledger.ModeIndependent},
 				Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: "replyonce:y", Intent: "deliver", Payload: "e"}},

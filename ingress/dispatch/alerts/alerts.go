@@ -631,7 +631,7 @@ func (n *Notifier) flushVerification(ctx context.Context) {
 	n.mu.Unlock()
 	for _, f := range todo {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		total, err := n.l.RecordVerificationFailures(rctx, f.source, f.minute, f.n)
+		total, err := n.l.Sources().RecordVerificationFailures(rctx, f.source, f.minute, f.n)
 		cancel()
 		if err != nil {
 			n.log.Warn("alerts: adding signature refusals to the store's count failed; this process's own count still raises the alert",
@@ -706,7 +706,7 @@ func (n *Notifier) deadAlert(ctx context.Context, g *deadGroup) Alert {
 		DeadNow: -1, At: n.now()}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	items, err := n.l.ListDeliveries(rctx, ledger.DeliveryFilter{Source: g.source, Status: ledger.DeliveryDead, Limit: deadScopeLimit})
+	items, err := n.l.Queue().ListDeliveries(rctx, ledger.DeliveryFilter{Source: g.source, Status: ledger.DeliveryDead, Limit: deadScopeLimit})
 	if err != nil {
 		n.log.Warn("alerts: counting dead letters in the store failed; the alert gives this process's count", zap.String("source", g.source), zap.Error(err))
 		return a

@@ -305,7 +305,7 @@ func TestHeadersComeBeforeMeta(t *testing.T) {
 	if st, _ := tooltest.StatusOf(text(t, res)); st != tool.StatusExecuted {
 		t.Fatalf("call with headers and a different _meta: %s, want executed under the headers' run", text(t, res))
 	}
-	hist, err := l.History(ctx, "conv-h")
+	hist, err := l.Views().History(ctx, "conv-h")
 	if err != nil {
 		t.Fatal(err)
 	}

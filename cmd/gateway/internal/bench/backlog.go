@@ -88,7 +88,7 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	}
 	defer env.close()
 	rep.StoreNotes, rep.SizeHow = env.storeNotes, env.store.sizeHow
-	if err := env.ledger.SetSourcePaused(ctx, sourceName, true); err != nil {
+	if err := env.ledger.Sources().SetSourcePaused(ctx, sourceName, true); err != nil {
 		return err
 	}
 	// The dispatcher learns of the pause on its next sweep; until then it
@@ -130,7 +130,7 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	l.tally = t
 	rep.DeliveredEarly = l.deliveredCount()
 	start := time.Now()
-	if err := env.ledger.SetSourcePaused(ctx, sourceName, false); err != nil {
+	if err := env.ledger.Sources().SetSourcePaused(ctx, sourceName, false); err != nil {
 		return err
 	}
 	env.srv.Dispatcher.Notify()

@@ -261,7 +261,7 @@ func TestSecurityHeadersEverywhere(t *testing.T) {
 func TestLargeBodyTruncatedWithDownload(t *testing.T) {
 	e := newEnv(t, "tok", false)
 	big := `{"text":"` + strings.Repeat("a", 100<<10) + `"}`
-	_, err := e.ledger.Enqueue(context.Background(), ledger.EnqueueRequest{
+	_, err := e.ledger.Queue().Enqueue(context.Background(), ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: "gh", EventID: "big", Scope: "gh:big", ContentType: "application/json", Body: []byte(big)},
 		Run:   ledger.RunOptions{RunID: "gh:big", Mode: ledger.ModeIndependent},
 		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: "gh:big", Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": "big"}}, PendingTTL: time.Minute},

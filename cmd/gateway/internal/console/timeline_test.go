@@ -40,7 +40,7 @@ func TestTimelineFoldedEventsAndEveryAttempt(t *testing.T) {
 	ctx := context.Background()
 	const scope = "chat:burst"
 	for _, id := range []string{"m1", "m2", "m3", "m4", "m5"} {
-		_, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+		_, err := e.ledger.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event:    ledger.QueuedEvent{Source: "gh", EventID: id, Scope: scope, Body: []byte(`{}`), ReceivedAt: e.clock.Now()},
 			Run:      ledger.RunOptions{RunID: "gh:" + id, Mode: ledger.ModeIndependent},
 			Claim:    ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": id}}, PendingTTL: time.Minute},
@@ -54,11 +54,11 @@ func TestTimelineFoldedEventsAndEveryAttempt(t *testing.T) {
 	e.clock.Add(2 * time.Second)
 	// The covering delivery fails twice, then goes through.
 	for i, status := range []ledger.DeliveryStatus{ledger.DeliveryQueued, ledger.DeliveryQueued, ledger.DeliveryDelivered} {
-		q, err := e.ledger.FindDelivery(ctx, scope, "gh", "m5")
+		q, err := e.ledger.Queue().FindDelivery(ctx, scope, "gh", "m5")
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk, err := e.ledger.TakeDelivery(ctx, scope, q.EntryID, time.Minute)
+		tk, err := e.ledger.Queue().TakeDelivery(ctx, scope, q.EntryID, time.Minute)
 		if err != nil || !tk.OK {
 			t.Fatalf("take %d: %+v %v", i, tk, err)
 		}
@@ -66,7 +66,7 @@ func TestTimelineFoldedEventsAndEveryAttempt(t *testing.T) {
 		if status == ledger.DeliveryDelivered {
 			rec = ledger.AttemptRecord{AgentStatus: 200, Outcome: "delivered"}
 		}
-		if _, err := e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: status, NextAt: e.clock.Now(), Record: rec}); err != nil {
+		if _, err := e.ledger.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: status, NextAt: e.clock.Now(), Record: rec}); err != nil {
 			t.Fatal(err)
 		}
 		e.clock.Add(time.Second)
@@ -115,7 +115,7 @@ func TestTimelineSupersededEvent(t *testing.T) {
 	ctx := context.Background()
 	const scope = "chat:sup"
 	for _, id := range []string{"s1", "s2"} {
-		_, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+		_, err := e.ledger.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 			Event: ledger.QueuedEvent{Source: "gh", EventID: id, Scope: scope, Body: []byte(`{}`), ReceivedAt: e.clock.Now(), ContextAt: e.clock.Now()},
 			Run:   ledger.RunOptions{RunID: "gh:" + id, Mode: ledger.ModeSupersede, ContextAt: e.clock.Now()},
 			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": id}}, PendingTTL: time.Minute},
@@ -125,7 +125,7 @@ func TestTimelineSupersededEvent(t *testing.T) {
 		}
 		e.clock.Add(time.Second)
 	}
-	q, err := e.ledger.FindDelivery(ctx, scope, "gh", "s1")
+	q, err := e.ledger.Queue().FindDelivery(ctx, scope, "gh", "s1")
 	if err != nil || q.Status != ledger.DeliverySuperseded {
 		t.Fatalf("s1: %s %v, want superseded", q.Status, err)
 	}
@@ -188,7 +188,7 @@ func TestEventPagePicturesItsAttempts(t *testing.T) {
 	e := newEnv(t, "", false)
 	ctx := context.Background()
 	const scope = "gh:pic"
-	_, err := e.ledger.Enqueue(ctx, ledger.EnqueueRequest{
+	_, err := e.ledger.Queue().Enqueue(ctx, ledger.EnqueueRequest{
 		Event: ledger.QueuedEvent{Source: "gh", EventID: "pic", Scope: scope, Body: []byte(`{}`), ReceivedAt: e.clock.Now()},
 		Run:   ledger.RunOptions{RunID: scope, Mode: ledger.ModeIndependent},
 		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": "pic"}}, PendingTTL: time.Minute},
@@ -199,11 +199,11 @@ func TestEventPagePicturesItsAttempts(t *testing.T) {
 	waits := []time.Duration{2 * time.Second, 30 * time.Second, 90 * time.Second}
 	for i, status := range []ledger.DeliveryStatus{ledger.DeliveryQueued, ledger.DeliveryQueued, ledger.DeliveryDelivered} {
 		e.clock.Add(waits[i])
-		q, err := e.ledger.FindDelivery(ctx, scope, "gh", "pic")
+		q, err := e.ledger.Queue().FindDelivery(ctx, scope, "gh", "pic")
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk, err := e.ledger.TakeDelivery(ctx, scope, q.EntryID, time.Minute)
+		tk, err := e.ledger.Queue().TakeDelivery(ctx, scope, q.EntryID, time.Minute)
 		if err != nil || !tk.OK {
 			t.Fatalf("take %d: %v", i, err)
 		}
@@ -211,7 +211,7 @@ func TestEventPagePicturesItsAttempts(t *testing.T) {
 		if status == ledger.DeliveryDelivered {
 			rec = ledger.AttemptRecord{AgentStatus: 200, Outcome: "delivered"}
 		}
-		if _, err := e.ledger.FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: status, NextAt: e.clock.Now(), Record: rec}); err != nil {
+		if _, err := e.ledger.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: status, NextAt: e.clock.Now(), Record: rec}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -253,7 +253,7 @@ func (g *gated) reread(conv, msg string, covered map[string]bool) []string {
 // inHand lists the messages covered by replies that are pending or of
 // unknown outcome in the ledger: their owners will settle them.
 func (g *gated) inHand(ctx context.Context, scope string) (map[string]bool, error) {
-	entries, err := g.ledger.History(ctx, scope)
+	entries, err := g.ledger.Views().History(ctx, scope)
 	if err != nil {
 		return nil, err
 	}

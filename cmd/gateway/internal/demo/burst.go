@@ -305,19 +305,19 @@ func (w *burstWorld) queued() error {
 		return err
 	}
 	w.dispatch = func(ctx context.Context) error {
-		due, err := l.Due(ctx, ledger.DueQuery{Limit: 64})
+		due, err := l.Queue().Due(ctx, ledger.DueQuery{Limit: 64})
 		if err != nil {
 			return err
 		}
 		for _, q := range due {
-			t, err := l.TakeDelivery(ctx, q.Scope, q.EntryID, src.Queued().Lease())
+			t, err := l.Queue().TakeDelivery(ctx, q.Scope, q.EntryID, src.Queued().Lease())
 			if err != nil {
 				return err
 			}
 			if !t.OK {
 				continue
 			}
-			ev, err := l.QueuedEventOf(ctx, t.Item)
+			ev, err := l.Queue().QueuedEventOf(ctx, t.Item)
 			if err != nil {
 				return err
 			}
@@ -326,14 +326,14 @@ func (w *burstWorld) queued() error {
 			if out.Kind != forward.Delivered {
 				fin.Status, fin.NextAt = ledger.DeliveryQueued, w.clock.Now().Add(5*time.Second)
 			}
-			if _, err := l.FinishDelivery(ctx, fin); err != nil {
+			if _, err := l.Queue().FinishDelivery(ctx, fin); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	w.waiting = func(ctx context.Context, conv string) (bool, error) {
-		items, err := l.QueueItems(ctx, conv)
+		items, err := l.Queue().QueueItems(ctx, conv)
 		if err != nil {
 			return false, err
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/config"
 	"github.com/replyonce/gateway/cmd/gateway/internal/server"
-	"github.com/replyonce/gateway/ingress"
 )
 
 func (a *App) logger(c config.Log) (*zap.Logger, error) {
@@ -56,16 +55,20 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
-	tp, stopTracing, err := a.startTracing(ctx, cfg.Tracing, log)
+	// srv.Stop stops tracing and closes the store in its order; the
+	// defers do it on a way out before the gateway ran, and nothing twice.
+	tp, startedTracing, err := a.startTracing(ctx, cfg.Tracing, log)
 	if err != nil {
 		return err
 	}
-	var graceEnd time.Time // zero until shutdown begins
-	defer func() { stopTracing(graceEnd) }()
-	store, closeStore, err := a.openStoreRetrying(ctx, cfg.Store, log)
+	var tracingStopped sync.Once
+	stopTracing := func(graceEnd time.Time) { tracingStopped.Do(func() { startedTracing(graceEnd) }) }
+	defer stopTracing(time.Time{})
+	store, openedStore, err := a.openStoreRetrying(ctx, cfg.Store, log)
 	if err != nil {
 		return err
 	}
+	closeStore := sync.OnceFunc(openedStore)
 	defer closeStore()
 
 	reg := prometheus.NewRegistry()
@@ -75,9 +78,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The alert notifier stops last, once nothing can raise an alert.
-	defer srv.Close()
-	gw := srv.Gateway
+	defer srv.Close() // a no-op once srv.Stop has closed it
 
 	ls, err := listen(&cfg, srv, log)
 	if err != nil {
@@ -131,63 +132,11 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	case serveErr = <-errs:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
-	// /readyz turns 503 from here on, so an orchestrator stops sending
-	// traffic while the drain runs.
-	srv.Stopping()
-	end := a.drain(log, gw, servers[0], cfg.Server)
-	graceEnd = end
-	// The dispatcher stops taking work, and its deliveries in flight get
-	// what is left of the grace period; a cut one is left due.
-	stopDispatch()
-	<-dispDone
-	grace, cancelGrace := context.WithDeadline(context.Background(), end)
-	defer cancelGrace()
-	if err := srv.Shutdown(grace); err != nil {
-		log.Warn("queued deliveries cut by shutdown; they are due again", zap.Error(err))
-	}
-	// The admin listener goes last: agents settle through it meanwhile.
-	for _, hs := range servers[1:] {
-		if err := hs.Shutdown(grace); err != nil {
-			_ = hs.Close()
-		}
-	}
-	stopWatch()
-	wg.Wait()
+	srv.Stop(server.Process{Public: servers[0], Admin: servers[1:], Grace: cfg.Server.ShutdownGrace, StoreTimeout: cfg.Server.StoreTimeout,
+		StopRun:     func() { stopDispatch(); <-dispDone },
+		Background:  func() { stopWatch(); wg.Wait() },
+		CloseStore:  closeStore,
+		StopTracing: stopTracing, Log: log})
 	log.Info("gateway stopped")
 	return serveErr
-}
-
-// drain stops servers within the grace period, whatever the agents do.
-// The public listener closes first, while the admin listener stays up for
-// /readyz (503 now) and for agents settling through the ledger API. Before
-// the grace ends, forwards still running are cancelled and their claims
-// settled as not applied, leaving the settles the rest of the grace (at
-// most half of it, at least a store timeout when the grace allows); at
-// the end every connection is closed.
-func (a *App) drain(log *zap.Logger, gw *ingress.Gateway, public *http.Server, c config.Server) (end time.Time) {
-	end = time.Now().Add(c.ShutdownGrace)
-	reserve := min(c.StoreTimeout+time.Second, c.ShutdownGrace/2)
-	cancelAt, cancel := context.WithDeadline(context.Background(), end.Add(-reserve))
-	defer cancel()
-	if err := public.Shutdown(cancelAt); err != nil {
-		log.Warn("grace period nearly over with deliveries still running; cancelling their forwards",
-			zap.Duration("left", time.Until(end)))
-		gw.CancelForwards(end)
-		hard, cancelHard := context.WithDeadline(context.Background(), end)
-		defer cancelHard()
-		if err := public.Shutdown(hard); err != nil {
-			log.Warn("grace period over; closing connections", zap.Error(err))
-		}
-		_ = public.Close()
-	}
-	handlers := make(chan struct{})
-	go func() { gw.Wait(); close(handlers) }()
-	select {
-	case <-handlers:
-	case <-time.After(time.Until(end)):
-		// Only a store that ignores its context gets here; the process
-		// exits anyway, and the claim expires on its TTL.
-		log.Error("grace period over with webhook handlers still waiting on the store")
-	}
-	return end
 }

@@ -7,8 +7,10 @@
 // `gateway serve` and `gateway bench` both build the gateway here, so the
 // bench measures what serve runs, and the end-to-end tests, which run
 // serve, test it. What is a process's business stays with the caller:
-// opening the store, logging, tracing, listeners, TLS, the host guard and
-// the drain on SIGTERM.
+// opening the store, logging, tracing, listeners, TLS and the host guard.
+// The order they stop in on SIGTERM is the server's: serve hands them to
+// Stop (see Process), which stops intake, drains, stops the dispatcher,
+// the admin listener, the store and tracing, in that order.
 //
 // # What it promises
 //
@@ -16,7 +18,9 @@
 //     running. Run dispatches until its context ends; Shutdown then gives
 //     the deliveries in flight until its own context's deadline (a cut one
 //     is left due), and Close stops the alert notifier. Every goroutine
-//     New or Run starts has ended when Close returns.
+//     New or Run starts has ended when Close returns. Stop does all of
+//     that, and the process's part, in the order its documentation
+//     gives.
 //   - One registry holds every metric of the gateway, so /metrics shows
 //     the webhook handler's, the dispatcher's, the loop breaker's and the
 //     sources' health (read from the store at each scrape).

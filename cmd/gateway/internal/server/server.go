@@ -171,5 +171,6 @@ func (s *Server) Stopping() { s.stopping.Store(true) }
 func (s *Server) Shutdown(ctx context.Context) error { return s.Dispatcher.Shutdown(ctx) }
 
 // Close stops the alert notifier, once nothing raises alerts any more:
-// after Shutdown and after the admin listener has stopped.
+// after Shutdown and after the admin listener has stopped. Stop calls it;
+// a second call does nothing.
 func (s *Server) Close() { s.notifier.Close() }

@@ -4,13 +4,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ingress/field"
 )
 
 // Values that do nothing are refused, each naming its field and line: an
 // empty retry schedule, a zero concurrency and a zero retention would
 // silently mean the default, and cancel: notify without runs: supersede
-// would never send a notice.
+// would never send a notice. The default schedule is named from
+// dispatch.DefaultSchedule, so changing it is a change to ingress/dispatch
+// alone.
 func TestNoOpValuesRefused(t *testing.T) {
 	const head = `ledger: {retention: 72h}
 sources:
@@ -22,7 +25,8 @@ sources:
 		{"empty retry schedule", head + `    forward:
       url: http://127.0.0.1:9000/x
       retry: {schedule: []}
-`, "sources.s.forward.retry.schedule: an empty schedule means the default one ([0s, 5s, 5m0s, 30m0s, 2h0m0s, 5h0m0s, 10h0m0s, 14h0m0s, 20h0m0s, 24h0m0s]); leave it out, or list at least one delay (line 8)"},
+`, "sources.s.forward.retry.schedule: an empty schedule means the default one (" + formatSchedule(dispatch.DefaultSchedule) +
+			"); leave it out, or list at least one delay (line 8)"},
 		{"zero concurrency", head + `    forward:
       url: http://127.0.0.1:9000/x
       concurrency: 0

@@ -129,6 +129,10 @@ type Provider struct {
 	// for people (`gateway providers`); Timestamp states which timestamp is signed and how it
 	// is checked (the window, its directions, or why there is none). Filled in by Lookup.
 	Scheme, HandshakeNote, Timestamp string
+	// Secret says where the provider shows the secret to put in
+	// Config.Secrets (its dashboard's path, or that the user chose it),
+	// for people (`gateway providers NAME`); filled in by Lookup.
+	Secret string
 }
 
 // HandshakeResponse is the answer to a provider's endpoint verification request.
@@ -185,6 +189,7 @@ func Lookup(provider string) (Provider, error) {
 	p.SignedHeaders = d.signedHeaders()
 	p.Scheme = describe(provider, d)
 	p.Timestamp = timestampRule(provider, d)
+	p.Secret = secretHelp(provider)
 	if sd, ok := splitDefaults[provider]; ok {
 		p.Split, p.SplitEventID = sd.path, slices.Clone(sd.eventID)
 	}

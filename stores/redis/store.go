@@ -489,46 +489,92 @@ type candidate struct {
 	at    float64
 }
 
+// reviewCandidates returns up to limit entries of the bucket indexes
+// with scores in [start, stop], in (score, scope) order across buckets.
+//
+// It reads a few entries from every bucket first (one pipelined round
+// trip), then more only from the buckets whose last entry read is not
+// after the limit-th candidate so far: only they can hold more of the
+// answer, since each bucket is read in that same order. Reading the limit
+// from every bucket, as it did before, moved 256 × limit entries per call:
+// 16,384 for a dispatcher's page of 64, which made draining a large Redis
+// backlog slower the larger it was (issue #29).
 func (s *Store) reviewCandidates(ctx context.Context, index *[reviewBuckets]string, start, stop string, limit int) ([]candidate, error) {
-	cmds := make([]*goredis.ZSliceCmd, reviewBuckets)
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for b := range reviewBuckets {
-			cmds[b] = p.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{
-				Key:     index[b],
-				ByScore: true,
-				Start:   start,
-				Stop:    stop,
-				Count:   int64(limit),
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	first := int64(min(limit, max(4, 2*limit/reviewBuckets+1)))
+	read := make([]int64, reviewBuckets) // entries read from each bucket
+	last := make([]candidate, reviewBuckets)
+	more := make([]bool, reviewBuckets) // the last read filled its count
+	want := make([]int64, reviewBuckets)
+	for b := range want {
+		want[b] = first
 	}
 	var all []candidate
-	for _, cmd := range cmds {
-		for _, z := range cmd.Val() {
-			scope, ok := z.Member.(string)
-			if !ok {
-				return nil, fmt.Errorf("review index member of type %T", z.Member)
+	for {
+		var asked []int
+		for b, n := range want {
+			if n > 0 {
+				asked = append(asked, b)
 			}
-			all = append(all, candidate{scope: scope, at: z.Score})
 		}
-	}
-	slices.SortFunc(all, func(a, b candidate) int {
-		if a.at != b.at {
-			if a.at < b.at {
-				return -1
+		if len(asked) == 0 {
+			break
+		}
+		cmds := make([]*goredis.ZSliceCmd, len(asked))
+		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, b := range asked {
+				cmds[i] = p.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{
+					Key:     index[b],
+					ByScore: true,
+					Start:   start,
+					Stop:    stop,
+					Offset:  read[b],
+					Count:   want[b],
+				})
 			}
-			return 1
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return strings.Compare(a.scope, b.scope)
-	})
-	if len(all) > limit {
-		all = all[:limit]
+		for i, b := range asked {
+			zs := cmds[i].Val()
+			for _, z := range zs {
+				scope, ok := z.Member.(string)
+				if !ok {
+					return nil, fmt.Errorf("review index member of type %T", z.Member)
+				}
+				c := candidate{scope: scope, at: z.Score}
+				all = append(all, c)
+				last[b] = c
+			}
+			read[b] += int64(len(zs))
+			more[b] = int64(len(zs)) == want[b]
+			want[b] = 0
+		}
+		slices.SortFunc(all, compareCandidates)
+		if len(all) > limit {
+			all = all[:limit]
+		}
+		for b := range more {
+			// A bucket whose last entry comes after the limit-th candidate
+			// holds nothing more of the answer.
+			if more[b] && (len(all) < limit || compareCandidates(last[b], all[limit-1]) < 0) {
+				want[b] = int64(limit)
+			}
+			more[b] = false
+		}
 	}
 	return all, nil
+}
+
+func compareCandidates(a, b candidate) int {
+	if a.at != b.at {
+		if a.at < b.at {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.scope, b.scope)
 }
 
 // failed returns err, a failed call's, after asking a Cluster client to

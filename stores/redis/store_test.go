@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -546,6 +547,66 @@ func TestBucketsSpreadOverSlots(t *testing.T) {
 		doc, idx := s.docKey(scope), s.indexKey(bucketOf(scope))
 		if hashTag(doc) != hashTag(idx) || len(hashTag(doc)) != 2 {
 			t.Errorf("scope %q: %q and %q hash on %q and %q", scope, doc, idx, hashTag(doc), hashTag(idx))
+		}
+	}
+}
+
+// ScopesDue answers the earliest due scopes across buckets in order, also
+// when most of them sit in one bucket: it reads a few entries of every
+// bucket first, and more only of the buckets that may hold more of the
+// answer.
+func TestScopesDueAcrossBucketsInOrder(t *testing.T) {
+	s, _ := newTestStore(t, Options{})
+	ctx := ctxT(t)
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var crowded, spread []string
+	for i := 0; len(crowded) < 40 || len(spread) < 200; i++ {
+		scope := fmt.Sprintf("s-%d", i)
+		if bucketOf(scope) == 7 {
+			if len(crowded) < 40 {
+				crowded = append(crowded, scope)
+			}
+		} else if len(spread) < 200 {
+			spread = append(spread, scope)
+		}
+	}
+	type due struct {
+		scope string
+		at    time.Time
+	}
+	var all []due
+	// The crowded bucket holds the 30 earliest, and 10 late ones; the
+	// other buckets hold the rest, interleaved.
+	for i, scope := range crowded {
+		at := base.Add(time.Duration(i) * time.Second)
+		if i >= 30 {
+			at = base.Add(time.Hour + time.Duration(i)*time.Second)
+		}
+		all = append(all, due{scope, at})
+	}
+	for i, scope := range spread {
+		all = append(all, due{scope, base.Add(30*time.Second + time.Duration(i)*time.Second)})
+	}
+	for _, d := range all {
+		err := s.Transact(ctx, d.scope, func([]byte) (*ledger.Write, error) {
+			return &ledger.Write{Doc: []byte(`{}`), TTL: time.Hour, DueAt: d.at}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.SortFunc(all, func(a, b due) int { return a.at.Compare(b.at) })
+	for _, limit := range []int{1, 5, 35, 64, 300} {
+		got, err := s.ScopesDue(ctx, base.Add(2*time.Hour), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, d := range all[:min(limit, len(all))] {
+			want = append(want, d.scope)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: got %v, want %v", limit, got, want)
 		}
 	}
 }

@@ -60,8 +60,9 @@
 //     in it is treated as having lost and is decided again.
 //   - Two writes to one scope are never in one batch: the process's
 //     per-scope lock keeps them apart, and the batch checks anyway.
-//   - A document the server would reject (not valid JSON or UTF-8) is
-//     never batched; it is sent alone and fails alone.
+//   - A document the server rejects (not valid JSON or UTF-8) rolls its
+//     batch back; the batch's writes are then sent alone, so it fails
+//     alone.
 //   - A caller whose context ends while its write is queued takes it out
 //     and gets the context's error; nothing was sent. Once sent, it stops
 //     waiting when its context ends, gets an error and forgets what it had

@@ -481,9 +481,6 @@ func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err err
 	notified := d.mayBeDue.Swap(false)
 	items, fresh := d.pending, gauge || len(d.pending) == 0 && (polled || notified || !d.foundNone) || time.Since(d.pendingAt) >= d.poll
 	d.pending = nil
-	if !fresh && len(items) == 0 {
-		return unparked, nil // the index was empty and nothing since says otherwise: the poll looks again
-	}
 	if fresh {
 		skip := d.scopesTaking()
 		if items, err = d.l.Queue().Due(ctx, ledger.DueQuery{Limit: d.batch, Skip: skip}); err != nil {

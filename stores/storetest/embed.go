@@ -2,45 +2,13 @@ package storetest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/replyonce/gateway/ledger"
 )
-
-// blobWatch is a store that remembers the blob names its writes carried.
-type blobWatch struct {
-	ledger.Store
-	mu    sync.Mutex
-	names []string
-}
-
-func (w *blobWatch) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
-	return w.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
-		out, err := fn(cur)
-		if out != nil && err == nil {
-			w.mu.Lock()
-			for name := range out.Blobs {
-				w.names = append(w.names, name)
-			}
-			w.mu.Unlock()
-		}
-		return out, err
-	})
-}
-
-// take returns the blob names written since the last take.
-func (w *blobWatch) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.names
-	w.names = nil
-	return out
-}
 
 // testEventRecordsWhereverKept: a small queued event's record and its
 // attempt records ride in its scope document, so its accept and its
@@ -49,7 +17,7 @@ func (w *blobWatch) take() []string {
 // first few go to blobs. Every one of them reads back byte for byte, in
 // order, whichever way it was kept.
 func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
-	w := &blobWatch{Store: newStore(t)}
+	w := &watchStore{Store: newStore(t)}
 	e := setup(t, func(*testing.T) ledger.Store { return w }, ledger.Options{})
 	body := func(event string, size int) []byte {
 		// Even events are text (kept as a JSON string), the others hold
@@ -90,16 +58,16 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 	for i := 1; i <= 4; i++ {
 		enq("conv", fmt.Sprintf("ev-%d", i), 1024)
 	}
-	if got := w.take(); len(got) != 0 {
+	if got := w.takeWritten(); len(got) != 0 {
 		t.Fatalf("accepting small events wrote side records %v", got)
 	}
 	// The fifth of the scope, and a large event: a blob each.
 	enq("conv", "ev-5", 1024)
-	if got := w.take(); len(got) != 1 {
+	if got := w.takeWritten(); len(got) != 1 {
 		t.Fatalf("the fifth event of a scope wrote %v, want its blob", got)
 	}
 	enq("large", "ev-large", 5<<10)
-	if got := w.take(); len(got) != 1 {
+	if got := w.takeWritten(); len(got) != 1 {
 		t.Fatalf("a 5 KiB event wrote %v, want its blob", got)
 	}
 	for i := 1; i <= 5; i++ {
@@ -122,7 +90,7 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 		if !tk.OK || tk.Item.Attempts != n+1 {
 			t.Fatalf("take %d: %+v", n+1, tk)
 		}
-		if got := w.take(); len(got) != 0 {
+		if got := w.takeWritten(); len(got) != 0 {
 			t.Fatalf("take %d wrote side records %v", n+1, got)
 		}
 		f := ledger.Finish{Taken: tk, Status: ledger.DeliveryQueued, NextAt: e.clock.Now().Add(time.Second),
@@ -132,7 +100,7 @@ func testEventRecordsWhereverKept(t *testing.T, newStore NewStore) {
 				Record: ledger.AttemptRecord{AgentStatus: 200, Answer: []byte(answer)}}
 		}
 		must(e.l.Queue().FinishDelivery(e.ctx, f))
-		if got := w.take(); len(got) != 0 {
+		if got := w.takeWritten(); len(got) != 0 {
 			blobsWritten = append(blobsWritten, n+1)
 		}
 		e.clock.Advance(2 * time.Second)

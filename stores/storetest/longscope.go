@@ -397,33 +397,22 @@ func testLongScopeHistoryPagesWrites(t *testing.T, newStore NewStore) {
 	}
 }
 
-// countingStore counts the spilled records read through it.
-type countingStore struct {
-	ledger.Store
-	blobs atomic.Int64
-}
-
-func (s *countingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
-	s.blobs.Add(1)
-	return s.Store.ReadBlob(ctx, scope, name)
-}
-
 // A page of a long scope's history reads a few of its spilled records,
 // however many the scope holds.
 func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	fillScope(t, e, "long", 4*longScope)
-	cs := &countingStore{Store: e.store}
+	cs := &watchStore{Store: e.store}
 	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
 	must(l.Views().History(e.ctx, "long"))
-	whole := cs.blobs.Load()
+	whole := cs.blobReads.Load()
 	q := ledger.HistoryQuery{Scope: "long", Limit: 20}
 	pages := 0
 	for {
-		cs.blobs.Store(0)
+		cs.blobReads.Store(0)
 		p := must(l.Views().HistoryPage(e.ctx, q))
 		pages++
-		if n := cs.blobs.Load(); n > 3 || n*4 > whole {
+		if n := cs.blobReads.Load(); n > 3 || n*4 > whole {
 			t.Fatalf("page %d read %d records; the whole history reads %d", pages, n, whole)
 		}
 		if p.Next == "" {

@@ -1,0 +1,54 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// watchStore is a store that counts the side records read through it and
+// remembers the names of those its writes carried.
+type watchStore struct {
+	ledger.Store
+	blobReads atomic.Int64
+	mu        sync.Mutex
+	written   []string
+}
+
+func (s *watchStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	s.blobReads.Add(1)
+	return s.Store.ReadBlob(ctx, scope, name)
+}
+
+// Transact records the side records of the write that landed: fn may run
+// more than once, and only its last run's write is saved.
+func (s *watchStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
+	var names []string
+	err := s.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+		out, err := fn(cur)
+		names = names[:0]
+		if out != nil && err == nil {
+			for name := range out.Blobs {
+				names = append(names, name)
+			}
+		}
+		return out, err
+	})
+	if err == nil {
+		s.mu.Lock()
+		s.written = append(s.written, names...)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// takeWritten returns the side record names written since the last call.
+func (s *watchStore) takeWritten() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.written
+	s.written = nil
+	return out
+}

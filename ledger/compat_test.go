@@ -96,8 +96,9 @@ func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
 	}
 }
 
-// A format 1 document that grows long is rewritten as format 2 with its
-// older settled entries spilled out (issue #34), and decides the same: the
+// A format 1 document that grows long is rewritten as format 3 with its
+// older settled entries spilled out and its older landings moved out
+// (issue #34), and decides the same: the
 // committed refund, stored under its format 1 id and now spilled, is still
 // replayed under that id, the ambiguous email stays ambiguous and the
 // pending charge in flight.
@@ -118,8 +119,8 @@ func TestFormat1DocumentDecidesTheSameOnceSpilled(t *testing.T) {
 		Format  int                        `json:"format"`
 		Entries map[string]json.RawMessage `json:"entries"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 2 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
-		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 2 with the refund spilled",
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 3 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
+		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 3 with the refund spilled",
 			doc.Format, len(doc.Entries), doc.Entries[legacyRefundID] != nil, err)
 	}
 	var ran atomic.Int64

@@ -274,6 +274,9 @@ type beginInput struct {
 	mode      Mode
 	contextAt time.Time // zero: now
 	leaseTTL  time.Duration
+	// lands are the landing records the decision read (spillView.lands):
+	// a context older than the document's landings needs one.
+	lands *landLoads
 }
 
 // decideBegin starts a run, or resumes it as a new delivery that takes the
@@ -307,7 +310,7 @@ func decideBegin(d *document, in beginInput, now time.Time, o Options) (*runStat
 		// runs that began in between.
 		r.ContextAt = ctxAt
 	}
-	r.SeenSeq = d.seqAt(r.ContextAt)
+	r.SeenSeq = d.seqAt(r.ContextAt, in.lands)
 	r.Acks = nil
 	r.LastActive = now
 	if in.leaseTTL > 0 {

@@ -94,9 +94,15 @@
 // need; History, Conversation, CommittedValue and a run whose context
 // predates them read them all; HistoryPage reads a page, newest first,
 // and only the records that page needs. Format 1 documents are still read and are
-// rewritten as format 2 when they first spill. Still in the document, and
-// still growing with a long scope: its landing list (one sequence and time
-// per write within retention), its runs and its queued deliveries.
+// rewritten as format 2 when they first spill. The landing list (one
+// sequence and time per write within retention, which maps a run's
+// contextAt to the writes it has seen) keeps its newest 32 to 63 in the
+// document and moves older ones out in chunks of 32, listed in pages of 16
+// (landings.go); such a document is format 3. A run whose context predates
+// the landings still in the document reads the one chunk (and page) its
+// context falls in. Still in the document, and still growing with a long
+// scope: the list of spilled chunks, its runs and its queued deliveries,
+// delivered ones included while within retention.
 //
 // # Choices where the design leaves room
 //

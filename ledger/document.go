@@ -7,9 +7,10 @@ import (
 )
 
 // formatVersion is written into every document that has spilled entries
-// (spill.go), so that a build that would not look for them refuses it;
-// a document that never spilled is still written as format 1, which
-// every build reads.
+// (spill.go), and formatLandings into one that has moved landings out
+// (landings.go), so that a build that would not look for them refuses it;
+// a document that did neither is still written as format 1, which every
+// build reads.
 const (
 	formatVersion = 2
 	format1       = 1
@@ -46,6 +47,13 @@ type document struct {
 	// Entries to the Spill counter at that moment: the copies the chunks
 	// up to that one hold are out of date (see spill.go).
 	Moved map[string]uint64 `json:"moved,omitempty"`
+	// LandN numbers the landing records, LandPages and LandChunks list
+	// them, oldest first, and LandCut is the latest retention cutoff
+	// applied while they exist (see landings.go).
+	LandN      uint64      `json:"landN,omitempty"`
+	LandPages  []landGroup `json:"landPages,omitempty"`
+	LandChunks []landGroup `json:"landChunks,omitempty"`
+	LandCut    time.Time   `json:"landCut,omitzero"`
 }
 
 // landing is one write joining the scope's history.
@@ -135,8 +143,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads %d", ErrCorrupt, scope, d.Format, formatVersion)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != formatLandings {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, formatLandings)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -156,6 +164,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 		// The spill counter never goes back: a process that saw it may
 		// hold records read under it.
 		fresh.Spill = d.Spill
+		// Nor do landing record numbers: a record is never rewritten.
+		fresh.LandN = d.LandN
 		// A store may still hold the expired document's blobs (its clock
 		// is not the ledger's): the next write deletes them.
 		if blobs != nil {
@@ -165,6 +175,7 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 			for _, c := range d.Spilled {
 				blobs.set(chunkBlob(c.N), nil)
 			}
+			d.dropLandings(blobs)
 		}
 		return fresh, nil
 	}
@@ -202,27 +213,10 @@ func (d *document) land(e *Entry, now time.Time) {
 	d.Landings = append(d.Landings, landing{Seq: d.Seq, At: now})
 }
 
-// seqAt is the sequence up to which a run whose context was captured at t
-// has seen the scope: the longest run of writes, in sequence order, each
-// stamped no later than t. It walks by sequence and stops at the first
-// write stamped after t, so a write that landed later but on an instance
-// whose clock is behind can never make an earlier, unseen write count as
-// seen.
-func (d *document) seqAt(t time.Time) uint64 {
-	s := d.LandedBase
-	for _, l := range d.Landings {
-		if l.At.After(t) {
-			break
-		}
-		s = l.Seq
-	}
-	return s
-}
-
 // adoptLegacyLandings rebuilds the landing list of a document written
 // before it existed, from its entries' sequences and settle times.
 func (d *document) adoptLegacyLandings() {
-	if d.Seq == 0 || len(d.Landings) > 0 || d.LandedBase != 0 {
+	if d.Seq == 0 || len(d.Landings) > 0 || d.LandedBase != 0 || d.landedOut() {
 		return
 	}
 	for _, e := range d.Entries {
@@ -250,12 +244,7 @@ func (d *document) prune(now time.Time, retention time.Duration, blobs *blobSet)
 	d.pruneQueue(now, retention, blobs)
 	d.pruneEscalations(cutoff)
 	// Only a front of the landing list may go: the mapping is by order.
-	n := 0
-	for n < len(d.Landings) && d.Landings[n].At.Before(cutoff) {
-		d.LandedBase = d.Landings[n].Seq
-		n++
-	}
-	d.Landings = d.Landings[n:]
+	d.pruneLandings(cutoff, blobs)
 	for id, r := range d.Runs {
 		finished := (r.Ended || r.Cancelled) && r.EndedAt.Before(cutoff)
 		idle := r.LastActive.Before(cutoff) && r.LeaseUntil.Before(cutoff)
@@ -342,7 +331,10 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		w.TTL = expires.Sub(now)
 	}
 	d.Format = format1
-	if d.Spill != 0 {
+	switch {
+	case d.landedOut():
+		d.Format = formatLandings
+	case d.Spill != 0:
 		d.Format = formatVersion
 	}
 	doc, err := marshalDocument(d)

@@ -101,7 +101,7 @@ func (qu Queue) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, erro
 	}
 	nonce := newNonce()
 	var out Enqueued
-	err = l.transactEntry(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error) {
 		out = Enqueued{}
 		if q := d.Queue[in.key.id]; q != nil {
 			out.Status, out.Item = EnqueueDuplicate, *q
@@ -118,6 +118,8 @@ func (qu Queue) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, erro
 			}
 		}
 		before := d.supersededInFlight(now)
+		bin := bin
+		bin.lands = v.lands
 		r, _ := decideBegin(d, bin, now, l.opts)
 		e := claimEntry(d, in, nil, now, l.opts)
 		e.RunID, e.Token, e.Delivery = r.ID, r.Token, r.Delivery

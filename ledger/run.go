@@ -81,10 +81,12 @@ func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run
 		return nil, err
 	}
 	var run *Run
-	err = l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+	err = l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		if err := checkContextAt(in, now); err != nil {
 			return false, err
 		}
+		in := in
+		in.lands = v.lands
 		r, reason := decideBegin(d, in, now, l.opts)
 		run = l.runFrom(scope, r, reason)
 		return reason != ReasonRunEnded && reason != ReasonRunCancelled, nil
@@ -123,7 +125,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	}
 	var dec decision
 	var run *Run
-	err = l.transactEntry(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet) (bool, error) {
+	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		run = nil
 		if err := checkContextAt(bin, now); err != nil {
 			return false, err
@@ -134,6 +136,8 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 			dec = *done
 			return dec.changed, nil
 		}
+		bin := bin
+		bin.lands = v.lands
 		r, reason := decideBegin(d, bin, now, l.opts)
 		if reason == ReasonRunEnded || reason == ReasonRunCancelled {
 			// A finished run takes no more deliveries: no claim, so

@@ -174,6 +174,9 @@ type spillView struct {
 	entries map[string]*Entry // by id; absent: no record
 	chunks  bool              // whole chunks were read for counter
 	history []*Entry          // their entries, oldest chunk first
+	// lands are the landing records read so far (landings.go), for
+	// decisions that start a run.
+	lands *landLoads
 }
 
 // errSpillMoved: the document's counter is not the view's; read again.
@@ -408,6 +411,7 @@ func lookupFor(k resolvedKey) lookup {
 // retires it.
 func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, decide func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error)) error {
 	var v spillView
+	lands := &landLoads{}
 	if c := l.spills.get(scope); c > 0 && len(lk.ids) > 0 && !lk.lazy {
 		v.counter = c
 		if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
@@ -438,7 +442,13 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 				put = v.inject(d, lk.ids, now, l.opts.Retention)
 			}
+			v.lands, lands.need = lands, ""
 			changed, err := decide(d, now, &blobs, &v)
+			if lands.need != "" {
+				// The decision mapped a context through a landing
+				// record it did not have: whatever it decided is void.
+				return nil, &errNeedLanding{name: lands.need}
+			}
 			if err != nil || !changed {
 				return nil, err
 			}
@@ -447,13 +457,28 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if err := d.spill(now, l.opts, &blobs); err != nil {
 				return nil, err
 			}
+			if err := d.moveLandings(&blobs); err != nil {
+				return nil, err
+			}
 			retire = d.retirable(now.Add(-l.opts.Retention))
 			counter = d.Spill
 			return d.finish(now, l.opts.Retention, &blobs)
 		})
 		var moved *errSpillMoved
 		var need *errNeedChunks
+		var needLanding *errNeedLanding
 		switch {
+		case errors.As(err, &needLanding) && try < spillTries:
+			b, err := l.store.ReadBlob(ctx, scope, needLanding.name)
+			if err != nil {
+				return err
+			}
+			if b != nil { // nil: dropped meanwhile, and the document says so now
+				if err := lands.load(scope, needLanding.name, b); err != nil {
+					return err
+				}
+			}
+			continue
 		case errors.As(err, &moved) && try < spillTries:
 			l.spills.put(scope, moved.counter)
 			v = spillView{counter: moved.counter}
@@ -478,7 +503,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 			}
 			continue
-		case moved != nil || need != nil:
+		case moved != nil || need != nil || needLanding != nil:
 			return fmt.Errorf("%w: scope %q: spilled records kept moving", ErrContention, scope)
 		}
 		if err != nil {

@@ -31,7 +31,7 @@ func (qu Queue) TakeDelivery(ctx context.Context, scope, entryID string, lease t
 		return Taken{}, fmt.Errorf("%w: a delivery lease must be positive", ErrInvalid)
 	}
 	var out Taken
-	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+	err := l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		out = Taken{}
 		q := d.Queue[entryID]
 		if q == nil || !q.Due(now) {
@@ -55,7 +55,7 @@ func (qu Queue) TakeDelivery(ctx context.Context, scope, entryID string, lease t
 				mode = r.Mode
 			}
 			var reason Reason
-			r, reason = decideBegin(d, beginInput{runID: q.RunID, mode: mode, contextAt: q.ContextAt}, now, l.opts)
+			r, reason = decideBegin(d, beginInput{runID: q.RunID, mode: mode, contextAt: q.ContextAt, lands: v.lands}, now, l.opts)
 			if reason == ReasonRunEnded || reason == ReasonRunCancelled {
 				// Someone finished the run by hand: nothing may deliver it.
 				q.Status, q.LastError, q.FinishedAt, q.LeaseUntil = DeliveryDead, "run "+string(reason), now, time.Time{}

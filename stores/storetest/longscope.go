@@ -162,14 +162,22 @@ func testLongScopeFailedRetried(t *testing.T, newStore NewStore) {
 	wantStatus(t, "exhausted", must(e.l.Once(e.ctx, k, failed)), ledger.StatusRefused, ledger.ReasonExhausted)
 }
 
-// A run whose context predates the long history sees every write that
-// landed after it as a change of the scope, however old.
+// A run whose context predates the long history, or falls within it, sees
+// every write that landed after it as a change of the scope, however old.
 func testLongScopeConflicts(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	// An older context than every write below: a second before them.
 	ctxAt := e.clock.Now()
 	e.clock.Advance(time.Second)
 	fillScope(t, e, "long", longScope)
+	// A context between the 41st and 42nd writes, long since moved out of
+	// the document: the 41 writes up to it are seen, every later one is a
+	// change.
+	mid := must(e.l.Begin(e.ctx, "long", ledger.RunOptions{RunID: "mid", Mode: ledger.ModeIndependent,
+		ContextAt: ctxAt.Add(41*time.Second + 500*time.Millisecond)}))
+	if c := must(mid.Claim(e.ctx, "reply", "mid", ledger.OnceOptions{})); c.Status != ledger.StatusRefused || len(c.Conflicts) != longScope-41 {
+		t.Fatalf("claim of a run whose context is the 41st write: %v %v with %d conflicts, want %d", c.Status, c.Reason, len(c.Conflicts), longScope-41)
+	}
 	run := must(e.l.Begin(e.ctx, "long", ledger.RunOptions{RunID: "late", Mode: ledger.ModeSupersede, ContextAt: ctxAt}))
 	c := must(run.Claim(e.ctx, "reply", "answer", ledger.OnceOptions{}))
 	if c.Status != ledger.StatusRefused || c.Reason != ledger.ReasonConversationChanged || len(c.Conflicts) != longScope {

@@ -1,0 +1,296 @@
+package ledger
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The landing list grows by one per write, so a scope with thousands of
+// effects within retention kept a list of thousands in its document, and
+// every write of the scope decoded and encoded all of it (issue #34). Yet
+// a decision reads it only to map a new run's contextAt to the writes that
+// run has seen (seqAt), and a run's context is nearly always newer than
+// all but the last few landings.
+//
+// So the document keeps the newest landings (Landings, landTail to
+// 2*landTail of them) and moves older ones out, in the step that writes
+// it, into side records of the scope:
+//
+//   - "l:{n}" holds landTail landings as chunk n; the document lists the
+//     chunk (LandChunks) with its last sequence and its latest time;
+//   - "lp:{n}" holds the listings of landPage chunks, n the first of them
+//     (chunks are numbered in order, so a page's chunks are n to
+//     n+count-1); the document lists the page (LandPages) the same way.
+//
+// seqAt walks past a chunk or page whose latest landing is no later than
+// the context, which is the usual case, without reading it. Otherwise it
+// needs the record: the decision asks for it (landLoads.need), transactFind
+// reads it and decides again. Records are written once under a number
+// that is never reused, so a record read is the record in force as long
+// as the document lists it.
+//
+// Retention prunes the landing list only from its front, and only whole
+// records; the latest cutoff applied (LandCut) stands for the landings a
+// list kept whole would have lost, so that seqAt answers as it did before
+// any landing moved out.
+
+const (
+	landTail = 32
+	landPage = 16
+	// formatLandings is written into a document that has moved landings
+	// out: a build that would not read them must refuse it.
+	formatLandings = 3
+)
+
+// landGroup is a chunk or page of landings as the document lists it.
+type landGroup struct {
+	N     uint64 `json:"n"`               // the chunk, or a page's first chunk
+	Count int    `json:"count,omitempty"` // a page's chunks
+	To    uint64 `json:"to"`              // the last sequence in it
+	Max   int64  `json:"max"`             // its latest landing time, Unix nanoseconds
+}
+
+func (g landGroup) latest() time.Time { return time.Unix(0, g.Max).UTC() }
+
+func landBlob(n uint64) string { return "l:" + strconv.FormatUint(n, 10) }
+
+func landPageBlob(n uint64) string { return "lp:" + strconv.FormatUint(n, 10) }
+
+// landLoads holds the landing records a decision read, by record name.
+// They never change under a name, so they outlive the retries of one
+// transactFind. need names a record seqAt needed and did not have: the
+// decision that asked is void.
+type landLoads struct {
+	chunks map[string][]landing
+	pages  map[string][]landGroup
+	need   string
+}
+
+// load decodes a record read for name.
+func (ll *landLoads) load(scope, name string, raw []byte) error {
+	if ll.chunks == nil {
+		ll.chunks, ll.pages = map[string][]landing{}, map[string][]landGroup{}
+	}
+	if len(name) > 3 && name[:3] == "lp:" {
+		var p []landGroup
+		if err := unmarshalRecord(raw, &p); err != nil {
+			return fmt.Errorf("%w: scope %q: landing page %s: %w", ErrCorrupt, scope, name, err)
+		}
+		ll.pages[name] = p
+		return nil
+	}
+	var c []landing
+	if err := unmarshalRecord(raw, &c); err != nil {
+		return fmt.Errorf("%w: scope %q: landing chunk %s: %w", ErrCorrupt, scope, name, err)
+	}
+	ll.chunks[name] = c
+	return nil
+}
+
+// errNeedLanding: seqAt needs a landing record the decision has not read.
+type errNeedLanding struct{ name string }
+
+func (e *errNeedLanding) Error() string {
+	return fmt.Sprintf("ledger: decision needs landing record %s", e.name)
+}
+
+// landedOut reports whether landings have moved out of the document.
+func (d *document) landedOut() bool { return len(d.LandPages)+len(d.LandChunks) > 0 }
+
+// landWalk is seqAt's walk in sequence order.
+type landWalk struct {
+	t       time.Time
+	s       uint64
+	pruning bool // still within the front retention has cut off
+	cut     time.Time
+}
+
+// step takes one landing; false: the walk stops before it.
+func (w *landWalk) step(l landing) bool {
+	if w.pruning {
+		if l.At.Before(w.cut) {
+			w.s = l.Seq
+			return true
+		}
+		w.pruning = false
+	}
+	if l.At.After(w.t) {
+		return false
+	}
+	w.s = l.Seq
+	return true
+}
+
+// skip reports whether the walk goes past a whole group, and if so takes it.
+func (w *landWalk) skip(g landGroup) bool {
+	latest := g.latest()
+	switch {
+	case !latest.After(w.t):
+		if w.pruning && !latest.Before(w.cut) {
+			w.pruning = false
+		}
+	case w.pruning && latest.Before(w.cut):
+	default:
+		return false
+	}
+	w.s = g.To
+	return true
+}
+
+// chunks walks listed chunks; true: the walk ended (or needs a record).
+func (w *landWalk) chunks(lands *landLoads, cs []landGroup) bool {
+	for _, c := range cs {
+		if w.skip(c) {
+			continue
+		}
+		ls, ok := lands.chunks[landBlob(c.N)]
+		if !ok {
+			lands.need = landBlob(c.N)
+			return true
+		}
+		for _, l := range ls {
+			if !w.step(l) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// seqAt is the sequence up to which a run whose context was captured at t
+// has seen the scope: the longest run of writes, in sequence order, each
+// stamped no later than t. It walks by sequence and stops at the first
+// write stamped after t, so a write that landed later but on an instance
+// whose clock is behind can never make an earlier, unseen write count as
+// seen. When the walk needs a landing record lands does not hold, it names
+// it in lands.need and the decision must not use the answer.
+func (d *document) seqAt(t time.Time, lands *landLoads) uint64 {
+	w := landWalk{t: t, s: d.LandedBase, pruning: d.landedOut() && !d.LandCut.IsZero(), cut: d.LandCut}
+	for _, p := range d.LandPages {
+		if w.skip(p) {
+			continue
+		}
+		cs, ok := lands.pages[landPageBlob(p.N)]
+		if !ok {
+			lands.need = landPageBlob(p.N)
+			return w.s
+		}
+		if w.chunks(lands, cs) {
+			return w.s
+		}
+	}
+	if w.chunks(lands, d.LandChunks) {
+		return w.s
+	}
+	for _, l := range d.Landings {
+		if !w.step(l) {
+			break
+		}
+	}
+	return w.s
+}
+
+// moveLandings moves the oldest landings out of the document once it
+// holds 2*landTail of them, and folds the oldest landPage chunk listings
+// into a page once it lists 2*landPage chunks.
+func (d *document) moveLandings(blobs *blobSet) error {
+	for len(d.Landings) >= 2*landTail {
+		part := d.Landings[:landTail]
+		d.LandN++
+		g := landGroup{N: d.LandN, To: part[len(part)-1].Seq, Max: latestLanding(part)}
+		b, err := marshalRecord(part)
+		if err != nil {
+			return fmt.Errorf("ledger: encode landing chunk: %w", err)
+		}
+		blobs.set(landBlob(g.N), b)
+		d.LandChunks = append(d.LandChunks, g)
+		d.Landings = append([]landing(nil), d.Landings[landTail:]...)
+	}
+	for len(d.LandChunks) >= 2*landPage {
+		part := d.LandChunks[:landPage]
+		p := landGroup{N: part[0].N, Count: len(part), To: part[len(part)-1].To}
+		for i, c := range part {
+			if i == 0 || c.Max > p.Max {
+				p.Max = c.Max
+			}
+		}
+		b, err := marshalRecord(part)
+		if err != nil {
+			return fmt.Errorf("ledger: encode landing page: %w", err)
+		}
+		blobs.set(landPageBlob(p.N), b)
+		d.LandPages = append(d.LandPages, p)
+		d.LandChunks = append([]landGroup(nil), d.LandChunks[landPage:]...)
+	}
+	return nil
+}
+
+func latestLanding(ls []landing) int64 {
+	var latest int64
+	for i, l := range ls {
+		if n := l.At.UnixNano(); i == 0 || n > latest {
+			latest = n
+		}
+	}
+	return latest
+}
+
+// dropLandGroup deletes the records of a chunk or page.
+func dropLandGroup(g landGroup, page bool, blobs *blobSet) {
+	if !page {
+		blobs.set(landBlob(g.N), nil)
+		return
+	}
+	blobs.set(landPageBlob(g.N), nil)
+	for i := range g.Count {
+		blobs.set(landBlob(g.N+uint64(i)), nil)
+	}
+}
+
+// dropLandings deletes every landing record the document lists (it expired).
+func (d *document) dropLandings(blobs *blobSet) {
+	for _, p := range d.LandPages {
+		dropLandGroup(p, true, blobs)
+	}
+	for _, c := range d.LandChunks {
+		dropLandGroup(c, false, blobs)
+	}
+}
+
+// pruneLandings drops the front of the landing list that retention no
+// longer requires: landings stamped before the cutoff, up to the first one
+// that is not. Moved-out landings go only as whole records; LandCut keeps
+// the cutoff for the rest (see seqAt).
+func (d *document) pruneLandings(cutoff time.Time, blobs *blobSet) {
+	if d.landedOut() {
+		if cutoff.After(d.LandCut) {
+			d.LandCut = cutoff
+		}
+		for len(d.LandPages) > 0 && d.LandPages[0].latest().Before(d.LandCut) {
+			d.LandedBase = d.LandPages[0].To
+			dropLandGroup(d.LandPages[0], true, blobs)
+			d.LandPages = d.LandPages[1:]
+		}
+		if len(d.LandPages) > 0 {
+			return
+		}
+		for len(d.LandChunks) > 0 && d.LandChunks[0].latest().Before(d.LandCut) {
+			d.LandedBase = d.LandChunks[0].To
+			dropLandGroup(d.LandChunks[0], false, blobs)
+			d.LandChunks = d.LandChunks[1:]
+		}
+		if len(d.LandChunks) > 0 {
+			return
+		}
+		cutoff = d.LandCut
+		d.LandCut = time.Time{}
+		d.LandPages, d.LandChunks = nil, nil
+	}
+	n := 0
+	for n < len(d.Landings) && d.Landings[n].At.Before(cutoff) {
+		d.LandedBase = d.Landings[n].Seq
+		n++
+	}
+	d.Landings = d.Landings[n:]
+}

@@ -100,9 +100,12 @@
 // document and moves older ones out in chunks of 32, listed in pages of 16
 // (landings.go); such a document is format 3. A run whose context predates
 // the landings still in the document reads the one chunk (and page) its
-// context falls in. Still in the document, and still growing with a long
-// scope: the list of spilled chunks, its runs and its queued deliveries,
-// delivered ones included while within retention.
+// context falls in. The chunk listings fold into pages of 16 once 32 are
+// listed (spillpages.go; format 3 too), so what a long history leaves in
+// the document grows by one page listing per 256 effects and one landing
+// page per 512 writes. Still in the document, and still growing with a
+// long scope: its runs and its queued deliveries, delivered ones included
+// while within retention.
 //
 // # Choices where the design leaves room
 //

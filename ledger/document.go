@@ -7,13 +7,14 @@ import (
 )
 
 // formatVersion is written into every document that has spilled entries
-// (spill.go), and formatLandings into one that has moved landings out
-// (landings.go), so that a build that would not look for them refuses it;
-// a document that did neither is still written as format 1, which every
-// build reads.
+// (spill.go), and format3 into one that has moved landings out
+// (landings.go) or folded chunk listings into pages (spillpages.go), so
+// that a build that would not look for them refuses it; a document that
+// did none of these is still written as format 1, which every build reads.
 const (
 	formatVersion = 2
 	format1       = 1
+	format3       = 3
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -43,6 +44,9 @@ type document struct {
 	// Spilled lists their chunks, oldest first (see spill.go).
 	Spill   uint64       `json:"spill,omitempty"`
 	Spilled []spillChunk `json:"spilled,omitempty"`
+	// SpillPages lists the pages the oldest chunk listings folded into,
+	// oldest first (see spillpages.go).
+	SpillPages []spillPage `json:"spillPages,omitempty"`
 	// Moved maps an entry that moved back from the spilled records into
 	// Entries to the Spill counter at that moment: the copies the chunks
 	// up to that one hold are out of date (see spill.go).
@@ -143,8 +147,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != formatLandings {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, formatLandings)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format3)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -174,6 +178,11 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 			}
 			for _, c := range d.Spilled {
 				blobs.set(chunkBlob(c.N), nil)
+			}
+			// A page's chunks are not listed here: they go with
+			// the scope's other records when the store expires it.
+			for _, p := range d.SpillPages {
+				blobs.set(spillPageBlob(p.N), nil)
 			}
 			d.dropLandings(blobs)
 		}
@@ -291,6 +300,9 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	for _, c := range d.Spilled {
 		later(c.Until.Add(retention))
 	}
+	for _, p := range d.SpillPages {
+		later(p.Until.Add(retention))
+	}
 	for _, r := range d.Runs {
 		later(r.LastActive.Add(retention))
 		later(r.LeaseUntil.Add(retention))
@@ -332,8 +344,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
-	case d.landedOut():
-		d.Format = formatLandings
+	case d.landedOut() || len(d.SpillPages) > 0:
+		d.Format = format3
 	case d.Spill != 0:
 		d.Format = formatVersion
 	}

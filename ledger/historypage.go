@@ -88,31 +88,52 @@ func (l *Ledger) historyPage(ctx context.Context, d *document, limit int, cur *h
 			found = append(found, *e)
 		}
 	}
-	// The chunks that may hold an entry before the cursor, the one with
-	// the newest claim first; a chunk of unknown bounds may hold any.
-	var todo []spillChunk
-	for _, c := range d.Spilled {
-		if cur != nil && c.First != 0 && c.First > cur.at.UnixMilli() {
-			continue // every entry of it is newer than the cursor
+	// The chunks (and pages of chunks) that may hold an entry before the
+	// cursor, the one with the newest claim first; one of unknown bounds
+	// may hold any. A page is read when its turn comes, and its chunks
+	// join the rest.
+	var todo []historyGroup
+	add := func(g historyGroup) {
+		if cur != nil && g.first != 0 && g.first > cur.at.UnixMilli() {
+			return // every entry of it is newer than the cursor
 		}
-		todo = append(todo, c)
+		todo = append(todo, g)
 	}
-	sort.SliceStable(todo, func(i, j int) bool { return newestLast(todo[i]) > newestLast(todo[j]) })
+	for _, p := range d.SpillPages {
+		add(historyGroup{first: p.First, last: p.Last, page: &p})
+	}
+	for _, c := range d.Spilled {
+		add(historyGroup{first: c.First, last: c.Last, chunk: c})
+	}
 	cutoff := l.now().Add(-l.opts.Retention)
 	from := map[string]uint64{} // chunk of each spilled entry found
 	more := false
-	for i, c := range todo {
+	for len(todo) > 0 {
+		sort.SliceStable(todo, func(i, j int) bool { return todo[i].newestLast() > todo[j].newestLast() })
+		g := todo[0]
+		todo = todo[1:]
 		if len(found) >= limit {
 			sortNewestFirst(found)
-			if c.Last != 0 && found[limit-1].ClaimedAt.UnixMilli() > c.Last {
-				// This chunk and every one after it hold only
+			if g.last != 0 && found[limit-1].ClaimedAt.UnixMilli() > g.last {
+				// This group and every one after it hold only
 				// entries older than a full page.
 				more = true
 				break
 			}
 			found = found[:min(len(found), limit+1)]
 		}
-		es, err := l.readChunks(ctx, q.Scope, todo[i:i+1])
+		if g.page != nil {
+			cs, err := l.readPage(ctx, q.Scope, *g.page)
+			if err != nil {
+				return HistoryPage{}, err
+			}
+			for _, c := range cs {
+				add(historyGroup{first: c.First, last: c.Last, chunk: c})
+			}
+			continue
+		}
+		c := g.chunk
+		es, err := l.readChunks(ctx, q.Scope, []spillChunk{c})
 		if err != nil {
 			return HistoryPage{}, err
 		}
@@ -143,13 +164,20 @@ func (l *Ledger) historyPage(ctx context.Context, d *document, limit int, cur *h
 	return page, nil
 }
 
-// newestLast is the bound on the newest claim of a chunk's entries for
-// ordering, a chunk of unknown bounds first.
-func newestLast(c spillChunk) int64 {
-	if c.Last == 0 {
+// historyGroup is a chunk, or a page of chunks, a history page may read.
+type historyGroup struct {
+	first, last int64 // the bounds of its claims; zero: unknown
+	chunk       spillChunk
+	page        *spillPage
+}
+
+// newestLast is the bound on the newest claim of a group's entries for
+// ordering, a group of unknown bounds first.
+func (g historyGroup) newestLast() int64 {
+	if g.last == 0 {
 		return 1<<63 - 1
 	}
-	return c.Last
+	return g.last
 }
 
 func sortNewestFirst(es []Entry) {

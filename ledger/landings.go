@@ -38,9 +38,6 @@ import (
 const (
 	landTail = 32
 	landPage = 16
-	// formatLandings is written into a document that has moved landings
-	// out: a build that would not read them must refuse it.
-	formatLandings = 3
 )
 
 // landGroup is a chunk or page of landings as the document lists it.

@@ -73,6 +73,11 @@ func (d *document) spilledAfter(seq uint64) bool {
 			return true
 		}
 	}
+	for _, p := range d.SpillPages {
+		if p.MaxSeq > seq {
+			return true
+		}
+	}
 	return false
 }
 
@@ -159,6 +164,11 @@ func claimedBounds(t time.Time) (first, last int64) {
 func (d *document) retirable(cutoff time.Time) bool {
 	for _, c := range d.Spilled {
 		if c.Until.Before(cutoff) {
+			return true
+		}
+	}
+	for _, p := range d.SpillPages {
+		if p.Until.Before(cutoff) {
 			return true
 		}
 	}
@@ -254,11 +264,14 @@ func (d *document) pruneMoved() {
 		return
 	}
 	oldest := uint64(0)
-	if len(d.Spilled) > 0 {
+	switch {
+	case len(d.SpillPages) > 0:
+		oldest = d.SpillPages[0].Low
+	case len(d.Spilled) > 0:
 		oldest = d.Spilled[0].N
 	}
 	for id, n := range d.Moved {
-		if len(d.Spilled) == 0 || n < oldest {
+		if !d.hasSpilledChunks() || n < oldest {
 			delete(d.Moved, id)
 		}
 	}
@@ -301,7 +314,7 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v 
 	return nil
 }
 
-// readChunks reads every chunk d lists, oldest first.
+// readChunks reads the listed chunks, in order.
 func (l *Ledger) readChunks(ctx context.Context, scope string, chunks []spillChunk) ([]*Entry, error) {
 	var out []*Entry
 	for _, c := range chunks {
@@ -325,10 +338,10 @@ func (l *Ledger) readChunks(ctx context.Context, scope string, chunks []spillChu
 // for the reads of a whole history. It changes nothing.
 func (l *Ledger) readWhole(ctx context.Context, scope string) (*document, error) {
 	d, err := l.read(ctx, scope)
-	if err != nil || len(d.Spilled) == 0 {
+	if err != nil || !d.hasSpilledChunks() {
 		return d, err
 	}
-	es, err := l.readChunks(ctx, scope, d.Spilled)
+	es, err := l.readAllChunks(ctx, d)
 	if err != nil {
 		return nil, err
 	}
@@ -457,6 +470,9 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if err := d.spill(now, l.opts, &blobs); err != nil {
 				return nil, err
 			}
+			if err := d.foldSpilled(&blobs); err != nil {
+				return nil, err
+			}
 			if err := d.moveLandings(&blobs); err != nil {
 				return nil, err
 			}
@@ -494,7 +510,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				return err
 			}
 			v = spillView{counter: d.Spill, chunks: true}
-			if v.history, err = l.readChunks(ctx, scope, d.Spilled); err != nil {
+			if v.history, err = l.readAllChunks(ctx, d); err != nil {
 				return err
 			}
 			if len(lk.ids) > 0 {
@@ -523,7 +539,8 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 
 // retireSpilled deletes the chunks of scope past retention and the entry
 // records they wrote that are past it too (a record may since hold a newer
-// spill of the same entry: that one stays).
+// spill of the same entry: that one stays). A page goes whole, once all its
+// chunks are past retention.
 func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	d, err := l.read(ctx, scope)
 	if err != nil {
@@ -531,12 +548,23 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	}
 	cutoff := l.now().Add(-l.opts.Retention)
 	var old []spillChunk
+	gonePages := map[uint64]bool{}
+	for _, p := range d.SpillPages {
+		if p.Until.Before(cutoff) {
+			cs, err := l.readPage(ctx, scope, p)
+			if err != nil {
+				return err
+			}
+			old = append(old, cs...)
+			gonePages[p.N] = true
+		}
+	}
 	for _, c := range d.Spilled {
 		if c.Until.Before(cutoff) {
 			old = append(old, c)
 		}
 	}
-	if len(old) == 0 {
+	if len(old) == 0 && len(gonePages) == 0 {
 		return nil
 	}
 	es, err := l.readChunks(ctx, scope, old)
@@ -563,15 +591,25 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 		if d.Spill != seen {
 			return false, nil // moved on: a later write retires what is left
 		}
+		for n := range gone {
+			blobs.set(chunkBlob(n), nil)
+		}
 		kept := d.Spilled[:0]
 		for _, c := range d.Spilled {
-			if gone[c.N] {
-				blobs.set(chunkBlob(c.N), nil)
-				continue
+			if !gone[c.N] {
+				kept = append(kept, c)
 			}
-			kept = append(kept, c)
 		}
 		d.Spilled = kept
+		keptPages := d.SpillPages[:0]
+		for _, p := range d.SpillPages {
+			if gonePages[p.N] {
+				blobs.set(spillPageBlob(p.N), nil)
+				continue
+			}
+			keptPages = append(keptPages, p)
+		}
+		d.SpillPages = keptPages
 		d.pruneMoved()
 		for id := range del {
 			if d.Entries[id] == nil {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -406,7 +407,8 @@ func testLongScopeHistoryPagesWrites(t *testing.T, newStore NewStore) {
 }
 
 // A page of a long scope's history reads a few of its spilled records,
-// however many the scope holds.
+// however many the scope holds: the chunks its entries are in (three at
+// most for 20 entries) and the pages that list those chunks.
 func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	fillScope(t, e, "long", 4*longScope)
@@ -420,7 +422,7 @@ func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 		cs.blobReads.Store(0)
 		p := must(l.Views().HistoryPage(e.ctx, q))
 		pages++
-		if n := cs.blobReads.Load(); n > 3 || n*4 > whole {
+		if n := cs.blobReads.Load(); n > 5 || n*4 > whole {
 			t.Fatalf("page %d read %d records; the whole history reads %d", pages, n, whole)
 		}
 		if p.Next == "" {
@@ -439,4 +441,125 @@ func must2[T, U any](v T, u U, err error) (T, U) {
 		panic(failure{err})
 	}
 	return v, u
+}
+
+// longScopePaged is how many settled effects make the ledger fold the
+// oldest of its spilled chunk listings into pages (issue #34), with room
+// to spare: 16 entries spill at a time and 32 listings fold.
+const longScopePaged = 700
+
+// spillPages is what the scope's document says of its folded pages: their
+// record names. The case below checks that it exercises them.
+func spillPages(t *testing.T, e *env, scope string) []string {
+	t.Helper()
+	raw := must(e.store.Read(e.ctx, scope))
+	var doc struct {
+		Pages []struct {
+			N uint64 `json:"n"`
+		} `json:"spillPages"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range doc.Pages {
+		names = append(names, fmt.Sprintf("sp:%d", p.N))
+	}
+	return names
+}
+
+// A scope long enough that its spilled chunks are listed in pages decides
+// and lists as a short one does: a failed effect retried after its chunk
+// was folded is listed once, with its latest attempt, by History and by a
+// walk of history pages; a run older than the whole history sees every
+// effect as a change; and retention drops the pages past it, whole, with
+// their records, while what is within it stays.
+func testLongScopePaged(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{Retention: time.Hour, MaxAttempts: 2})
+	ctxAt := e.clock.Now()
+	e.clock.Advance(time.Second)
+	refund := ledger.Key{Scope: "long", Intent: "refund", Payload: "r-1"}
+	wantStatus(t, "refund", must(e.l.Once(e.ctx, refund, func(context.Context, ledger.Call) (any, error) {
+		return nil, ledger.NotApplied(errors.New("declined"))
+	})), ledger.StatusFailed, "")
+	e.clock.Advance(time.Second)
+	fillScope(t, e, "long", longScopePaged)
+	pages := spillPages(t, e, "long")
+	if len(pages) == 0 {
+		t.Fatalf("%d effects and the document lists no page: the case tests nothing", longScopePaged)
+	}
+	// The refund's first attempt is in a folded chunk; the retry moves it
+	// back, and more effects spill it again.
+	wantStatus(t, "refund retried", must(e.l.Once(e.ctx, refund, func(context.Context, ledger.Call) (any, error) {
+		return "re_2", nil
+	})), ledger.StatusExecuted, "")
+	for i := range 100 {
+		must(e.l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "note", Payload: i},
+			func(context.Context, ledger.Call) (any, error) { return nil, nil }))
+		e.clock.Advance(time.Second)
+	}
+	total := 1 + longScopePaged + 100
+	hist := must(e.l.Views().History(e.ctx, "long"))
+	count := map[string]int{}
+	for _, h := range hist {
+		count[h.ID]++
+		if h.Intent == "refund" && (h.State != ledger.StateCommitted || h.Attempt != 2) {
+			t.Errorf("history lists the refund %s at attempt %d, want committed at 2", h.State, h.Attempt)
+		}
+	}
+	if len(hist) != total || len(count) != total {
+		t.Fatalf("history lists %d entries, %d distinct; want %d", len(hist), len(count), total)
+	}
+	walked := map[string]int{}
+	q := ledger.HistoryQuery{Scope: "long", Limit: 50}
+	for {
+		p := must(e.l.Views().HistoryPage(e.ctx, q))
+		for _, h := range p.Entries {
+			walked[h.ID]++
+			if h.Intent == "refund" && h.Attempt != 2 {
+				t.Errorf("a history page lists the refund at attempt %d, want 2", h.Attempt)
+			}
+		}
+		if p.Next == "" {
+			break
+		}
+		q.Before = p.Next
+	}
+	for id, n := range count {
+		if walked[id] != n {
+			t.Errorf("the page walk lists %s %d times, want once", id, walked[id])
+		}
+	}
+	if len(walked) != total {
+		t.Errorf("the page walk lists %d entries, want %d", len(walked), total)
+	}
+	run := must(e.l.Begin(e.ctx, "long", ledger.RunOptions{RunID: "late", Mode: ledger.ModeIndependent, ContextAt: ctxAt}))
+	if c := must(run.Claim(e.ctx, "reply", "late", ledger.OnceOptions{})); c.Status != ledger.StatusRefused || len(c.Conflicts) != total {
+		t.Fatalf("claim of a run older than the history: %v %v with %d conflicts, want %d", c.Status, c.Reason, len(c.Conflicts), total)
+	}
+	// Past the retention of the first 400 effects; a write retires what
+	// it can.
+	e.clock.Advance(time.Hour - time.Duration(total-400)*time.Second)
+	must(e.l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "keepalive", Payload: 1},
+		func(context.Context, ledger.Call) (any, error) { return nil, nil }))
+	gone := 0
+	for _, name := range pages {
+		if b := must(e.store.ReadBlob(e.ctx, "long", name)); b == nil {
+			gone++
+		}
+	}
+	if gone == 0 {
+		t.Errorf("no page of %d was retired past retention", len(pages))
+	}
+	if c := must(e.l.Check(e.ctx, ledger.Key{Scope: "long", Intent: "reply", Payload: 0})); c.Done {
+		t.Errorf("an effect past retention is still done: %+v", c.Entry)
+	}
+	for _, k := range []ledger.Key{refund, {Scope: "long", Intent: "reply", Payload: longScopePaged - 1}} {
+		if c := must(e.l.Check(e.ctx, k)); !c.Done {
+			t.Errorf("%s %v within retention is not done", k.Intent, k.Payload)
+		}
+	}
+	if h := must(e.l.Views().History(e.ctx, "long")); len(h) >= total || len(h) < total-400 {
+		t.Errorf("history after retention lists %d entries, want fewer than %d and at least %d", len(h), total, total-400)
+	}
 }

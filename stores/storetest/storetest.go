@@ -122,6 +122,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeHistoryPages", testLongScopeHistoryPages},
 		{"LongScopeHistoryPagesWrites", testLongScopeHistoryPagesWrites},
 		{"LongScopeHistoryPageReads", testLongScopeHistoryPageReads},
+		{"LongScopePaged", testLongScopePaged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

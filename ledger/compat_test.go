@@ -1,8 +1,10 @@
 package ledger_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -144,4 +146,130 @@ func TestFormat1DocumentDecidesTheSameOnceSpilled(t *testing.T) {
 	if hist, err := l.Views().History(ctx, legacyScope); err != nil || len(hist) != 103 {
 		t.Fatalf("history: %d entries, %v; want 103", len(hist), err)
 	}
+}
+
+// testdata/format2-long-scope.json.gz is a scope grown by the ledger of
+// 10f674e, the last to write format 2: a refund that failed, then 700
+// replies a second apart, the refund retried (moved back from its spilled
+// record) after the 401st and spilled again since; its document lists 42
+// chunks and 701 landings, and "records" holds every side record. now is
+// the time of its last write.
+func format2LongScope(t *testing.T) (*ledger.Ledger, ledger.Store, *storetest.Clock, time.Time) {
+	t.Helper()
+	f, err := os.Open("testdata/format2-long-scope.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Scope   string                     `json:"scope"`
+		Now     time.Time                  `json:"now"`
+		Doc     json.RawMessage            `json:"doc"`
+		Records map[string]json.RawMessage `json:"records"`
+	}
+	if err := json.NewDecoder(zr).Decode(&golden); err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(golden.Now.Add(time.Minute))
+	st := memory.New(clock.Now)
+	blobs := map[string][]byte{}
+	for name, rec := range golden.Records {
+		blobs[name] = rec
+	}
+	if err := st.Transact(context.Background(), golden.Scope, func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: golden.Doc, Blobs: blobs}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ledger.New(st, ledger.Options{Clock: clock.Now, ReplayCache: -1, MaxAttempts: 3}), st, clock, golden.Now
+}
+
+// A long format 2 scope reads and decides as it did once this build
+// rewrites it as format 3 (landings moved out, chunk listings in pages):
+// its history, a duplicate, and what runs whose context falls anywhere in
+// it have seen, before the first write and after.
+func TestFormat2LongScopeDecidesTheSameAsFormat3(t *testing.T) {
+	ctx := context.Background()
+	l, st, _, _ := format2LongScope(t)
+	const scope = "conv:long2"
+	// The golden scope began at 12:00:00: the refund; reply i at 12:00:01+i.
+	began := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	history := func(when string) {
+		t.Helper()
+		h, err := l.Views().History(ctx, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, e := range h {
+			if seen[e.ID] {
+				t.Fatalf("%s: history lists %s twice", when, e.ID)
+			}
+			seen[e.ID] = true
+			if e.Intent == "refund" && (e.State != ledger.StateCommitted || e.Attempt != 2) {
+				t.Errorf("%s: the refund is %s at attempt %d, want committed at 2", when, e.State, e.Attempt)
+			}
+		}
+		if len(h) < 701 {
+			t.Fatalf("%s: history lists %d entries, want the 701 stored and more", when, len(h))
+		}
+	}
+	history("format 2")
+	res, err := l.Once(ctx, ledger.Key{Scope: scope, Intent: "reply", Payload: 5}, func(context.Context, ledger.Call) (any, error) { return "again", nil })
+	if err != nil || res.Status != ledger.StatusReplayed || string(res.Value) != `{"n":5}` {
+		t.Fatalf("duplicate of reply 5: %+v, %v; want replayed with its stored value", res, err)
+	}
+	// Runs whose context is before the scope, at the refund, or between
+	// replies 350 and 351 (before the refund's retry) see the replies
+	// landed after it as changes; begun twice, the second time on the
+	// rewritten document. Refused, they add no entry.
+	contexts := []struct {
+		at        time.Duration
+		conflicts int
+	}{
+		{-time.Second, 700},
+		{500 * time.Millisecond, 700},
+		{351*time.Second + 500*time.Millisecond, 349},
+		{600*time.Second + 500*time.Millisecond, 100},
+	}
+	for round := range 2 {
+		for i, c := range contexts {
+			run, err := l.Begin(ctx, scope, ledger.RunOptions{RunID: fmt.Sprintf("r%d-%d", round, i), Mode: ledger.ModeIndependent, ContextAt: began.Add(c.at)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := run.Claim(ctx, "reply", fmt.Sprintf("n%d-%d", round, i), ledger.OnceOptions{Conflict: ledger.ConflictSameIntent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cl.Status != ledger.StatusRefused || len(cl.Conflicts) != c.conflicts {
+				t.Errorf("round %d, context %s: %v with %d conflicts, want refused with %d", round, c.at, cl.Status, len(cl.Conflicts), c.conflicts)
+			}
+		}
+		raw, err := st.Read(ctx, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Format int               `json:"format"`
+			Pages  []json.RawMessage `json:"spillPages"`
+			Land   []json.RawMessage `json:"landChunks"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 3 || len(doc.Pages) == 0 || len(doc.Land) == 0 {
+			t.Fatalf("after round %d: format %d, %d pages, %d landing chunks (%v); want format 3 with both", round, doc.Format, len(doc.Pages), len(doc.Land), err)
+		}
+	}
+	// A run whose context follows it all sees no change.
+	run, err := l.Begin(ctx, scope, ledger.RunOptions{RunID: "now", Mode: ledger.ModeIndependent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl, err := run.Claim(ctx, "reply", "now", ledger.OnceOptions{Conflict: ledger.ConflictSameIntent}); err != nil || !cl.Acquired() {
+		t.Fatalf("claim of a current run: %+v, %v", cl, err)
+	}
+	history("format 3")
 }

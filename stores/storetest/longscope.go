@@ -563,3 +563,56 @@ func testLongScopePaged(t *testing.T, newStore NewStore) {
 		t.Errorf("history after retention lists %d entries, want fewer than %d and at least %d", len(h), total, total-400)
 	}
 }
+
+// Runs whose contexts fall anywhere in a long history, begun from several
+// ledgers (processes) while others keep writing to the scope (which moves
+// landings out of its document), each see exactly the writes that landed
+// after their context.
+func testLongScopeOldContextsRace(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	began := e.clock.Now()
+	e.clock.Advance(time.Second)
+	fillScope(t, e, "long", longScope) // reply i lands at began + 1 s + i s
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		l := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 16 {
+				if g%2 == 0 {
+					// Writes of another intent: they move landings out
+					// and are no change to a reply.
+					if _, err := l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "note", Payload: g*100 + i},
+						func(context.Context, ledger.Call) (any, error) { return nil, nil }); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				k := (g*37 + i*11) % longScope
+				ctxAt := began.Add(time.Duration(k)*time.Second + 500*time.Millisecond)
+				run, err := l.Begin(e.ctx, "long", ledger.RunOptions{RunID: fmt.Sprintf("old-%d-%d", g, i), Mode: ledger.ModeIndependent, ContextAt: ctxAt})
+				if err != nil {
+					errs <- err
+					return
+				}
+				c, err := run.Claim(e.ctx, "reply", fmt.Sprintf("x-%d-%d", g, i), ledger.OnceOptions{Conflict: ledger.ConflictSameIntent})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if c.Status != ledger.StatusRefused || len(c.Conflicts) != longScope-k {
+					errs <- fmt.Errorf("run with the context of reply %d: %v with %d conflicts, want refused with %d", k, c.Status, len(c.Conflicts), longScope-k)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

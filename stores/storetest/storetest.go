@@ -123,6 +123,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeHistoryPagesWrites", testLongScopeHistoryPagesWrites},
 		{"LongScopeHistoryPageReads", testLongScopeHistoryPageReads},
 		{"LongScopePaged", testLongScopePaged},
+		{"LongScopeOldContextsRace", testLongScopeOldContextsRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -147,6 +147,12 @@
 //     process delivered cost no round trip, and it can only say what the
 //     store would say: it keeps its own copy of the entry, with the value
 //     in the compact form the document stores, never the caller's buffer.
+//     A committed deliver entry that a queued (not inline) delivery stands
+//     for is the exception and is not remembered: an operator's
+//     ReplayDelivery, in any process, makes its next take a new attempt,
+//     pending again. Nor does Enqueue answer a queued event's redelivery
+//     from memory: its answer carries the event's item, which a replay, a
+//     trial or a late finish in another process may change.
 //   - CommittedValue answers "did an effect committed on this scope return
 //     this id?" from the document alone: any JSON string anywhere in a
 //     committed entry's value, equal to the id, counts (object keys and

@@ -86,6 +86,7 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 		att.Answer = att.Answer[:MaxInlineAnswer]
 	}
 	var res Result
+	var rerun bool
 	err = l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		var changed bool
 		var derr error
@@ -94,6 +95,7 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 			return false, derr
 		}
 		q := d.Queue[ref.EntryID]
+		rerun = d.rerunnable(ref.EntryID)
 		if q != nil && !q.Inline {
 			// A queued item under the same entry: the dispatcher's, not ours.
 			return changed, nil
@@ -139,7 +141,7 @@ func (l *Ledger) SettleInline(ctx context.Context, ref ClaimRef, outcome Outcome
 	if err != nil {
 		return Result{}, err
 	}
-	return l.settled(ref, outcome, res, effectErr), nil
+	return l.settled(ref, outcome, res, effectErr, rerun), nil
 }
 
 // inlineEvent is the event record of an inline item that kept no body:

@@ -39,9 +39,10 @@ func (l *Ledger) replayed(in claimInput) (Claim, bool) {
 
 // rememberReplay keeps the entry of a claim the store answered "replayed",
 // under the key's id: an entry stored under its format 1 id is then found
-// by the next claim's lookup too.
-func (l *Ledger) rememberReplay(k resolvedKey, dec decision) {
-	if dec.result.Status == StatusReplayed {
+// by the next claim's lookup too. rerun is what the document said of the
+// entry (document.rerunnable): such an entry is not kept.
+func (l *Ledger) rememberReplay(k resolvedKey, dec decision, rerun bool) {
+	if dec.result.Status == StatusReplayed && !rerun {
 		l.replays.remember(k.scope, k.id, dec.result.Entry, l.now())
 	}
 }
@@ -176,9 +177,11 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		return c, nil
 	}
 	var dec decision
+	var rerun bool
 	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		in := in
 		in.key.id = in.key.idIn(d)
+		rerun = d.rerunnable(in.key.id)
 		if r := d.Runs[in.runID]; r != nil && in.conflict != ConflictNone && !v.chunks && d.spilledAfter(r.SeenSeq) {
 			// The run's context predates writes that left the
 			// document: the conflict check reads them.
@@ -191,7 +194,7 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	l.rememberReplay(in.key, dec)
+	l.rememberReplay(in.key, dec, rerun)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: req.RunID, Reason: c.Reason})
 	if dec.escalated {
@@ -235,24 +238,29 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 		return Result{}, err
 	}
 	var res Result
+	var rerun bool
 	err = l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, _ *blobSet) (bool, error) {
 		var changed bool
 		var derr error
 		// d is decoded for this call alone: res may keep its entry.
 		res, changed, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, errText, now)
+		rerun = d.rerunnable(ref.EntryID)
 		return changed, derr
 	})
 	if err != nil {
 		return Result{}, err
 	}
-	return l.settled(ref, outcome, res, effectErr), nil
+	return l.settled(ref, outcome, res, effectErr, rerun), nil
 }
 
 // settled follows a settle whose write landed (or whose document already
 // said so): a committed entry may answer this process's later claims for it
-// from memory, and observers hear of the outcome.
-func (l *Ledger) settled(ref ClaimRef, outcome Outcome, res Result, effectErr error) Result {
-	l.replays.remember(ref.Scope, ref.EntryID, res.Entry, l.now())
+// from memory, unless the document said it is rerunnable, and observers
+// hear of the outcome.
+func (l *Ledger) settled(ref ClaimRef, outcome Outcome, res Result, effectErr error, rerun bool) Result {
+	if !rerun {
+		l.replays.remember(ref.Scope, ref.EntryID, res.Entry, l.now())
+	}
 	res.Err = effectErr
 	ev := Event{Type: string(outcome), Scope: ref.Scope, EntryID: ref.EntryID, LateSettle: res.LateSettle}
 	if res.Entry != nil {

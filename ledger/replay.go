@@ -44,3 +44,14 @@ func (qu Queue) ReplayDelivery(ctx context.Context, scope, entryID string) (Queu
 	l.observe(Event{Type: "replay", Scope: scope, EntryID: entryID, Intent: out.Intent, RunID: out.RunID})
 	return out, nil
 }
+
+// rerunnable reports whether the entry id, even once committed, can be
+// claimed again: a queued delivery (not an inline one) stands for it, which
+// an operator's ReplayDelivery makes due again, and whose next take makes
+// the entry pending, in whatever process. No process may then answer a
+// claim for it "replayed" from memory (replayCache), since the store may
+// no longer say so.
+func (d *document) rerunnable(id string) bool {
+	q := d.Queue[id]
+	return q != nil && !q.Inline
+}

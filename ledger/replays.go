@@ -25,8 +25,9 @@ const replayMargin = 10 * time.Minute
 // for one of them (a provider's redelivery of an event already delivered, an
 // agent's retry of a write that landed) is answered "replayed" without a
 // store round trip. That answer cannot go stale: a committed entry never
-// changes state again; it only leaves its document when retention prunes it
-// or the document expires, and neither happens before SettledAt plus the
+// changes state again (but for one that a queued delivery stands for,
+// which is never remembered: see document.rerunnable); it only leaves its
+// document when retention prunes it or the document expires, and neither happens before SettledAt plus the
 // retention, which is where a remembered entry stops being used (less
 // replayMargin). Every process sharing a store is assumed to use the same
 // retention: one with a shorter retention could forget an entry while

@@ -125,6 +125,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	}
 	var dec decision
 	var run *Run
+	var rerun bool
 	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		run = nil
 		if err := checkContextAt(bin, now); err != nil {
@@ -132,6 +133,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 		}
 		in := in
 		in.key.id = in.key.idIn(d)
+		rerun = d.rerunnable(in.key.id)
 		if done := settledState(d, in, now, l.opts); done != nil {
 			dec = *done
 			return dec.changed, nil
@@ -154,7 +156,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	if err != nil {
 		return nil, Claim{}, err
 	}
-	l.rememberReplay(in.key, dec)
+	l.rememberReplay(in.key, dec, rerun)
 	c := claimFrom(in.key.scope, dec)
 	l.observe(Event{Type: eventType(c.Result), Scope: c.Scope, EntryID: c.EntryID, Intent: in.key.intent, RunID: bin.runID, Reason: c.Reason})
 	return run, c, nil

@@ -13,7 +13,15 @@
 //	go run ./scripts/storecost -gateway /tmp/gw-old -modes inline
 //
 // Counts and bytes do not depend on how loaded the machine is; the
-// execution times do, so compare them only as ratios within one run.
+// execution times do, so compare them only as ratios within one run. The
+// server's CPU time (from /proc: the server process, its live children and
+// those it reaped, so every PostgreSQL backend of the pass) is counted
+// too: unlike the execution times, it leaves out the time a statement
+// waited for a CPU on a busy machine, though not the server's own
+// background work (its checkpointer, WAL writer, vacuum), and it is read
+// in clock ticks (10 ms), so a pass of a few thousand events reads it to a
+// few per cent. For PostgreSQL it also counts the commits and sessions of
+// the pass (pg_stat_database).
 // Issue #29 uses it to say where a queued event's cost goes.
 package main
 
@@ -30,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,7 +100,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			if err := c.reset(ctx); err != nil {
 				return err
 			}
+			cpu0, err := treeCPU(c.pid())
+			if err != nil {
+				return err
+			}
 			events, err := bench(ctx, bin, kind, c.url(), mode, *n)
+			if err != nil {
+				return err
+			}
+			// The pass's backends have exited with the gateway; give
+			// the server a moment to reap them.
+			time.Sleep(200 * time.Millisecond)
+			cpu1, err := treeCPU(c.pid())
 			if err != nil {
 				return err
 			}
@@ -99,6 +119,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			if err != nil {
 				return err
 			}
+			totals["cpu"] = float64(cpu1-cpu0) / float64(time.Microsecond)
 			report(out, kind, mode, events, rows, totals, *top)
 		}
 	}
@@ -119,6 +140,68 @@ type counter interface {
 	// read returns the counted rows and the totals (calls, bytes, ms;
 	// bytes: WAL for Postgres, network input for Redis).
 	read(ctx context.Context) ([]row, map[string]float64, error)
+	// pid is the server's process.
+	pid() int
+}
+
+// treeCPU is the CPU time (user and system) of process pid, of its live
+// children, and of the children it has waited for, from /proc.
+func treeCPU(pid int) (time.Duration, error) {
+	root, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("server CPU: %w", err)
+	}
+	_, ticks, err := statCPU(string(root))
+	if err != nil {
+		return 0, err
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if ppid, t, err := statCPU(string(b)); err == nil && ppid == pid {
+			ticks += t
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture the gateway builds for.
+const clockTicks = 100
+
+// statCPU reads a /proc/PID/stat line: the parent's pid and utime + stime
+// + cutime + cstime, in clock ticks.
+func statCPU(stat string) (ppid int, ticks int64, err error) {
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("server CPU: bad stat line %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state): ppid is field 4, utime..cstime 14..17.
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("server CPU: short stat line %q", stat)
+	}
+	if ppid, err = strconv.Atoi(f[1]); err != nil {
+		return 0, 0, fmt.Errorf("server CPU: %w", err)
+	}
+	for _, s := range f[11:15] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("server CPU: %w", err)
+		}
+		ticks += v
+	}
+	return ppid, ticks, nil
 }
 
 // bench runs one pass of gateway bench and returns the events the gateway
@@ -150,9 +233,12 @@ func bench(ctx context.Context, bin, kind, url, mode string, n int) (int, error)
 func report(out io.Writer, kind, mode string, events int, rows []row, totals map[string]float64, top int) {
 	per := func(v float64) float64 { return v / float64(max(events, 1)) }
 	unit := map[string]string{"postgres": "WAL bytes", "redis": "bytes in"}[kind]
-	fmt.Fprintf(out, "\n== %s %s: %d events accepted; per event: %.2f %s, %.0f %s, %.1f µs server time\n",
+	fmt.Fprintf(out, "\n== %s %s: %d events accepted; per event: %.2f %s, %.0f %s, %.1f µs server time, %.1f µs server CPU\n",
 		kind, mode, events, per(totals["calls"]), map[string]string{"postgres": "statements", "redis": "commands"}[kind],
-		per(totals["bytes"]), unit, per(totals["ms"])*1000)
+		per(totals["bytes"]), unit, per(totals["ms"])*1000, per(totals["cpu"]))
+	if kind == "postgres" {
+		fmt.Fprintf(out, "   %.2f commits per event, %.0f sessions in the pass\n", per(totals["commits"]), totals["sessions"])
+	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  per event\tµs each\twhat")
@@ -192,6 +278,8 @@ func startPostgres(ctx context.Context, dir string) (*pgCounter, error) {
 
 func (c *pgCounter) url() string { return c.srv.DSN("postgres") }
 
+func (c *pgCounter) pid() int { return c.srv.Pid() }
+
 func (c *pgCounter) exec(ctx context.Context, sql string) error {
 	conn, err := pgx.Connect(ctx, c.url())
 	if err != nil {
@@ -203,7 +291,7 @@ func (c *pgCounter) exec(ctx context.Context, sql string) error {
 }
 
 func (c *pgCounter) reset(ctx context.Context) error {
-	return c.exec(ctx, "SELECT pg_stat_statements_reset()")
+	return c.exec(ctx, "SELECT pg_stat_statements_reset(), pg_stat_reset()")
 }
 
 func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error) {
@@ -212,13 +300,23 @@ func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error)
 		return nil, nil, err
 	}
 	defer conn.Close(ctx)
+	totals := map[string]float64{}
+	// Commits and sessions of the database the gateway uses (this
+	// program's own few included): a commit of a write flushes WAL, a
+	// read outside a transaction counts as one too; a session is a
+	// backend started, whose statements pgx prepares again.
+	var commits, sessions float64
+	if err := conn.QueryRow(ctx, `SELECT xact_commit::float8, sessions::float8 FROM pg_stat_database
+		WHERE datname = current_database()`).Scan(&commits, &sessions); err != nil {
+		return nil, nil, err
+	}
+	totals["commits"], totals["sessions"] = commits, sessions
 	rs, err := conn.Query(ctx, `SELECT calls, total_exec_time, wal_bytes::float8, query FROM pg_stat_statements
 		WHERE query !~* 'pg_stat_statements|^\s*(begin|commit|rollback)'`)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rs.Close()
-	totals := map[string]float64{}
 	var rows []row
 	for rs.Next() {
 		var calls int64
@@ -251,6 +349,8 @@ type redisCounter struct {
 }
 
 func (c *redisCounter) url() string { return "redis://" + c.addr + "/0" }
+
+func (c *redisCounter) pid() int { return c.client.Pid() }
 
 func (c *redisCounter) reset(ctx context.Context) error {
 	return c.client.Client().ConfigResetStat(ctx).Err()

@@ -22,3 +22,16 @@ func TestParseCommandStats(t *testing.T) {
 		t.Fatalf("totals %v", totals)
 	}
 }
+
+// A /proc/PID/stat line: the name may hold spaces and parentheses; the
+// CPU is utime + stime + cutime + cstime.
+func TestStatCPU(t *testing.T) {
+	line := "4242 (postgres: a (b) c) S 4200 4242 4242 0 -1 4194560 1210 0 0 0 11 7 5 3 20 0 1 0 123 456 789\n"
+	ppid, ticks, err := statCPU(line)
+	if err != nil || ppid != 4200 || ticks != 11+7+5+3 {
+		t.Fatalf("statCPU = %d, %d, %v; want 4200, 26", ppid, ticks, err)
+	}
+	if _, _, err := statCPU("4242 (x) S 1"); err == nil {
+		t.Fatal("a short line was read")
+	}
+}

@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DeliveryLease", testDeliveryLease},
 		{"ReplayAndDead", testReplayAndDead},
 		{"TrialChangesNothingButItsRecord", testTrialChangesNothingButItsRecord},
+		{"DuplicateSeesEveryProcess", testDuplicateSeesEveryProcess},
 		{"ListDeliveries", testListDeliveries},
 		{"ScopeOrder", testScopeOrder},
 		{"NewestWins", testNewestWins},

@@ -425,6 +425,7 @@ func lookupFor(k resolvedKey) lookup {
 func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, decide func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error)) error {
 	var v spillView
 	lands := &landLoads{}
+	chunks := chunkReader{l: l, scope: scope}
 	if c := l.spills.get(scope); c > 0 && len(lk.ids) > 0 && !lk.lazy {
 		v.counter = c
 		if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
@@ -495,7 +496,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 			}
 			continue
-		case errors.As(err, &moved) && try < spillTries:
+		case errors.As(err, &moved) && try < spillTries && !v.chunks:
 			l.spills.put(scope, moved.counter)
 			v = spillView{counter: moved.counter}
 			if len(lk.ids) > 0 {
@@ -504,13 +505,19 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 			}
 			continue
-		case errors.As(err, &need) && try < spillTries:
+		case (errors.As(err, &need) || moved != nil) && try < spillTries:
+			// The decision needs the spilled history (again, when it
+			// moved since it was read: only the chunks new since are
+			// read this time).
+			if moved != nil {
+				l.spills.put(scope, moved.counter)
+			}
 			d, err := l.read(ctx, scope)
 			if err != nil {
 				return err
 			}
 			v = spillView{counter: d.Spill, chunks: true}
-			if v.history, err = l.readAllChunks(ctx, d); err != nil {
+			if v.history, err = chunks.all(ctx, d); err != nil {
 				return err
 			}
 			if len(lk.ids) > 0 {

@@ -92,25 +92,62 @@ func (l *Ledger) readPage(ctx context.Context, scope string, p spillPage) ([]spi
 	return cs, nil
 }
 
-// chunkList is every chunk listing of d, oldest first: its pages' (read)
-// and its own.
-func (l *Ledger) chunkList(ctx context.Context, d *document) ([]spillChunk, error) {
-	var out []spillChunk
-	for _, p := range d.SpillPages {
-		cs, err := l.readPage(ctx, d.Scope, p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, cs...)
-	}
-	return append(out, d.Spilled...), nil
-}
-
 // readAllChunks reads every chunk of d, oldest first.
 func (l *Ledger) readAllChunks(ctx context.Context, d *document) ([]*Entry, error) {
-	cs, err := l.chunkList(ctx, d)
-	if err != nil {
-		return nil, err
+	cr := chunkReader{l: l, scope: d.Scope}
+	return cr.all(ctx, d)
+}
+
+// chunkReader reads a scope's chunks and pages, each at most once: their
+// records are written once under numbers never reused, so a decision that
+// must read the spilled history again, because the scope spilled more
+// meanwhile, reads only what is new (transactFind). What it has read
+// stays valid for as long as a document lists it.
+type chunkReader struct {
+	l      *Ledger
+	scope  string
+	chunks map[uint64][]*Entry
+	pages  map[uint64][]spillChunk
+}
+
+// all is every chunk d lists, oldest first, as readChunks reads them (a
+// chunk retired meanwhile reads as empty).
+func (r *chunkReader) all(ctx context.Context, d *document) ([]*Entry, error) {
+	if r.chunks == nil {
+		r.chunks, r.pages = map[uint64][]*Entry{}, map[uint64][]spillChunk{}
 	}
-	return l.readChunks(ctx, d.Scope, cs)
+	var list []spillChunk
+	for _, p := range d.SpillPages {
+		cs, ok := r.pages[p.N]
+		if !ok {
+			var err error
+			if cs, err = r.l.readPage(ctx, r.scope, p); err != nil {
+				return nil, err
+			}
+			if cs != nil {
+				r.pages[p.N] = cs
+			}
+		}
+		list = append(list, cs...)
+	}
+	list = append(list, d.Spilled...)
+	var out []*Entry
+	for _, c := range list {
+		es, ok := r.chunks[c.N]
+		if !ok {
+			b, err := r.l.store.ReadBlob(ctx, r.scope, chunkBlob(c.N))
+			if err != nil {
+				return nil, err
+			}
+			if b == nil {
+				continue // retired meanwhile: past retention
+			}
+			if err := unmarshalRecord(b, &es); err != nil {
+				return nil, fmt.Errorf("%w: scope %q: spilled chunk %d: %w", ErrCorrupt, r.scope, c.N, err)
+			}
+			r.chunks[c.N] = es
+		}
+		out = append(out, es...)
+	}
+	return out, nil
 }

@@ -157,6 +157,12 @@ func reviewKey(at int64, scope string) []byte {
 
 // current returns a copy of the scope's live document, or nil.
 func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
+	return bytes.Clone(s.live(tx, scope))
+}
+
+// live returns the scope's live document as tx holds it (valid only while
+// tx is open), or nil.
+func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 	doc := tx.Bucket(bucketDocs).Get([]byte(scope))
 	if doc == nil {
 		return nil
@@ -165,7 +171,7 @@ func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
 	if m.expires != 0 && s.now().UnixNano() >= m.expires {
 		return nil
 	}
-	return bytes.Clone(doc)
+	return doc
 }
 
 // Transact implements ledger.Store. It returns once the write is on disk,

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -25,9 +26,18 @@ const DefaultMaxBatch = 256
 //   - Otherwise it queues. When a commit ends, the first queued Transact
 //     becomes the leader and runs the next commit, carrying everything
 //     queued by then, up to maxBatch; the others wait for that commit.
-//   - Each Transact's function runs alone, in arrival order, inside the
-//     shared transaction, on the document as the writes before it in the
-//     same commit left it: the read-modify-write of one scope stays atomic.
+//   - Each Transact's function runs first outside any commit, in the
+//     caller's goroutine, on the scope's document as the last commit left
+//     it (a bbolt read transaction). Inside the shared transaction, in
+//     arrival order, the commit looks at the document again: if it is
+//     still the one the function saw (the same bytes, still live), what
+//     the function returned is written (or refused) as it is; if a write
+//     before it, in this commit or an earlier one, changed it, the
+//     function runs again there, on the document as those writes left
+//     it. The read-modify-write of one scope stays atomic, and the one
+//     writer spends its time on writes, not on the ledger's decisions
+//     (issue #29: while a dispatcher drained a backlog the writer was busy
+//     most of the time, and the decisions were about a third of its CPU).
 //   - The ledger's own refusals (the function's error) write nothing and
 //     reach only their caller. A storage failure fails the whole commit,
 //     which writes nothing, and every caller in it gets the error.
@@ -42,8 +52,10 @@ type committer struct {
 	queue   []*pendingTx
 	running bool // a commit is running or about to; the next one is led from the queue
 
-	// For tests and diagnostics.
-	commits, carried atomic.Int64
+	// For tests and diagnostics: commits run, Transacts they carried,
+	// and functions run again in a commit (their document had changed
+	// since they were prepared, or could not be read then).
+	commits, carried, reruns atomic.Int64
 }
 
 // pendingTx is one Transact waiting for, or in, a commit. lead is closed
@@ -52,6 +64,13 @@ type committer struct {
 type pendingTx struct {
 	scope string
 	fn    func([]byte) (*ledger.Write, error)
+
+	// prepared says fn already ran, before the commit, on base (the
+	// scope's live document then, nil for none), and answered w, wErr.
+	prepared bool
+	base     []byte
+	w        *ledger.Write
+	wErr     error
 
 	lead  chan struct{}
 	done  chan struct{}
@@ -63,6 +82,7 @@ type pendingTx struct {
 // commit's failure, separately.
 func (c *committer) transact(scope string, fn func([]byte) (*ledger.Write, error)) (fnErr, err error) {
 	p := &pendingTx{scope: scope, fn: fn, lead: make(chan struct{}), done: make(chan struct{})}
+	c.s.prepare(p)
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
 	if c.running {
@@ -119,18 +139,45 @@ func (c *committer) commitQueued() {
 	}
 }
 
-// apply runs one Transact's function inside the shared transaction and
-// saves what it returns. Only a storage failure is returned: the function's
-// own error is the caller's answer, and nothing is written for it. A panic
-// in the function is that caller's error too, so the others are not left
-// waiting.
+// prepare runs p's function on the scope's document as the last commit
+// left it, outside the writer. A document that cannot be read leaves p
+// unprepared: its function then runs in the commit.
+func (s *Store) prepare(p *pendingTx) {
+	var base []byte
+	if err := s.db.View(func(tx *bbolt.Tx) error {
+		base = s.current(tx, p.scope)
+		return nil
+	}); err != nil {
+		return
+	}
+	p.w, p.wErr = safely(p.fn, base)
+	p.base, p.prepared = base, true
+}
+
+// apply saves what one Transact's function returns for the document the
+// shared transaction holds: the answer prepared before the commit when
+// that document is still the one it was prepared on, else the function's
+// answer run again here. Only a storage failure is returned: the
+// function's own error is the caller's answer, and nothing is written for
+// it. A panic in the function is that caller's error too, so the others
+// are not left waiting.
 func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
-	w, err := safely(p.fn, s.current(tx, p.scope))
+	doc := s.live(tx, p.scope)
+	w, err := p.w, p.wErr
+	if !p.prepared || !sameDoc(doc, p.base) {
+		s.commit.reruns.Add(1)
+		w, err = safely(p.fn, bytes.Clone(doc))
+	}
 	if err != nil || w == nil {
 		p.fnErr = err
 		return nil
 	}
 	return s.put(tx, p.scope, w)
+}
+
+// sameDoc says whether a and b are the same document, or both none.
+func sameDoc(a, b []byte) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
 }
 
 func safely(fn func([]byte) (*ledger.Write, error), doc []byte) (w *ledger.Write, err error) {

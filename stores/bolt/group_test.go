@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/bolt"
@@ -127,5 +128,109 @@ func TestFailingFunctionsInASharedCommit(t *testing.T) {
 	}
 	if err := s.Transact(ctx, "after", incrementFn); err != nil {
 		t.Fatalf("store unusable after failing functions: %v", err)
+	}
+}
+
+// A Transact's function runs once, before its commit, when nothing changes
+// its document meanwhile: the writer only writes what it answered.
+func TestFunctionPreparedBeforeTheCommit(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer s.Close()
+	ctx := context.Background()
+	calls := 0
+	counted := func(cur []byte) (*ledger.Write, error) {
+		calls++
+		return incrementFn(cur)
+	}
+	for range 3 {
+		if err := s.Transact(ctx, "alone", counted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := errors.New("refused")
+	if err := s.Transact(ctx, "alone", func([]byte) (*ledger.Write, error) { calls++; return nil, refused }); err != refused {
+		t.Fatalf("refusal answered %v", err)
+	}
+	if n := readInt(t, s, "alone"); n != 3 {
+		t.Errorf("counter %d, want 3", n)
+	}
+	if calls != 4 || bolt.Reruns(s) != 0 {
+		t.Errorf("%d function calls, %d run again in the commit; want 4 and 0", calls, bolt.Reruns(s))
+	}
+}
+
+// A function prepared on a document that another write changes before its
+// commit runs again in the commit, on the document as that write left it:
+// no write is lost.
+func TestPreparedFunctionRunsAgainOnAChangedDocument(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Transact(ctx, "hot", incrementFn); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var seen []string
+	slow := func(cur []byte) (*ledger.Write, error) {
+		seen = append(seen, string(cur))
+		if len(seen) == 1 {
+			close(entered)
+			<-release // prepared on "1"; the other write lands meanwhile
+		}
+		return incrementFn(cur)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Transact(ctx, "hot", slow) }()
+	<-entered
+	if err := s.Transact(ctx, "hot", incrementFn); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := readInt(t, s, "hot"); n != 3 {
+		t.Errorf("counter %d, want 3 (a write was lost)", n)
+	}
+	if fmt.Sprint(seen) != "[1 2]" || bolt.Reruns(s) != 1 {
+		t.Errorf("the function saw %v, %d run again in the commit; want [1 2] and 1", seen, bolt.Reruns(s))
+	}
+}
+
+// A document that expires between the function's preparation and its
+// commit is none in the commit: the function runs again on nothing.
+func TestPreparedFunctionRunsAgainWhenItsDocumentExpired(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Transact(ctx, "short", func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: []byte("5"), TTL: time.Minute}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	fn := func(cur []byte) (*ledger.Write, error) {
+		seen = append(seen, fmt.Sprintf("%q", cur))
+		if len(seen) == 1 {
+			mu.Lock()
+			now = now.Add(2 * time.Minute) // the document expires before the commit
+			mu.Unlock()
+		}
+		return incrementFn(cur)
+	}
+	if err := s.Transact(ctx, "short", fn); err != nil {
+		t.Fatal(err)
+	}
+	if n := readInt(t, s, "short"); n != 1 {
+		t.Errorf("counter %d, want 1 (counted from nothing)", n)
+	}
+	if fmt.Sprint(seen) != `["5" ""]` {
+		t.Errorf("the function saw %v, want the live document, then none", seen)
 	}
 }

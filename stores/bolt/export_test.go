@@ -6,6 +6,13 @@ func Commits(s *Store) (commits, carried int64) {
 	return s.commit.commits.Load(), s.commit.carried.Load()
 }
 
-// Reruns reports how many Transact functions ran again inside a commit
-// because their document had changed since they were prepared.
+// Reruns reports how many Transact functions ran inside a commit: not
+// prepared, or prepared on a document that changed before the commit.
 func Reruns(s *Store) int64 { return s.commit.reruns.Load() }
+
+// Queued reports how many Transacts wait for the next commit.
+func Queued(s *Store) int {
+	s.commit.mu.Lock()
+	defer s.commit.mu.Unlock()
+	return len(s.commit.queue)
+}

@@ -26,16 +26,17 @@ const DefaultMaxBatch = 256
 //   - Otherwise it queues. When a commit ends, the first queued Transact
 //     becomes the leader and runs the next commit, carrying everything
 //     queued by then, up to maxBatch; the others wait for that commit.
-//   - Each Transact's function runs first outside any commit, in the
-//     caller's goroutine, on the scope's document as the last commit left
-//     it (a bbolt read transaction). Inside the shared transaction, in
-//     arrival order, the commit looks at the document again: if it is
-//     still the one the function saw (the same bytes, still live), what
-//     the function returned is written (or refused) as it is; if a write
-//     before it, in this commit or an earlier one, changed it, the
-//     function runs again there, on the document as those writes left
-//     it. The read-modify-write of one scope stays atomic, and the one
-//     writer spends its time on writes, not on the ledger's decisions
+//   - A Transact that finds a commit running runs its function while it
+//     waits, in the caller's goroutine, on the scope's document as the
+//     last commit left it (a bbolt read transaction). Inside the shared
+//     transaction, in arrival order, the commit looks at the document
+//     again: if it is still the one the function saw (the same bytes,
+//     still live), what the function returned is written (or refused) as
+//     it is; if a write before it, in this commit or an earlier one,
+//     changed it, the function runs again there, on the document as those
+//     writes left it. A Transact that leads a commit at once runs its
+//     function there. The read-modify-write of one scope stays atomic, and
+//     the one writer spends its time on writes, not on the ledger's decisions
 //     (issue #29: while a dispatcher drained a backlog the writer was busy
 //     most of the time, and the decisions were about a third of its CPU).
 //   - The ledger's own refusals (the function's error) write nothing and
@@ -53,8 +54,9 @@ type committer struct {
 	running bool // a commit is running or about to; the next one is led from the queue
 
 	// For tests and diagnostics: commits run, Transacts they carried,
-	// and functions run again in a commit (their document had changed
-	// since they were prepared, or could not be read then).
+	// and functions run in a commit (not prepared: the Transact led a
+	// commit at once, or its document could not be read; or prepared on
+	// a document that changed before its commit).
 	commits, carried, reruns atomic.Int64
 }
 
@@ -82,8 +84,14 @@ type pendingTx struct {
 // commit's failure, separately.
 func (c *committer) transact(scope string, fn func([]byte) (*ledger.Write, error)) (fnErr, err error) {
 	p := &pendingTx{scope: scope, fn: fn, lead: make(chan struct{}), done: make(chan struct{})}
-	c.s.prepare(p)
 	c.mu.Lock()
+	if c.running {
+		// It waits for that commit anyway: its function runs meanwhile,
+		// outside the writer. A lone writer does not pay for the read.
+		c.mu.Unlock()
+		c.s.prepare(p)
+		c.mu.Lock()
+	}
 	c.queue = append(c.queue, p)
 	if c.running {
 		c.mu.Unlock()
@@ -140,8 +148,9 @@ func (c *committer) commitQueued() {
 }
 
 // prepare runs p's function on the scope's document as the last commit
-// left it, outside the writer. A document that cannot be read leaves p
-// unprepared: its function then runs in the commit.
+// left it, outside the writer, while p waits for the commit under way. A
+// document that cannot be read leaves p unprepared: its function then runs
+// in the commit.
 func (s *Store) prepare(p *pendingTx) {
 	var base []byte
 	if err := s.db.View(func(tx *bbolt.Tx) error {

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/replyonce/gateway/internal/testkit"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/bolt"
 )
@@ -131,31 +133,66 @@ func TestFailingFunctionsInASharedCommit(t *testing.T) {
 	}
 }
 
-// A Transact's function runs once, before its commit, when nothing changes
-// its document meanwhile: the writer only writes what it answered.
-func TestFunctionPreparedBeforeTheCommit(t *testing.T) {
+// holdWriter starts a Transact that leads a commit at once and holds it,
+// its function running inside, until release is called.
+func holdWriter(t *testing.T, s *bolt.Store) (release func()) {
+	t.Helper()
+	entered, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Transact(context.Background(), "writer-held", func(cur []byte) (*ledger.Write, error) {
+			once.Do(func() { close(entered) })
+			<-rel
+			return incrementFn(cur)
+		})
+	}()
+	<-entered
+	return func() {
+		close(rel)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A Transact that has to wait for a commit runs its function meanwhile,
+// once, and its commit writes what it answered; one that finds the writer
+// free runs its function in its own commit, without a read before.
+func TestFunctionPreparedWhileACommitRuns(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
 	defer s.Close()
 	ctx := context.Background()
-	calls := 0
-	counted := func(cur []byte) (*ledger.Write, error) {
-		calls++
-		return incrementFn(cur)
-	}
-	for range 3 {
-		if err := s.Transact(ctx, "alone", counted); err != nil {
+	for range 2 {
+		if err := s.Transact(ctx, "alone", incrementFn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	refused := errors.New("refused")
-	if err := s.Transact(ctx, "alone", func([]byte) (*ledger.Write, error) { calls++; return nil, refused }); err != refused {
-		t.Fatalf("refusal answered %v", err)
+	if n := bolt.Reruns(s); n != 2 {
+		t.Fatalf("%d of 2 lone Transacts ran their function in the commit, want both", n)
+	}
+	release := holdWriter(t, s)
+	var calls atomic.Int32
+	counted := func(cur []byte) (*ledger.Write, error) {
+		calls.Add(1)
+		return incrementFn(cur)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Transact(ctx, "alone", counted) }()
+	testkit.Eventually(t, "the second Transact waits for the held commit", func() bool { return bolt.Queued(s) == 1 })
+	before := calls.Load()
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if before != 1 || calls.Load() != 1 {
+		t.Errorf("function called %d times before the commit, %d in all; want once, before", before, calls.Load())
 	}
 	if n := readInt(t, s, "alone"); n != 3 {
 		t.Errorf("counter %d, want 3", n)
 	}
-	if calls != 4 || bolt.Reruns(s) != 0 {
-		t.Errorf("%d function calls, %d run again in the commit; want 4 and 0", calls, bolt.Reruns(s))
+	if n := bolt.Reruns(s); n != 3 { // the two lone ones and the holder
+		t.Errorf("%d functions ran in a commit, want 3", n)
 	}
 }
 
@@ -169,31 +206,34 @@ func TestPreparedFunctionRunsAgainOnAChangedDocument(t *testing.T) {
 	if err := s.Transact(ctx, "hot", incrementFn); err != nil {
 		t.Fatal(err)
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
+	release := holdWriter(t, s)
+	entered, proceed := make(chan struct{}), make(chan struct{})
 	var seen []string
 	slow := func(cur []byte) (*ledger.Write, error) {
 		seen = append(seen, string(cur))
 		if len(seen) == 1 {
 			close(entered)
-			<-release // prepared on "1"; the other write lands meanwhile
+			<-proceed // prepared on "1"; another write lands meanwhile
 		}
 		return incrementFn(cur)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Transact(ctx, "hot", slow) }()
 	<-entered
+	release()
 	if err := s.Transact(ctx, "hot", incrementFn); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	reruns := bolt.Reruns(s)
+	close(proceed)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if n := readInt(t, s, "hot"); n != 3 {
 		t.Errorf("counter %d, want 3 (a write was lost)", n)
 	}
-	if fmt.Sprint(seen) != "[1 2]" || bolt.Reruns(s) != 1 {
-		t.Errorf("the function saw %v, %d run again in the commit; want [1 2] and 1", seen, bolt.Reruns(s))
+	if fmt.Sprint(seen) != "[1 2]" || bolt.Reruns(s) != reruns+1 {
+		t.Errorf("the function saw %v and ran again in the commit %d times; want [1 2] and once", seen, bolt.Reruns(s)-reruns)
 	}
 }
 
@@ -214,6 +254,7 @@ func TestPreparedFunctionRunsAgainWhenItsDocumentExpired(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	release := holdWriter(t, s)
 	var seen []string
 	fn := func(cur []byte) (*ledger.Write, error) {
 		seen = append(seen, fmt.Sprintf("%q", cur))
@@ -224,7 +265,11 @@ func TestPreparedFunctionRunsAgainWhenItsDocumentExpired(t *testing.T) {
 		}
 		return incrementFn(cur)
 	}
-	if err := s.Transact(ctx, "short", fn); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- s.Transact(ctx, "short", fn) }()
+	testkit.Eventually(t, "the Transact waits for the held commit", func() bool { return bolt.Queued(s) == 1 })
+	release()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if n := readInt(t, s, "short"); n != 1 {

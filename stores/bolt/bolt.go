@@ -54,6 +54,7 @@ type Store struct {
 	db     *bbolt.DB
 	now    func() time.Time
 	commit committer
+	docs   docCache
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -267,6 +268,9 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: read %q: %w", scope, err)
+	}
+	if doc != nil {
+		s.docs.put(scope, bytes.Clone(doc)) // the caller may keep doc
 	}
 	return doc, nil
 }

@@ -16,3 +16,10 @@ func Queued(s *Store) int {
 	defer s.commit.mu.Unlock()
 	return len(s.commit.queue)
 }
+
+// PrepareReads reports how many documents prepare read from the file, not
+// finding them among those last written or read.
+func PrepareReads(s *Store) int64 { return s.commit.prepareReads.Load() }
+
+// ForgetDocs empties the store's cache of documents last written or read.
+func ForgetDocs(s *Store) { s.docs.clear() }

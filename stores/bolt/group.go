@@ -58,6 +58,9 @@ type committer struct {
 	// commit at once, or its document could not be read; or prepared on
 	// a document that changed before its commit).
 	commits, carried, reruns atomic.Int64
+	// prepareReads counts the documents prepare read from the file (not
+	// in docCache).
+	prepareReads atomic.Int64
 }
 
 // pendingTx is one Transact waiting for, or in, a commit. lead is closed
@@ -73,6 +76,8 @@ type pendingTx struct {
 	base     []byte
 	w        *ledger.Write
 	wErr     error
+	// written is the document the commit wrote for it (nil: none).
+	written []byte
 
 	lead  chan struct{}
 	done  chan struct{}
@@ -132,6 +137,16 @@ func (c *committer) commitQueued() {
 		err = fmt.Errorf("commit of %d writes: %w", len(batch), err)
 	}
 
+	// The documents this commit wrote are what the next Transacts on
+	// their scopes will be prepared on; a failed commit wrote none.
+	for _, p := range batch {
+		if err != nil {
+			c.s.docs.drop(p.scope)
+		} else if p.written != nil {
+			c.s.docs.put(p.scope, p.written)
+		}
+	}
+
 	c.mu.Lock()
 	if len(c.queue) > 0 {
 		close(c.queue[0].lead)
@@ -148,18 +163,23 @@ func (c *committer) commitQueued() {
 }
 
 // prepare runs p's function on the scope's document as the last commit
-// left it, outside the writer, while p waits for the commit under way. A
-// document that cannot be read leaves p unprepared: its function then runs
-// in the commit.
+// left it, outside the writer, while p waits for the commit under way:
+// the document this process last wrote or read for the scope (docCache),
+// else one read from the file. The commit checks it is still the live one
+// either way. A document that cannot be read leaves p unprepared: its
+// function then runs in the commit.
 func (s *Store) prepare(p *pendingTx) {
-	var base []byte
-	if err := s.db.View(func(tx *bbolt.Tx) error {
-		base = s.current(tx, p.scope)
-		return nil
-	}); err != nil {
-		return
+	base, ok := s.docs.get(p.scope)
+	if !ok {
+		s.commit.prepareReads.Add(1)
+		if err := s.db.View(func(tx *bbolt.Tx) error {
+			base = s.current(tx, p.scope)
+			return nil
+		}); err != nil {
+			return
+		}
 	}
-	p.w, p.wErr = safely(p.fn, base)
+	p.w, p.wErr = safely(p.fn, bytes.Clone(base))
 	p.base, p.prepared = base, true
 }
 
@@ -181,7 +201,63 @@ func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
 		p.fnErr = err
 		return nil
 	}
-	return s.put(tx, p.scope, w)
+	if err := s.put(tx, p.scope, w); err != nil {
+		return err
+	}
+	p.written = w.Doc
+	return nil
+}
+
+// docCacheSize bounds the documents docCache keeps: about a dispatcher's
+// deliveries in flight, many times over.
+const docCacheSize = 4096
+
+// docCache keeps the document this process last wrote or read for recent
+// scopes, so that a Transact waiting for a commit is prepared without a
+// read of its own: a swept delivery's take is prepared on the document
+// the due listing read, its settle on the one its take wrote. An entry
+// may be stale (expired, or deleted by DeleteExpired): the commit compares
+// it with the live document and runs the function again when they differ.
+type docCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (c *docCache) get(scope string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	doc, ok := c.m[scope]
+	return doc, ok
+}
+
+// put keeps doc, which nobody may change afterwards, for scope; when full,
+// it first drops an arbitrary entry.
+func (c *docCache) put(scope string, doc []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string][]byte, docCacheSize)
+	}
+	if _, ok := c.m[scope]; !ok && len(c.m) >= docCacheSize {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[scope] = doc
+}
+
+func (c *docCache) drop(scope string) {
+	c.mu.Lock()
+	delete(c.m, scope)
+	c.mu.Unlock()
+}
+
+// clear drops every entry.
+func (c *docCache) clear() {
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
 }
 
 // sameDoc says whether a and b are the same document, or both none.

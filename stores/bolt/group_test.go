@@ -279,3 +279,46 @@ func TestPreparedFunctionRunsAgainWhenItsDocumentExpired(t *testing.T) {
 		t.Errorf("the function saw %v, want the live document, then none", seen)
 	}
 }
+
+// A Transact waiting for a commit is prepared on the document this
+// process last wrote or read for its scope, without reading the file; on
+// a scope it knows nothing of, it reads it.
+func TestPreparedOnTheDocumentLastWrittenOrRead(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer s.Close()
+	ctx := context.Background()
+	waiting := func() {
+		t.Helper()
+		release := holdWriter(t, s)
+		done := make(chan error, 1)
+		go func() { done <- s.Transact(ctx, "w", incrementFn) }()
+		testkit.Eventually(t, "the Transact waits for the held commit", func() bool { return bolt.Queued(s) == 1 })
+		release()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Transact(ctx, "w", incrementFn); err != nil {
+		t.Fatal(err)
+	}
+	waiting() // on the document the first Transact wrote
+	if n := bolt.PrepareReads(s); n != 0 {
+		t.Errorf("prepared on the document just written with %d reads, want 0", n)
+	}
+	bolt.ForgetDocs(s)
+	waiting() // on a document read from the file
+	if n := bolt.PrepareReads(s); n != 1 {
+		t.Errorf("prepared on a forgotten document with %d reads, want 1", n)
+	}
+	bolt.ForgetDocs(s)
+	if _, err := s.Read(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	waiting() // on the document just read
+	if n := bolt.PrepareReads(s); n != 1 {
+		t.Errorf("prepared on the document just read with %d reads in all, want 1", n)
+	}
+	if n := readInt(t, s, "w"); n != 4 {
+		t.Errorf("counter %d, want 4", n)
+	}
+}

@@ -208,9 +208,13 @@ func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
 	return nil
 }
 
-// docCacheSize bounds the documents docCache keeps: about a dispatcher's
-// deliveries in flight, many times over.
-const docCacheSize = 4096
+// docCacheBytes bounds the bytes of the documents docCache keeps: a
+// dispatcher's deliveries in flight many times over. A document larger
+// than docCacheLargest is not kept.
+const (
+	docCacheBytes   = 8 << 20
+	docCacheLargest = docCacheBytes / 64
+)
 
 // docCache keeps the document this process last wrote or read for recent
 // scopes, so that a Transact waiting for a commit is prepared without a
@@ -219,8 +223,9 @@ const docCacheSize = 4096
 // may be stale (expired, or deleted by DeleteExpired): the commit compares
 // it with the live document and runs the function again when they differ.
 type docCache struct {
-	mu sync.Mutex
-	m  map[string][]byte
+	mu   sync.Mutex
+	m    map[string][]byte
+	size int // bytes of the documents in m
 }
 
 func (c *docCache) get(scope string) ([]byte, bool) {
@@ -230,33 +235,48 @@ func (c *docCache) get(scope string) ([]byte, bool) {
 	return doc, ok
 }
 
-// put keeps doc, which nobody may change afterwards, for scope; when full,
-// it first drops an arbitrary entry.
+// put keeps doc, which nobody may change afterwards, for scope, first
+// dropping arbitrary entries while the cache would hold more than
+// docCacheBytes.
 func (c *docCache) put(scope string, doc []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string][]byte, docCacheSize)
+	c.forget(scope)
+	if len(doc) > docCacheLargest {
+		return
 	}
-	if _, ok := c.m[scope]; !ok && len(c.m) >= docCacheSize {
-		for k := range c.m {
-			delete(c.m, k)
+	for k, v := range c.m {
+		if c.size+len(doc) <= docCacheBytes {
 			break
 		}
+		delete(c.m, k)
+		c.size -= len(v)
+	}
+	if c.m == nil {
+		c.m = map[string][]byte{}
 	}
 	c.m[scope] = doc
+	c.size += len(doc)
 }
 
 func (c *docCache) drop(scope string) {
 	c.mu.Lock()
-	delete(c.m, scope)
+	c.forget(scope)
 	c.mu.Unlock()
+}
+
+// forget drops scope's entry; c.mu is held.
+func (c *docCache) forget(scope string) {
+	if old, ok := c.m[scope]; ok {
+		delete(c.m, scope)
+		c.size -= len(old)
+	}
 }
 
 // clear drops every entry.
 func (c *docCache) clear() {
 	c.mu.Lock()
-	c.m = nil
+	c.m, c.size = nil, 0
 	c.mu.Unlock()
 }
 

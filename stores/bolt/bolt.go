@@ -54,7 +54,6 @@ type Store struct {
 	db     *bbolt.DB
 	now    func() time.Time
 	commit committer
-	docs   docCache
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -158,12 +157,6 @@ func reviewKey(at int64, scope string) []byte {
 
 // current returns a copy of the scope's live document, or nil.
 func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
-	return bytes.Clone(s.live(tx, scope))
-}
-
-// live returns the scope's live document as tx holds it (valid only while
-// tx is open), or nil.
-func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 	doc := tx.Bucket(bucketDocs).Get([]byte(scope))
 	if doc == nil {
 		return nil
@@ -172,7 +165,7 @@ func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 	if m.expires != 0 && s.now().UnixNano() >= m.expires {
 		return nil
 	}
-	return doc
+	return bytes.Clone(doc)
 }
 
 // Transact implements ledger.Store. It returns once the write is on disk,
@@ -268,9 +261,6 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: read %q: %w", scope, err)
-	}
-	if doc != nil {
-		s.docs.put(scope, bytes.Clone(doc)) // the caller may keep doc
 	}
 	return doc, nil
 }

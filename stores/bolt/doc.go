@@ -6,12 +6,9 @@
 // while a commit is running go together in the next one (group commit, see
 // committer), so many callers share one set of fsyncs without any of them
 // returning before its write is on disk, and a lone writer never waits.
-// A function that has to wait for a commit runs meanwhile, on the document
-// as the last commit left it; its commit, in arrival order, writes what it
-// answered if the document is still that one and runs it again on the
-// current document if not, so the read-modify-write of one scope is atomic
-// while the one writer spends its time writing; a function's own error
-// writes nothing and reaches only its caller.
+// Within a commit each function runs alone, in arrival order, on the
+// current document, so the read-modify-write of one scope is atomic; a
+// function's own error writes nothing and reaches only its caller.
 //
 // Layout: bucket "docs" maps scope → document; bucket "meta" maps scope →
 // 16 bytes (physical expiry and review time, Unix nanoseconds, big-endian);

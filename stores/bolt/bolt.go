@@ -77,7 +77,8 @@ func Open(path string, opts Options) (*Store, error) {
 	// frees pages on every commit, and rewriting the whole list each time
 	// was about a fifth of a commit's page writes on a 100,000-event
 	// backlog (issue #29). Open rebuilds it from the tree instead, so a
-	// crash loses nothing; the hashmap freelist allocates without
+	// crash loses nothing, at a price: 0.5 s for a 385 MB file in the
+	// page cache, against 1 ms. The hashmap freelist allocates without
 	// scanning the list.
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	if errors.Is(err, bolterrors.ErrTimeout) {

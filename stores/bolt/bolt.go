@@ -72,15 +72,7 @@ func Open(path string, opts Options) (*Store, error) {
 	// bbolt locks the file for as long as it is open, with flock(2) on
 	// Linux and macOS and `LockFileEx` on Windows, so a second process on
 	// the same file waits here, then fails, on every platform.
-	//
-	// The freelist is not written on commits (NoFreelistSync): a drain
-	// frees pages on every commit, and rewriting the whole list each time
-	// was about a fifth of a commit's page writes on a 100,000-event
-	// backlog (issue #29). Open rebuilds it from the tree instead, so a
-	// crash loses nothing, at a price: 0.5 s for a 385 MB file in the
-	// page cache, against 1 ms. The hashmap freelist allocates without
-	// scanning the list.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.OpenTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("bolt store: %s %w (one gateway per bolt file; waited %s for its lock: %w)",
 			path, ErrInUse, opts.OpenTimeout, err)

@@ -1,12 +1,8 @@
 package bolt_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -158,52 +154,4 @@ func BenchmarkLongScope(b *testing.B) {
 	}
 	defer s.Close()
 	storetest.BenchmarkLongScope(b, s)
-}
-
-// Commits leave the freelist unwritten: the newest meta page names none
-// (bbolt's pgid ^0), and a reopened file still finds every document.
-func TestFreelistNotWrittenOnCommits(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	s := open(t, path)
-	ctx := context.Background()
-	big := bytes.Repeat([]byte("x"), 9000)
-	for round := range 3 { // rewrites free pages
-		for i := range 50 {
-			if err := s.Transact(ctx, fmt.Sprint(i), func([]byte) (*ledger.Write, error) {
-				return &ledger.Write{Doc: append([]byte(fmt.Sprint(round)), big...)}, nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two meta pages at the file's start; each: a 16-byte page header,
-	// then magic, version, page size, flags (4 bytes each), the root
-	// bucket (16), the freelist page id (8), the high water mark (8), the
-	// transaction id (8).
-	pageSize := int(binary.LittleEndian.Uint32(raw[16+8:]))
-	var freelist, txid uint64
-	for m := range 2 {
-		meta := raw[m*pageSize+16:]
-		if id := binary.LittleEndian.Uint64(meta[48:]); id >= txid {
-			txid, freelist = id, binary.LittleEndian.Uint64(meta[32:])
-		}
-	}
-	if freelist != ^uint64(0) {
-		t.Errorf("the newest meta page (transaction %d) names freelist page %d: the freelist was written", txid, freelist)
-	}
-	s = open(t, path)
-	defer s.Close()
-	for i := range 50 {
-		doc, err := s.Read(ctx, fmt.Sprint(i))
-		if err != nil || len(doc) != 9001 || doc[0] != '2' {
-			t.Fatalf("document %d after reopening: %d bytes, %v", i, len(doc), err)
-		}
-	}
 }

@@ -33,6 +33,10 @@ type App struct {
 	// TLSCheck, when set, replaces the tls.check_every ticker: on each
 	// value serve reloads the TLS files if they changed (tests).
 	TLSCheck <-chan time.Time
+	// TLSChecked, when set, is called once each value from TLSCheck has
+	// been handled, reloaded or not, so a test can change the files
+	// without racing the check (tests).
+	TLSChecked func()
 	// StoreRetry is the first wait between attempts to open a store that
 	// is down at start (default DefaultStoreRetry, doubling to 30 s).
 	StoreRetry time.Duration

@@ -106,7 +106,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			certs.watch(watchCtx, a.Reload, check, log)
+			certs.watch(watchCtx, a.Reload, check, a.TLSChecked, log)
 		}()
 	}
 	dispCtx, stopDispatch := context.WithCancel(context.Background())

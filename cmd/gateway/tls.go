@@ -76,22 +76,30 @@ func (r *certReloader) config() *tls.Config {
 
 // watch reloads on every signal from reload (SIGHUP in production), and on
 // every tick of check when the files changed (Windows, or tls.check_every),
-// until ctx ends. Either channel may be nil.
-func (r *certReloader) watch(ctx context.Context, reload <-chan struct{}, check <-chan time.Time, log *zap.Logger) {
+// until ctx ends. Either channel may be nil. checked, when set, is called
+// after each tick of check has been handled.
+func (r *certReloader) watch(ctx context.Context, reload <-chan struct{}, check <-chan time.Time, checked func(), log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reload:
+			r.reload(log)
 		case <-check:
-			if !r.changed() {
-				continue
+			if r.changed() {
+				r.reload(log)
+			}
+			if checked != nil {
+				checked()
 			}
 		}
-		if err := r.load(); err != nil {
-			log.Error("tls: reload failed; keeping the previous certificate", zap.Error(err))
-			continue
-		}
-		log.Info("tls: certificate reloaded", zap.String("cert", r.cert))
 	}
+}
+
+func (r *certReloader) reload(log *zap.Logger) {
+	if err := r.load(); err != nil {
+		log.Error("tls: reload failed; keeping the previous certificate", zap.Error(err))
+		return
+	}
+	log.Info("tls: certificate reloaded", zap.String("cert", r.cert))
 }

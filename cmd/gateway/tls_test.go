@@ -60,7 +60,7 @@ type tlsGateway struct {
 	logs            *syncBuffer
 }
 
-func startTLSGateway(t *testing.T, tlsExtra string, reload <-chan struct{}, check <-chan time.Time) *tlsGateway {
+func startTLSGateway(t *testing.T, tlsExtra string, reload <-chan struct{}, check <-chan time.Time, checked func()) *tlsGateway {
 	t.Helper()
 	dir := t.TempDir()
 	g := &tlsGateway{cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem"), logs: &syncBuffer{}}
@@ -74,7 +74,7 @@ func startTLSGateway(t *testing.T, tlsExtra string, reload <-chan struct{}, chec
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
-	app := &App{Stdout: io.Discard, Stderr: g.logs, LookupEnv: env(nil), Clock: time.Now, Reload: reload, TLSCheck: check,
+	app := &App{Stdout: io.Discard, Stderr: g.logs, LookupEnv: env(nil), Clock: time.Now, Reload: reload, TLSCheck: check, TLSChecked: checked,
 		Ready: func(public, _ string) { ready <- public }}
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, []string{"serve", "--config", cfgPath}) }()
@@ -99,7 +99,7 @@ func startTLSGateway(t *testing.T, tlsExtra string, reload <-chan struct{}, chec
 // picks up new files, and a reload of broken files keeps the old pair.
 func TestTLSListenerReloads(t *testing.T) {
 	reload := make(chan struct{})
-	g := startTLSGateway(t, "", reload, nil)
+	g := startTLSGateway(t, "", reload, nil, nil)
 	certPath, keyPath, addr, logs := g.cert, g.key, g.addr, g.logs
 	writeSelfSigned(t, certPath, keyPath, "second")
 	reload <- struct{}{}
@@ -129,10 +129,12 @@ func TestTLSListenerReloads(t *testing.T) {
 // one alone, and reports a broken pair once, not on every check.
 func TestTLSTimedCheckReloadsChangedFiles(t *testing.T) {
 	check := make(chan time.Time)
-	g := startTLSGateway(t, ", check_every: 1h", nil, check)
-	// The check channel is unbuffered and read by one loop: the second
-	// send returns only once the first check is done.
-	tick := func() { check <- time.Now(); check <- time.Now() }
+	checked := make(chan struct{})
+	g := startTLSGateway(t, ", check_every: 1h", nil, check, func() { checked <- struct{}{} })
+	// Each tick returns once its check is done, so the test never writes
+	// the files while a check reads them (a check that saw a half-written
+	// key would report it, and the next one would report it again).
+	tick := func() { check <- time.Now(); <-checked }
 	tick()
 	if strings.Contains(g.logs.String(), "reload") {
 		t.Fatalf("a check of unchanged files reloaded them\n%s", g.logs.String())
@@ -158,7 +160,7 @@ func TestTLSTimedCheckReloadsChangedFiles(t *testing.T) {
 // tls.check_every runs the check on its own, with no signal and no test
 // hook: a renewed pair is served without anyone asking.
 func TestTLSCheckEveryReloadsByItself(t *testing.T) {
-	g := startTLSGateway(t, ", check_every: 20ms", nil, nil)
+	g := startTLSGateway(t, ", check_every: 20ms", nil, nil, nil)
 	writeSelfSigned(t, g.cert, g.key, "second")
 	for deadline := time.Now().Add(10 * time.Second); servedName(t, g.addr) != "second"; {
 		if time.Now().After(deadline) {

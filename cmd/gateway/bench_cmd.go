@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 
 	"github.com/replyonce/gateway/cmd/gateway/internal/bench"
 	"github.com/replyonce/gateway/ingress/dispatch"
@@ -22,6 +24,17 @@ func (a *App) bench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.DispatchConcurrency, "dispatch-concurrency", 0, "forward.concurrency in queued mode (default 16)")
 	fs.DurationVar(&c.AcceptWait, "accept-wait", dispatch.DefaultAcceptWait, "forward.accept_wait in queued mode (0s: accepts never wait for the dispatcher)")
 	fs.IntVar(&c.Backlog, "backlog", 0, "queued mode: accept this many events with dispatch paused, then resume and time the drain to the sink; then --n events inline on the same store kind, for comparison")
+	fs.Func("long-scope", "comma-separated lengths, e.g. 10,1000,10000: seed one conversation per length with that many settled effects, then time --n webhooks into each, one at a time (issue #34)", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("length %q is not a number", f)
+			}
+			c.LongScope = append(c.LongScope, n)
+		}
+		return nil
+	})
+	fs.BoolVar(&c.LongScopeWaiting, "long-scope-waiting", false, "with --long-scope and --mode queued: seed items waiting behind a held delivery under order: scope instead of settled effects")
 	fs.IntVar(&c.Requests, "n", bench.DefaultRequests, "requests per full-speed pass")
 	fs.IntVar(&c.HalfLoad, "half-n", 0, "requests per half-load pass (default n/2; negative skips the half-load passes)")
 	fs.IntVar(&c.Concurrency, "concurrency", bench.DefaultConcurrency, "concurrent senders")
@@ -66,6 +79,13 @@ func (a *App) bench(ctx context.Context, args []string) error {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if len(c.LongScope) > 0 {
+		rep, err := bench.RunLongScope(ctx, c)
+		if rep == nil {
+			return err
+		}
+		return a.writeBenchReport(rep, *jsonOut, err)
 	}
 	if c.Backlog > 0 {
 		rep, err := bench.RunBacklog(ctx, c)

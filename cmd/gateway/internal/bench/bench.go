@@ -30,6 +30,12 @@ type Config struct {
 	// Backlog, when positive, runs RunBacklog instead of the passes: that
 	// many events queued with dispatch paused, then drained.
 	Backlog int
+	// LongScope, when set, runs RunLongScope instead of the passes: one
+	// conversation per length, seeded with that many settled effects (or,
+	// with LongScopeWaiting, items waiting behind a held head under
+	// order: scope), then Requests webhooks into each, one at a time.
+	LongScope        []int
+	LongScopeWaiting bool
 
 	Requests    int     // per full-speed pass (default 20000)
 	HalfLoad    int     // requests per half-load pass; 0: Requests/2; negative: skip those passes
@@ -131,6 +137,21 @@ func (c Config) Validate() error {
 	}
 	if c.Backlog < 0 {
 		return errors.New("bench: backlog must not be negative")
+	}
+	for _, n := range c.LongScope {
+		if n < 0 {
+			return fmt.Errorf("bench: long-scope length %d must not be negative", n)
+		}
+	}
+	switch {
+	case len(c.LongScope) > 0 && c.Backlog > 0:
+		return errors.New("bench: --long-scope and --backlog are separate runs: ask for one")
+	case c.LongScopeWaiting && len(c.LongScope) == 0:
+		return errors.New("bench: --long-scope-waiting needs --long-scope lengths")
+	case c.LongScopeWaiting && c.Mode != "queued":
+		return errors.New("bench: --long-scope-waiting needs --mode queued (items wait only in a queue)")
+	case len(c.LongScope) > 0 && c.Requests < longScopeRounds:
+		return fmt.Errorf("bench: a long-scope run needs at least %d requests per scope (--n)", longScopeRounds)
 	}
 	if c.DispatchConcurrency < 0 {
 		return errors.New("bench: dispatch concurrency must not be negative")

@@ -458,3 +458,62 @@ func TestRunWithAStoreDownSaysSo(t *testing.T) {
 		t.Fatalf("bench with Postgres unreachable: %v, want an error naming the store", err)
 	}
 }
+
+// A long-scope run puts every timed webhook into its length's own
+// conversation: the settled kind delivers each once and lists it there;
+// the waiting kind leaves every seeded and timed item behind the held head.
+func TestRunLongScope(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tc := range []struct{ mode string }{{"inline"}, {"queued"}} {
+		cfg := Config{Store: "memory", Mode: tc.mode, LongScope: []int{40, 3}, Requests: 8, BodySize: 300}
+		rep, err := RunLongScope(ctx, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.mode, err)
+		}
+		if len(rep.Scopes) != 2 || rep.Scopes[0].Length != 3 || rep.Scopes[1].Length != 40 {
+			t.Fatalf("%s: scopes %+v, want lengths 3 then 40", tc.mode, rep.Scopes)
+		}
+		for _, c := range rep.Scopes {
+			if c.Accepted != 8 || c.Items != 8 || c.Forwards != 8 || c.Repeated != 0 || c.Waiting != 0 || c.MeanMillis <= 0 {
+				t.Errorf("%s: length %d: %+v, want 8 accepted, listed and forwarded once each", tc.mode, c.Length, c)
+			}
+		}
+		if rep.Scopes[0].Ratio != 1 {
+			t.Errorf("%s: the shortest scope's ratio is %v, want 1", tc.mode, rep.Scopes[0].Ratio)
+		}
+		if rep.Scopes[1].DocBytes <= rep.Scopes[0].DocBytes {
+			t.Errorf("%s: the longer scope's document (%d bytes) is not larger than the shorter's (%d)", tc.mode, rep.Scopes[1].DocBytes, rep.Scopes[0].DocBytes)
+		}
+	}
+
+	cfg := Config{Store: "memory", Mode: "queued", LongScope: []int{5, 20}, LongScopeWaiting: true, Requests: 8, BodySize: 300}
+	rep, err := RunLongScope(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Scopes {
+		if c.Waiting != c.Length+8 || c.Items != c.Length+9 || c.Forwards != 0 {
+			t.Errorf("waiting: length %d: %+v, want %d waiting behind the held head and nothing forwarded", c.Length, c, c.Length+8)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "waiting history") {
+		t.Errorf("table:\n%s", table.String())
+	}
+
+	for _, bad := range []Config{
+		{LongScope: []int{10}, LongScopeWaiting: true}, // inline
+		{LongScopeWaiting: true, Mode: "queued"},       // no lengths
+		{LongScope: []int{10}, Backlog: 100},           // two runs at once
+		{LongScope: []int{-1}},                         // negative
+		{LongScope: []int{10}, Requests: 2},            // fewer than the rounds
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted it", bad)
+		}
+	}
+}

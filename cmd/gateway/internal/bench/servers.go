@@ -24,6 +24,7 @@ import (
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
 	"github.com/replyonce/gateway/ingress/dispatch"
+	"github.com/replyonce/gateway/ingress/extract"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
 )
@@ -47,6 +48,12 @@ func (t *tally) add(id string) {
 	t.mu.Lock()
 	t.counts[id]++
 	t.mu.Unlock()
+}
+
+func (t *tally) count(id string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.counts[id]
 }
 
 // sink is the agent: it reads the body, counts the event and answers 200.
@@ -187,8 +194,15 @@ func startEnv(ctx context.Context, cfg Config) (e *env, err error) {
 		fc.SigningSecret = forwardSecret
 	}
 	fc.KeepBody = cfg.KeepBody
+	var scope extract.Templates
+	if len(cfg.LongScope) > 0 {
+		scope = extract.Templates{"{header:" + headerBenchScope + "}"}
+		if cfg.LongScopeWaiting {
+			fc.Queue.Order = ledger.OrderScope
+		}
+	}
 	src, err := ingress.NewSource(ingress.SourceConfig{
-		Name: sourceName, Provider: cfg.Provider,
+		Name: sourceName, Provider: cfg.Provider, Scope: scope,
 		// Events are signed before their pass starts, and a slow store's
 		// pass can outlast the providers' 5 minute tolerance. Checking the
 		// timestamp costs the same whatever the tolerance.

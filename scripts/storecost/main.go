@@ -21,7 +21,14 @@
 // background work (its checkpointer, WAL writer, vacuum), and it is read
 // in clock ticks (10 ms), so a pass of a few thousand events reads it to a
 // few per cent. For PostgreSQL it also counts the commits and sessions of
-// the pass (pg_stat_database).
+// the pass (pg_stat_database), and what a session's start costs the
+// server: it opens and closes sessions of its own before the passes and
+// reads the server's CPU around them. A session start (a backend forked
+// and set up) costs tens of milliseconds of CPU, so a pass in which the
+// gateway's pool grows to 30 connections spends more of the server's CPU
+// starting them than on a few thousand events' statements, where a
+// long-running gateway starts them once; the report gives the CPU less
+// the pass's session starts as well.
 // Issue #29 uses it to say where a queued event's cost goes.
 package main
 
@@ -86,6 +93,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			defer func() { _ = pg.srv.Stop(false) }()
 			c = pg
+			if pg.session, err = pg.sessionCPU(ctx); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "\npostgres: a session's start, one statement and end cost the server %.1f ms of CPU (%d sessions)\n",
+				float64(pg.session)/float64(time.Millisecond), calibrationSessions)
 		case "redis":
 			rd, err := testservers.StartRedis(ctx, testservers.RedisOptions{Dir: dir})
 			if err != nil {
@@ -120,6 +132,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			}
 			totals["cpu"] = float64(cpu1-cpu0) / float64(time.Microsecond)
+			if pg, ok := c.(*pgCounter); ok {
+				totals["session cpu"] = float64(pg.session) / float64(time.Microsecond)
+			}
 			report(out, kind, mode, events, rows, totals, *top)
 		}
 	}
@@ -131,6 +146,7 @@ type row struct {
 	what  string
 	calls float64
 	ms    float64
+	bytes float64 // WAL bytes (Postgres); 0 for Redis, which does not count them per command
 }
 
 // counter reads one server's counts.
@@ -142,6 +158,33 @@ type counter interface {
 	read(ctx context.Context) ([]row, map[string]float64, error)
 	// pid is the server's process.
 	pid() int
+}
+
+// calibrationSessions is how many sessions storecost opens to time one
+// session's start on the server.
+const calibrationSessions = 20
+
+// sessionCPU is the server's CPU for one session started, run (one
+// statement) and ended, from calibrationSessions of them opened one after
+// another: pgx's own start, without the statements a gateway prepares on
+// each connection, so a lower bound on what the gateway's cost.
+func (c *pgCounter) sessionCPU(ctx context.Context) (time.Duration, error) {
+	cpu0, err := treeCPU(c.pid())
+	if err != nil {
+		return 0, err
+	}
+	for range calibrationSessions {
+		if err := c.exec(ctx, "SELECT 1"); err != nil {
+			return 0, err
+		}
+	}
+	// Let the server reap the last backends.
+	time.Sleep(200 * time.Millisecond)
+	cpu1, err := treeCPU(c.pid())
+	if err != nil {
+		return 0, err
+	}
+	return (cpu1 - cpu0) / calibrationSessions, nil
 }
 
 // treeCPU is the CPU time (user and system) of process pid, of its live
@@ -237,26 +280,29 @@ func report(out io.Writer, kind, mode string, events int, rows []row, totals map
 		kind, mode, events, per(totals["calls"]), map[string]string{"postgres": "statements", "redis": "commands"}[kind],
 		per(totals["bytes"]), unit, per(totals["ms"])*1000, per(totals["cpu"]))
 	if kind == "postgres" {
-		fmt.Fprintf(out, "   %.2f commits per event, %.0f sessions in the pass\n", per(totals["commits"]), totals["sessions"])
+		fmt.Fprintf(out, "   %.2f commits per event, %.0f sessions in the pass; server CPU less their starts: %.1f µs per event\n",
+			per(totals["commits"]), totals["sessions"], per(totals["cpu"]-max(totals["sessions"]-1, 0)*totals["session cpu"]))
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  per event\tµs each\twhat")
+	fmt.Fprintln(tw, "  per event\tµs each\tbytes each\twhat")
 	for i, r := range rows {
 		if i == top {
 			break
 		}
-		each := 0.0
+		each, bytes := 0.0, 0.0
 		if r.calls > 0 {
-			each = r.ms * 1000 / r.calls
+			each, bytes = r.ms*1000/r.calls, r.bytes/r.calls
 		}
-		fmt.Fprintf(tw, "  %.2f\t%.1f\t%s\n", per(r.calls), each, r.what)
+		fmt.Fprintf(tw, "  %.2f\t%.1f\t%.0f\t%s\n", per(r.calls), each, bytes, r.what)
 	}
 	_ = tw.Flush()
 }
 
 type pgCounter struct {
 	srv *testservers.Postgres
+	// session is the server's CPU per session (sessionCPU).
+	session time.Duration
 }
 
 func startPostgres(ctx context.Context, dir string) (*pgCounter, error) {
@@ -310,6 +356,8 @@ func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error)
 		WHERE datname = current_database()`).Scan(&commits, &sessions); err != nil {
 		return nil, nil, err
 	}
+	// The count includes this session, whose CPU is not in the pass's:
+	// the report leaves it out of the correction.
 	totals["commits"], totals["sessions"] = commits, sessions
 	rs, err := conn.Query(ctx, `SELECT calls, total_exec_time, wal_bytes::float8, query FROM pg_stat_statements
 		WHERE query !~* 'pg_stat_statements|^\s*(begin|commit|rollback)'`)
@@ -328,7 +376,7 @@ func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error)
 		totals["calls"] += float64(calls)
 		totals["ms"] += ms
 		totals["bytes"] += wal
-		rows = append(rows, row{what: shorten(q), calls: float64(calls), ms: ms})
+		rows = append(rows, row{what: shorten(q), calls: float64(calls), ms: ms, bytes: wal})
 	}
 	return rows, totals, rs.Err()
 }

@@ -74,9 +74,14 @@
 // script. Spreading the index over 256 hash-tagged buckets keeps the index
 // exact (it changes in the same script as the document) at the cost of
 // asking all 256 indexes when listing, in one pipelined call per node.
-// The only way the index can name a scope that needs no review is expiry of
-// the document; such entries are removed, by a script that checks the
-// document is really gone, the next time a listing meets them.
+// The index can name a scope that needs no review in two ways only: the
+// document expired, or it expired and was created again (a creating write
+// clears no index, as the earlier life's entries are rare and each clear
+// is a command on every new scope). The scope's hash records, under its
+// token, which indexes its last write left it in (field x); a listing skips
+// an entry whose document is gone or whose x says the index does not hold
+// it, and removes it, by a script that checks the same thing atomically.
+// The due and received indexes work the same way.
 //
 // A Store's keys occupy at most 256 slots, plenty to spread over a cluster's
 // masters. The prefix must not contain braces, as they would change the

@@ -35,9 +35,10 @@ func commandCalls(t *testing.T, c *goredis.Client) map[string]int {
 }
 
 // A write removes the scope only from the indexes the previous write left
-// it in, and touches the blob hash only when one may exist (issue #29): a
-// step's other commands are ones that could not change anything. Counted
-// on a server of the test's own, whose statistics nobody else moves.
+// it in, adds it only where it is not already at the same time, and
+// touches the blob hash only when one may exist (issue #29): a step's
+// other commands are ones that could not change anything. Counted on a
+// server of the test's own, whose statistics nobody else moves.
 func TestWriteTouchesOnlyWhatThePreviousWriteLeft(t *testing.T) {
 	srv := testservers.Redis(t)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
@@ -55,7 +56,7 @@ func TestWriteTouchesOnlyWhatThePreviousWriteLeft(t *testing.T) {
 		}
 		return commandCalls(t, c)
 	}
-	listed := func() (review, due bool) {
+	listed := func() (review, due, received bool) {
 		t.Helper()
 		r, err := s.ScopesToReview(ctx, at, 10)
 		if err != nil {
@@ -65,28 +66,32 @@ func TestWriteTouchesOnlyWhatThePreviousWriteLeft(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(r) == 1, len(d) == 1
+		v, err := s.ScopesReceived(ctx, ledger.ScopeAt{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r) == 1, len(d) == 1, len(v) == 1
 	}
-	// A new document clears every index and the blob hash: an earlier
-	// life of the scope may have left them.
-	if n := write(ledger.Write{Doc: []byte(`{"n":1}`), TTL: time.Hour, ReviewAt: at}); n["zrem"] != 2 || n["zadd"] != 1 || n["del"] != 1 || n["pexpire"] != 1 {
+	// A new document touches only the index it sets: an earlier life's
+	// entries are the listings' to skip (TestEarlierLifeIsNotListed).
+	if n := write(ledger.Write{Doc: []byte(`{"n":1}`), TTL: time.Hour, ReviewAt: at}); n["zrem"] != 0 || n["zadd"] != 1 || n["del"] != 0 || n["pexpire"] != 1 {
 		t.Fatalf("creating write: %v", n)
 	}
-	if r, d := listed(); !r || d {
-		t.Fatalf("after a write with a review time: review %v, due %v", r, d)
+	if r, d, v := listed(); !r || d || v {
+		t.Fatalf("after a write with a review time: review %v, due %v, received %v", r, d, v)
 	}
 	// Only the review index holds the scope, and no blob hash exists.
 	if n := write(ledger.Write{Doc: []byte(`{"n":2}`), TTL: time.Hour, DueAt: at}); n["zrem"] != 1 || n["zadd"] != 1 || n["pexpire"] != 1 {
 		t.Fatalf("write moving the scope from review to due: %v", n)
 	}
-	if r, d := listed(); r || !d {
-		t.Fatalf("after a write with a due time: review %v, due %v", r, d)
+	if r, d, v := listed(); r || !d || v {
+		t.Fatalf("after a write with a due time: review %v, due %v, received %v", r, d, v)
 	}
 	if n := write(ledger.Write{Doc: []byte(`{"n":3}`), TTL: time.Hour, Blobs: map[string][]byte{"b": []byte("x")}}); n["zrem"] != 1 || n["zadd"] != 0 || n["pexpire"] != 2 {
 		t.Fatalf("write leaving the due index, with a blob: %v", n)
 	}
-	if r, d := listed(); r || d {
-		t.Fatalf("after a write with neither: review %v, due %v", r, d)
+	if r, d, v := listed(); r || d || v {
+		t.Fatalf("after a write with neither: review %v, due %v, received %v", r, d, v)
 	}
 	if n := write(ledger.Write{Doc: []byte(`{"n":4}`), TTL: time.Hour}); n["zrem"] != 0 || n["pexpire"] != 2 {
 		t.Fatalf("write after one with a blob: %v", n)
@@ -96,6 +101,77 @@ func TestWriteTouchesOnlyWhatThePreviousWriteLeft(t *testing.T) {
 	}
 	if ttl := c.PTTL(ctx, s.blobKey("a")).Val(); ttl <= 0 {
 		t.Fatalf("the blob hash has no expiry: %v", ttl)
+	}
+	// A settle keeps the received time the accept wrote: no ZADD for an
+	// index that already holds the scope at that time, one for a time
+	// that moved.
+	received := at.Add(-time.Hour)
+	if n := write(ledger.Write{Doc: []byte(`{"n":5}`), TTL: time.Hour, DueAt: at, ReceivedAt: received}); n["zadd"] != 2 || n["zrem"] != 0 {
+		t.Fatalf("write entering the due and received indexes: %v", n)
+	}
+	if n := write(ledger.Write{Doc: []byte(`{"n":6}`), TTL: time.Hour, DueAt: at, ReceivedAt: received}); n["zadd"] != 0 || n["zrem"] != 0 {
+		t.Fatalf("write keeping both times: %v", n)
+	}
+	if n := write(ledger.Write{Doc: []byte(`{"n":7}`), TTL: time.Hour, DueAt: at.Add(-time.Second), ReceivedAt: received}); n["zadd"] != 1 || n["zrem"] != 0 {
+		t.Fatalf("write moving the due time: %v", n)
+	}
+	if r, d, v := listed(); r || !d || !v {
+		t.Fatalf("after a write with a due and a received time: review %v, due %v, received %v", r, d, v)
+	}
+	if due := c.ZScore(ctx, s.dueKeys[bucketOf("a")], "a").Val(); int64(due) != at.Add(-time.Second).UnixMilli() {
+		t.Fatalf("due index holds %v, want the moved time", due)
+	}
+	if n := write(ledger.Write{Doc: []byte(`{"n":8}`), TTL: time.Hour, ReceivedAt: received}); n["zadd"] != 0 || n["zrem"] != 1 {
+		t.Fatalf("settle leaving the due index: %v", n)
+	}
+	if r, d, v := listed(); r || d || !v {
+		t.Fatalf("after a settle: review %v, due %v, received %v", r, d, v)
+	}
+}
+
+// A scope created again after its document expired may find its earlier
+// life's entries in the indexes, since a creating write clears nothing:
+// no listing names the scope for an index its new document is not in, and
+// the listing prunes those entries, while the index the new document is
+// in keeps it.
+func TestEarlierLifeIsNotListed(t *testing.T) {
+	s, c := newTestStore(t, Options{})
+	ctx := ctxT(t)
+	at := time.Now().Add(-time.Minute)
+	put := func(w ledger.Write) {
+		t.Helper()
+		if err := s.Transact(ctx, "twice", func([]byte) (*ledger.Write, error) { return &w, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(ledger.Write{Doc: []byte(`{"life":1}`), TTL: 20 * time.Millisecond, ReviewAt: at, DueAt: at, ReceivedAt: at,
+		Blobs: map[string][]byte{"b": []byte("x")}})
+	time.Sleep(60 * time.Millisecond)
+	// The scope this process cached has expired: a new document.
+	s.cache.drop("twice")
+	put(ledger.Write{Doc: []byte(`{"life":2}`), TTL: time.Hour, DueAt: at})
+	b := bucketOf("twice")
+	for _, k := range []string{s.indexKeys[b], s.receivedKeys[b], s.dueKeys[b]} {
+		if n := c.ZCard(ctx, k).Val(); n != 1 {
+			t.Fatalf("%s holds %d entries before the listings, want the earlier life's 1", k, n)
+		}
+	}
+	if r, err := s.ScopesToReview(ctx, time.Now(), 10); err != nil || len(r) != 0 {
+		t.Fatalf("review lists %v (%v), want nothing", r, err)
+	}
+	if v, err := s.ScopesReceived(ctx, ledger.ScopeAt{}, 10); err != nil || len(v) != 0 {
+		t.Fatalf("received lists %v (%v), want nothing", v, err)
+	}
+	if d, err := s.ScopesDue(ctx, time.Now(), 10); err != nil || len(d) != 1 || d[0] != "twice" {
+		t.Fatalf("due lists %v (%v), want the new document", d, err)
+	}
+	for k, want := range map[string]int64{s.indexKeys[b]: 0, s.receivedKeys[b]: 0, s.dueKeys[b]: 1} {
+		if n := c.ZCard(ctx, k).Val(); n != want {
+			t.Fatalf("%s holds %d entries after the listings, want %d", k, n, want)
+		}
+	}
+	if got, err := s.ReadBlob(ctx, "twice", "b"); err != nil || got != nil {
+		t.Fatalf("the new document reads the earlier life's blob %q (%v)", got, err)
 	}
 }
 
@@ -128,6 +204,40 @@ func TestWriteAfterOlderScriptClearsEverything(t *testing.T) {
 	}
 	if ttl := c.PTTL(ctx, s.blobKey("old")).Val(); ttl <= time.Hour {
 		t.Fatalf("the blob hash the older script wrote kept its expiry: %v", ttl)
+	}
+}
+
+// A write after one that recorded the indexes it left but not their times
+// (x as "token:flags", the gateways of commit 83793c1) adds the scope to
+// every index it sets and removes it from every other, as it cannot tell
+// which time an index holds.
+func TestWriteAfterFlagsWithoutTimesAddsEverything(t *testing.T) {
+	srv := testservers.Redis(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	s, _ := newTestStoreOn(t, c, Options{})
+	ctx := ctxT(t)
+	at := time.Now().Add(-time.Minute)
+	w := ledger.Write{Doc: []byte(`{"n":1}`), TTL: time.Hour, DueAt: at, ReceivedAt: at}
+	if err := s.Transact(ctx, "f", func([]byte) (*ledger.Write, error) { return &w, nil }); err != nil {
+		t.Fatal(err)
+	}
+	tok := c.HGet(ctx, s.docKey("f"), "t").Val()
+	if err := c.HSet(ctx, s.docKey("f"), "x", tok+":6").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w.Doc = []byte(`{"n":2}`)
+	if err := s.Transact(ctx, "f", func([]byte) (*ledger.Write, error) { return &w, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, c); n["zadd"] != 2 || n["zrem"] != 1 || n["pexpire"] != 2 {
+		t.Fatalf("write after flags without times: %v", n)
+	}
+	if d, err := s.ScopesDue(ctx, time.Now(), 10); err != nil || len(d) != 1 {
+		t.Fatalf("due: %v, %v", d, err)
 	}
 }
 

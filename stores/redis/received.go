@@ -16,8 +16,8 @@ import (
 // ScopesReceived implements ledger.Store over the per-bucket received
 // indexes (sorted sets scored by unix ms, in each bucket's slot like the
 // due index): every bucket's newest entries before the cursor in one
-// pipelined round trip, merged newest first, then the winners checked for
-// expiry as ScopesToReview does. Within one millisecond a sorted set orders
+// pipelined round trip, merged newest first, then the winners checked as
+// ScopesToReview does (the document exists and the index holds it). Within one millisecond a sorted set orders
 // members by bytes, which is the order the cursor's scope tie-break uses.
 func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit int) ([]ledger.ScopeAt, error) {
 	if limit <= 0 {
@@ -28,22 +28,14 @@ func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit
 		if err != nil {
 			return nil, s.failed(fmt.Errorf("redis store: scopes received: %w", err))
 		}
-		exists := make([]*goredis.IntCmd, len(cands))
-		if len(cands) > 0 {
-			_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for i, c := range cands {
-					exists[i] = p.Exists(ctx, s.docKey(c.scope))
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, s.failed(fmt.Errorf("redis store: scopes received: %w", err))
-			}
+		held, err := s.heldIn(ctx, cands, inReceived)
+		if err != nil {
+			return nil, s.failed(fmt.Errorf("redis store: scopes received: %w", err))
 		}
 		out := make([]ledger.ScopeAt, 0, len(cands))
 		var gone []string
 		for i, c := range cands {
-			if exists[i].Val() > 0 {
+			if held[i] {
 				out = append(out, ledger.ScopeAt{Scope: c.scope, At: time.UnixMilli(int64(c.at)).UTC()})
 			} else {
 				gone = append(gone, c.scope)
@@ -53,7 +45,7 @@ func (s *Store) ScopesReceived(ctx context.Context, before ledger.ScopeAt, limit
 			return out, nil
 		}
 		for _, scope := range gone {
-			err := pruneScript.Run(ctx, s.client, []string{s.receivedKeys[bucketOf(scope)], s.docKey(scope)}, scope).Err()
+			err := pruneScript.Run(ctx, s.client, []string{s.receivedKeys[bucketOf(scope)], s.docKey(scope)}, scope, inReceived).Err()
 			if err != nil {
 				return nil, s.failed(fmt.Errorf("redis store: scopes received: prune %q: %w", scope, err))
 			}

@@ -19,19 +19,28 @@ import goredis "github.com/redis/go-redis/v9"
 // Absent values are encoded by the reply's length, never by Lua false, which
 // reaches RESP3 clients as a boolean rather than a nil.
 //
-// The due index works like the review index. The scope's blobs live in a
-// hash of their own (same hash tag) that expires with the document: every
-// write gives it the document's TTL, and a document created afresh starts
-// with no blobs.
+// The due and received indexes work like the review index. The scope's
+// blobs live in a hash of their own (same hash tag) that expires with the
+// document: every write that may leave a blob gives it the document's TTL.
 //
-// The hash's field x records which indexes the write left the scope in and
-// whether the blob hash may exist, under the write's token, so that the
-// next write removes the scope only from an index that holds it and
+// The hash's field x records, under the write's token, which indexes the
+// write left the scope in and at which time, and whether the blob hash may
+// exist, so that the next write removes the scope only from an index that
+// holds it, adds it only where it is not already at that very time, and
 // leaves alone a blob hash that does not exist (issue #29: those were most
 // of a step's commands). Nothing else adds to the indexes or the blob
-// hash, so x is exact while its token is the document's; a document
-// created afresh, or last written by a script that kept no x (an older
-// gateway's), clears everything as before.
+// hash, and nothing but pruneScript removes from them, so x is exact while
+// its token is the document's. A document last written by a script that
+// kept no x, or no times in it (an older gateway's), clears everything and
+// adds everything, as that script did.
+//
+// A document created afresh touches no index it does not set, and no blob
+// hash. An earlier life of the scope (a document that expired) may have
+// left entries in the indexes: the listings skip an entry whose scope's x
+// says the index does not hold it, and prune it (pruneScript), as they do
+// an entry whose document has gone. The earlier life's blob hash expired
+// with its document: every write that may leave a blob gives both the same
+// expiry in the same script, and nothing deletes a document.
 //
 // KEYS[1] scope hash, KEYS[2] review index of the scope's bucket, KEYS[3]
 // due index of the bucket, KEYS[4] the scope's blob hash, KEYS[5] received
@@ -59,41 +68,40 @@ if tok ~= ARGV[1] then
   return {0, tok, redis.call('HGET', KEYS[1], 'd') or ''}
 end
 -- held: what the write that set tok left behind, as it recorded in x
--- (tok, a colon, a sum of flags): 1 the scope is in the review index, 2
--- in the due index, 4 in the received index, 8 the blob hash may exist.
--- All of them when not known: a new document (its earlier life may have
--- left index entries behind) or one written by a script that kept no x.
-local held = 15
-local x = cur[2]
-if tok ~= '' and x and string.sub(x, 1, #tok + 1) == tok .. ':' then
-  held = tonumber(string.sub(x, #tok + 2)) or 15
+-- (tok, a colon, a sum of flags, then a colon and the time of each index
+-- that holds the scope, "" for one that does not): 1 the scope is in the
+-- review index, 2 in the due index, 4 in the received index, 8 the blob
+-- hash may exist. Nothing for a new document; all of them, at unknown
+-- times, when x is not known (a script that kept no x or no times).
+local held, was = 0, {}
+if tok ~= '' then
+  held = 15
+  local x = cur[2]
+  if x and string.sub(x, 1, #tok + 1) == tok .. ':' then
+    local f, r, d, v = string.match(string.sub(x, #tok + 2), '^(%d+):(-?%d*):(-?%d*):(-?%d*)$')
+    if f then
+      held, was[1], was[2], was[4] = tonumber(f), r, d, v
+    end
+  end
 end
 local function has(flag)
   return math.floor(held / flag) % 2 == 1
 end
 local left = 0
-if ARGV[5] ~= '' then
-  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
-  left = left + 1
-elseif has(1) then
-  redis.call('ZREM', KEYS[2], ARGV[6])
+local function index(flag, key, at)
+  if at ~= '' then
+    if not (has(flag) and was[flag] == at) then
+      redis.call('ZADD', key, at, ARGV[6])
+    end
+    left = left + flag
+  elseif has(flag) then
+    redis.call('ZREM', key, ARGV[6])
+  end
 end
-if ARGV[7] ~= '' then
-  redis.call('ZADD', KEYS[3], ARGV[7], ARGV[6])
-  left = left + 2
-elseif has(2) then
-  redis.call('ZREM', KEYS[3], ARGV[6])
-end
-if ARGV[#ARGV] ~= '' then
-  redis.call('ZADD', KEYS[5], ARGV[#ARGV], ARGV[6])
-  left = left + 4
-elseif has(4) then
-  redis.call('ZREM', KEYS[5], ARGV[6])
-end
-local blobs = tok ~= '' and has(8)
-if tok == '' then
-  redis.call('DEL', KEYS[4])
-end
+index(1, KEYS[2], ARGV[5])
+index(2, KEYS[3], ARGV[7])
+index(4, KEYS[5], ARGV[#ARGV])
+local blobs = has(8)
 local puts = tonumber(ARGV[8])
 local i = 9
 for _ = 1, puts do
@@ -108,7 +116,8 @@ if blobs then
     i = i + 1
   end
 end
-redis.call('HSET', KEYS[1], 't', ARGV[2], 'd', ARGV[3], 'x', ARGV[2] .. ':' .. left)
+redis.call('HSET', KEYS[1], 't', ARGV[2], 'd', ARGV[3],
+  'x', ARGV[2] .. ':' .. left .. ':' .. ARGV[5] .. ':' .. ARGV[7] .. ':' .. ARGV[#ARGV])
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -124,14 +133,28 @@ end
 return {1}
 `)
 
-// pruneScript drops an index entry (review or due) whose document has gone (expired or
-// deleted by hand). Checking and removing in one step means a writer that
-// recreates the document at the same moment cannot lose its fresh entry.
+// pruneScript drops an index entry (review, due or received) that names a
+// scope the index does not hold: its document has gone (expired or
+// deleted by hand), or the scope's x, written by the write script, says
+// the document now in its place left nothing in this index (the entry is
+// an earlier life's). Checking and removing in one step means a writer
+// that sets the entry at the same moment cannot lose it. x not known (an
+// older gateway's write): the entry stays, as the older script kept the
+// indexes exact.
 //
-// KEYS[1] review index, KEYS[2] scope hash (same slot). ARGV[1] scope.
+// KEYS[1] index, KEYS[2] scope hash (same slot). ARGV[1] scope, ARGV[2]
+// the index's flag in x.
 var pruneScript = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  return redis.call('ZREM', KEYS[1], ARGV[1])
+local cur = redis.call('HMGET', KEYS[2], 't', 'x')
+local tok, x = cur[1], cur[2]
+if tok then
+  if not x or string.sub(x, 1, #tok + 1) ~= tok .. ':' then
+    return 0
+  end
+  local f = tonumber(string.match(string.sub(x, #tok + 2), '^%d+'))
+  if not f or math.floor(f / tonumber(ARGV[2])) % 2 == 1 then
+    return 0
+  end
 end
-return 0
+return redis.call('ZREM', KEYS[1], ARGV[1])
 `)

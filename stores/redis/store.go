@@ -363,11 +363,14 @@ const maxPruneRounds = 4
 
 // ScopesToReview implements ledger.Store. It asks every bucket's index for
 // its oldest entries (one pipelined round trip), merges them, checks the
-// winners still exist (a second), and drops entries of expired documents.
-// The index is kept exact by the write script, so expiry is the only way
-// it can name a scope that does not need review.
+// winners still exist and are held by the index (a second), and drops
+// entries of expired documents, and those an earlier life of a scope left
+// behind (the write script does not clear them when it creates a
+// document; see casScript). The write script keeps the index exact
+// otherwise, so those are the only ways it can name a scope that does not
+// need review.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, &s.indexKeys, time.Time{}, notAfter, limit)
+	out, err := s.scopesIn(ctx, &s.indexKeys, inReview, time.Time{}, notAfter, limit)
 	if err != nil {
 		return nil, s.failed(fmt.Errorf("redis store: scopes to review: %w", err))
 	}
@@ -376,7 +379,7 @@ func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit in
 
 // ScopesDue implements ledger.Store the same way, over the due indexes.
 func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, &s.dueKeys, time.Time{}, notAfter, limit)
+	out, err := s.scopesIn(ctx, &s.dueKeys, inDue, time.Time{}, notAfter, limit)
 	if err != nil {
 		return nil, s.failed(fmt.Errorf("redis store: scopes due: %w", err))
 	}
@@ -386,7 +389,7 @@ func (s *Store) ScopesDue(ctx context.Context, notAfter time.Time, limit int) ([
 // ScopesDueBetween implements ledger.Store: the same merge, each bucket's
 // index read from from.
 func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, limit int) ([]string, error) {
-	out, err := s.scopesIn(ctx, &s.dueKeys, from, notAfter, limit)
+	out, err := s.scopesIn(ctx, &s.dueKeys, inDue, from, notAfter, limit)
 	if err != nil {
 		return nil, s.failed(fmt.Errorf("redis store: scopes due: %w", err))
 	}
@@ -394,8 +397,9 @@ func (s *Store) ScopesDueBetween(ctx context.Context, from, notAfter time.Time, 
 }
 
 // CountDue implements ledger.Store: ZCOUNT on every bucket of the due
-// index, in one pipeline. A scope whose document expired is counted until
-// a sweep meets it and prunes it from its bucket.
+// index, in one pipeline. A scope whose document expired, or whose earlier
+// life left an entry, is counted until a sweep meets it and prunes it
+// from its bucket.
 func (s *Store) CountDue(ctx context.Context, notAfter time.Time) (int, error) {
 	stop := strconv.FormatInt(notAfter.UnixMilli(), 10)
 	cmds := make([]*goredis.IntCmd, reviewBuckets)
@@ -433,8 +437,9 @@ func (s *Store) blobKey(scope string) string {
 	return s.blobPrefixes[bucketOf(scope)] + scope
 }
 
-// scopesIn lists scopes from one kind of per-bucket time index.
-func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, from, notAfter time.Time, limit int) ([]string, error) {
+// scopesIn lists scopes from one kind of per-bucket time index, whose flag
+// in the scope hash's x is flag.
+func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, flag int, from, notAfter time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -450,22 +455,14 @@ func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, from
 		if err != nil {
 			return nil, err
 		}
-		exists := make([]*goredis.IntCmd, len(cands))
-		if len(cands) > 0 {
-			_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for i, c := range cands {
-					exists[i] = p.Exists(ctx, s.docKey(c.scope))
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
+		held, err := s.heldIn(ctx, cands, flag)
+		if err != nil {
+			return nil, err
 		}
 		out := make([]string, 0, len(cands))
 		var gone []string
 		for i, c := range cands {
-			if exists[i].Val() > 0 {
+			if held[i] {
 				out = append(out, c.scope)
 			} else {
 				gone = append(gone, c.scope)
@@ -476,12 +473,70 @@ func (s *Store) scopesIn(ctx context.Context, index *[reviewBuckets]string, from
 		}
 		for _, scope := range gone {
 			b := bucketOf(scope)
-			err := pruneScript.Run(ctx, s.client, []string{index[b], s.docKey(scope)}, scope).Err()
+			err := pruneScript.Run(ctx, s.client, []string{index[b], s.docKey(scope)}, scope, flag).Err()
 			if err != nil {
 				return nil, fmt.Errorf("prune %q: %w", scope, err)
 			}
 		}
 	}
+}
+
+// The flags of the scope hash's x (see casScript): the indexes the last
+// write left the scope in.
+const (
+	inReview   = 1
+	inDue      = 2
+	inReceived = 4
+)
+
+// heldIn reports, for each candidate, whether its index (flag) holds its
+// scope: its document exists and its x, when it has one under the
+// document's token, has the index's flag. One pipelined round trip.
+func (s *Store) heldIn(ctx context.Context, cands []candidate, flag int) ([]bool, error) {
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*goredis.SliceCmd, len(cands))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, c := range cands {
+			cmds[i] = p.HMGet(ctx, s.docKey(c.scope), "t", "x")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	held := make([]bool, len(cands))
+	for i, cmd := range cmds {
+		vals := cmd.Val()
+		if len(vals) != 2 || vals[0] == nil {
+			continue // the document has gone
+		}
+		tok, _ := vals[0].(string)
+		x, _ := vals[1].(string)
+		flags, known := heldFlags(tok, x)
+		held[i] = !known || flags&flag != 0
+	}
+	return held, nil
+}
+
+// heldFlags reads the flags of x, the write script's record of what the
+// write that set token tok left behind; known is false when x is not that
+// write's (an older gateway's write kept none).
+func heldFlags(tok, x string) (flags int, known bool) {
+	rest, ok := strings.CutPrefix(x, tok+":")
+	if !ok || tok == "" {
+		return 0, false
+	}
+	end := strings.IndexByte(rest, ':')
+	if end < 0 {
+		end = len(rest)
+	}
+	f, err := strconv.Atoi(rest[:end])
+	if err != nil || f < 0 {
+		return 0, false
+	}
+	return f, true
 }
 
 type candidate struct {

@@ -134,6 +134,35 @@ func testDueIndex(t *testing.T, newStore NewStore) {
 	}
 }
 
+// testIndexesAfterExpiry: a scope whose document expired and was created
+// again is listed by the indexes its new document's write sets, and by no
+// other, whatever its earlier life had set (issue #29: a creating write
+// may leave the earlier life's entries for the listings to skip).
+func testIndexesAfterExpiry(t *testing.T, newStore NewStore) {
+	s := newStore(t)
+	ctx := context.Background()
+	at := start.Add(time.Minute)
+	write := func(w ledger.Write) {
+		t.Helper()
+		noErr(t, s.Transact(ctx, "again", func(cur []byte) (*ledger.Write, error) { return &w, nil }))
+	}
+	listed := func() string {
+		t.Helper()
+		return fmt.Sprintf("review %v due %v received %d", must(s.ScopesToReview(ctx, at.Add(time.Hour), 10)),
+			must(s.ScopesDue(ctx, at.Add(time.Hour), 10)), len(must(s.ScopesReceived(ctx, ledger.ScopeAt{}, 10))))
+	}
+	write(ledger.Write{Doc: []byte(`{"life":1}`), TTL: time.Millisecond, ReviewAt: at, DueAt: at, ReceivedAt: at})
+	time.Sleep(20 * time.Millisecond)
+	write(ledger.Write{Doc: []byte(`{"life":2}`), TTL: time.Hour, DueAt: at})
+	if got := listed(); got != "review [] due [again] received 0" {
+		t.Fatalf("after the scope was created again with a due time only: %s", got)
+	}
+	write(ledger.Write{Doc: []byte(`{"life":2,"n":2}`), TTL: time.Hour, ReceivedAt: at})
+	if got := listed(); got != "review [] due [] received 1" {
+		t.Fatalf("after a write with a received time only: %s", got)
+	}
+}
+
 // testEnqueueStored: an acknowledged event is stored with its run and its
 // claim, byte for byte, and a duplicate is recognised whatever its state.
 func testEnqueueStored(t *testing.T, newStore NewStore) {

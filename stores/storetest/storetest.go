@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"BadInputChangesNothing", testBadInput},
 		{"Blobs", testBlobs},
 		{"DueIndex", testDueIndex},
+		{"IndexesAfterExpiry", testIndexesAfterExpiry},
 		{"DueBetween", testDueBetween},
 		{"ParkAndUnpark", testParkAndUnpark},
 		{"ReceivedIndex", testReceivedIndex},

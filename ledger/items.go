@@ -9,14 +9,35 @@ import (
 
 // QueueItems returns a scope's queued deliveries, oldest first.
 func (qu Queue) QueueItems(ctx context.Context, scope string) ([]QueueItem, error) {
-	l := qu.l
+	return qu.l.queueItemsOf(ctx, scope, time.Time{}, time.Time{})
+}
+
+// queueItemsOf is QueueItems, reading of the items spilled out only the
+// chunks that may hold one received at or after since and before until
+// (zero: no bound); the answer may hold others.
+func (l *Ledger) queueItemsOf(ctx context.Context, scope string, since, until time.Time) ([]QueueItem, error) {
 	d, err := l.read(ctx, scope)
 	if err != nil {
 		return nil, err
 	}
+	return l.queueItems(ctx, d, since, until)
+}
+
+// queueItems lists the items of d, those in it and those spilled out with
+// their entries (see spill.go) that retention keeps, oldest received
+// first. Of the spilled ones it reads only the chunks whose received
+// bounds meet [since, until) (zero: no bound).
+func (l *Ledger) queueItems(ctx context.Context, d *document, since, until time.Time) ([]QueueItem, error) {
 	out := make([]QueueItem, 0, len(d.Queue))
 	for _, q := range d.Queue {
 		out = append(out, *q)
+	}
+	if d.spilledItems() {
+		spilled, err := l.spilledItemsOf(ctx, d, since, until)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, spilled...)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
@@ -24,6 +45,57 @@ func (qu Queue) QueueItems(ctx context.Context, scope string) ([]QueueItem, erro
 		}
 		return out[i].EntryID < out[j].EntryID
 	})
+	return out, nil
+}
+
+// spilledItemsOf reads the items of d's chunks that meet [since, until),
+// as the document would list them: an item back in the document, or in a
+// later chunk, is listed from there; one past its dropAt not at all.
+func (l *Ledger) spilledItemsOf(ctx context.Context, d *document, since, until time.Time) ([]QueueItem, error) {
+	meets := func(items int, first, last int64) bool {
+		return items > 0 && (since.IsZero() || last >= since.UnixNano()) && (until.IsZero() || first < until.UnixNano())
+	}
+	var list []spillChunk
+	for _, p := range d.SpillPages {
+		if !meets(p.Items, p.RecvFirst, p.RecvLast) {
+			continue
+		}
+		cs, err := l.readPage(ctx, d.Scope, p)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, cs...)
+	}
+	list = append(list, d.Spilled...)
+	now := l.now()
+	type copyIn struct {
+		n uint64 // its chunk
+		q *QueueItem
+	}
+	found := map[string]copyIn{}
+	for _, c := range list {
+		if !meets(c.Items, c.RecvFirst, c.RecvLast) {
+			continue
+		}
+		rs, err := l.readChunk(ctx, d.Scope, c.N)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			q := r.Item
+			if q == nil || d.Queue[r.ID] != nil || d.spilledCopyStale(r.ID, c.N) || q.dropAt(l.opts.Retention).Before(now) {
+				continue
+			}
+			if was, dup := found[r.ID]; dup && was.n > c.N {
+				continue // a later chunk holds a newer copy
+			}
+			found[r.ID] = copyIn{n: c.N, q: q}
+		}
+	}
+	out := make([]QueueItem, 0, len(found))
+	for _, f := range found {
+		out = append(out, *f.q)
+	}
 	return out, nil
 }
 
@@ -171,7 +243,7 @@ func (qu Queue) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueIt
 	}
 	var out []QueueItem
 	for _, s := range scopes {
-		items, err := qu.QueueItems(ctx, s)
+		items, err := l.queueItemsOf(ctx, s, f.Since, f.Until)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +262,8 @@ func (qu Queue) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueIt
 	return out, nil
 }
 
-// FindDelivery returns the queued delivery of one event on scope.
+// FindDelivery returns the queued delivery of one event on scope, in the
+// document or spilled out with its entry.
 func (qu Queue) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
 	items, err := qu.QueueItems(ctx, scope)
 	if err != nil {

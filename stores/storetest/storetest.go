@@ -117,6 +117,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ContentClaims", testContentClaims},
 		{"LongScopeDuplicates", testLongScopeDuplicates},
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
+		{"LongScopeDeliveries", testLongScopeDeliveries},
 		{"LongScopeConflicts", testLongScopeConflicts},
 		{"LongScopeRetention", testLongScopeRetention},
 		{"LongScopeResolve", testLongScopeResolve},

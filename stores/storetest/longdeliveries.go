@@ -238,7 +238,7 @@ func testLongScopeDeliveries(t *testing.T, newStore NewStore) {
 	// Past retention (after a write), every one of them is gone, with the
 	// blobs of its event, but the dead one: it waits its maximum age and
 	// a retention for an operator.
-	var blobbed ledger.QueueItem // an old delivery whose event is a blob
+	var blobbed ledger.QueueItem      // an old delivery whose event is a blob
 	for _, ev := range order[20:60] { // none replayed or tried below
 		if q := items[ev]; !q.Inline && q.Status == ledger.DeliveryDelivered && q.EventText == "" && q.Event == nil {
 			blobbed = q

@@ -44,6 +44,7 @@ func testLongScopeDeliveries(t *testing.T, newStore NewStore) {
 	attempts := map[string]string{}        // its AttemptsOf then
 	var order []string
 	keptBody := map[string]bool{}
+	var hung ledger.Taken
 	for i := range longDeliveries {
 		ev := fmt.Sprintf("ev-%03d", i)
 		if i%2 == 1 {
@@ -58,6 +59,14 @@ func testLongScopeDeliveries(t *testing.T, newStore NewStore) {
 		} else {
 			q := enqueue(t, e, scope, ev, false)
 			tk := must(e.l.Queue().TakeDelivery(e.ctx, scope, q.Item.EntryID, testLease))
+			if i == 2 {
+				// Its dispatcher hangs past its lease; another one
+				// takes it over and delivers it. The first settles late,
+				// below, once the item has left the document.
+				hung = tk
+				e.clock.Advance(testLease + time.Second)
+				tk = must(e.l.Queue().TakeDelivery(e.ctx, scope, q.Item.EntryID, testLease))
+			}
 			status := ledger.DeliveryDelivered
 			switch i {
 			case 10:
@@ -231,6 +240,20 @@ func testLongScopeDeliveries(t *testing.T, newStore NewStore) {
 		t.Fatalf("attempts of ev-006 with its trial: %+v", got)
 	}
 
+	// The hung dispatcher of ev-002 settles at last: too late, and its
+	// record is kept with the item.
+	res := must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: hung, Status: ledger.DeliveryDelivered, Value: "late",
+		Record: ledger.AttemptRecord{Outcome: "delivered", AgentStatus: 200}}))
+	if !res.LateSettle {
+		t.Fatalf("late settle of ev-002: %+v", res)
+	}
+	q = must(e.l.Queue().FindDelivery(e.ctx, scope, "src", "ev-002"))
+	if q.Status != ledger.DeliveryDelivered || q.Attempts != 2 {
+		t.Fatalf("ev-002 after its late settle: %+v", q)
+	}
+	if got := must(e.l.Queue().AttemptsOf(e.ctx, q)); len(got) != 2 || !got[0].Late || got[1].Late {
+		t.Fatalf("attempts of ev-002 after its late settle: %+v", got)
+	}
 	if n := len(must(e.l.Queue().QueueItems(e.ctx, scope))); n != longDeliveries {
 		t.Fatalf("after a replay and a trial the scope lists %d items, want %d", n, longDeliveries)
 	}

@@ -103,30 +103,32 @@ func (vw Views) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *D
 	// than leading to an empty one; take reports whether it was found,
 	// and then sets Next after the page's last item.
 	take := func(at ScopeAt, afterAt time.Time, afterID string) (bool, error) {
-		// Of the items spilled out, only the chunks the page may
-		// list from are read.
-		until := f.Until
-		if !afterAt.IsZero() && (until.IsZero() || afterAt.Before(until)) {
-			until = afterAt.Add(time.Nanosecond)
-		}
-		items, err := l.queueItemsOf(ctx, at.Scope, f.Since, until)
+		d, err := l.read(ctx, at.Scope)
 		if err != nil {
 			return false, err
 		}
 		page.Scanned++
-		for i := len(items) - 1; i >= 0; i-- {
-			q := items[i]
-			if !afterAt.IsZero() && !itemAfter(q, afterAt, afterID) || !f.matches(q) {
-				continue
+		// Of the items spilled out, only the chunks the page lists
+		// from are read.
+		until := f.Until
+		if !afterAt.IsZero() && (until.IsZero() || afterAt.Before(until)) {
+			until = afterAt.Add(time.Nanosecond)
+		}
+		full := false
+		err = l.itemsNewestFirst(ctx, d, f.Since, until, func(q *QueueItem) bool {
+			if !afterAt.IsZero() && !itemAfter(*q, afterAt, afterID) || !f.matches(*q) {
+				return true
 			}
 			if len(page.Items) == size {
 				last := page.Items[size-1]
 				page.Next = &DeliveryCursor{ScopeAt: from[size-1], ReceivedAt: last.ReceivedAt, EntryID: last.EntryID}
-				return true, nil
+				full = true
+				return false
 			}
-			page.Items, from = append(page.Items, q), append(from, at)
-		}
-		return false, nil
+			page.Items, from = append(page.Items, *q), append(from, at)
+			return true
+		})
+		return full, err
 	}
 	var pos ScopeAt
 	switch {

@@ -284,3 +284,50 @@ func testLongScopeDeliveries(t *testing.T, newStore NewStore) {
 		t.Fatalf("enqueue of ev-000 past retention: %v", d.Status)
 	}
 }
+
+// A page of the newest deliveries reads a few of a long conversation's
+// spilled records, however many it holds: the chunks its items are in and
+// the pages that list those chunks.
+func testLongScopeDeliveryPageReads(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	const scope, n = "long-page", 3 * longDeliveries
+	for i := range n {
+		ev := fmt.Sprintf("ev-%03d", i)
+		c := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: queueKey(scope, ev), Conflict: ledger.ConflictNone,
+			PendingTTL: testLease, Redeliverable: true}))
+		must(e.l.SettleInline(e.ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil, ledger.InlineRecord{
+			Event:  ledger.QueuedEvent{Source: "src", EventID: ev, Scope: scope, ReceivedAt: e.clock.Now()},
+			Status: ledger.DeliveryDelivered}))
+		e.clock.Advance(time.Second)
+	}
+	cs := &watchStore{Store: e.store}
+	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	if got := len(must(l.Queue().QueueItems(e.ctx, scope))); got != n {
+		t.Fatalf("QueueItems lists %d, want %d", got, n)
+	}
+	whole := cs.blobReads.Load()
+	var after *ledger.DeliveryCursor
+	seen := map[string]bool{}
+	pages := 0
+	for {
+		cs.blobReads.Store(0)
+		p := must(l.Views().RecentDeliveries(e.ctx, ledger.DeliveryFilter{}, after, 20))
+		pages++
+		if r := cs.blobReads.Load(); r > 5 || r*4 > whole {
+			t.Fatalf("page %d read %d records; the whole list reads %d", pages, r, whole)
+		}
+		for _, q := range p.Items {
+			if seen[q.EventID] {
+				t.Fatalf("%s listed twice", q.EventID)
+			}
+			seen[q.EventID] = true
+		}
+		if p.Next == nil {
+			break
+		}
+		after = p.Next
+	}
+	if len(seen) != n {
+		t.Fatalf("the walk lists %d deliveries, want %d", len(seen), n)
+	}
+}

@@ -118,6 +118,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeDuplicates", testLongScopeDuplicates},
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
 		{"LongScopeDeliveries", testLongScopeDeliveries},
+		{"LongScopeDeliveryPageReads", testLongScopeDeliveryPageReads},
 		{"LongScopeConflicts", testLongScopeConflicts},
 		{"LongScopeRetention", testLongScopeRetention},
 		{"LongScopeResolve", testLongScopeResolve},

@@ -87,13 +87,19 @@
 // null entry or run) is reported as an error wrapping ErrCorrupt.
 //
 // A long scope keeps its document small: once 32 settled entries with no
-// queued delivery (and outside any cap's window) pile up, all but the
-// newest 16 move into side records of the scope in the same store step,
-// and the document, now format 2, counts and lists them (spill.go). Exact
-// lookups (a claim, an enqueue, a settle, Check) read the one record they
-// need; History, Conversation, CommittedValue and a run whose context
-// predates them read them all; HistoryPage reads a page, newest first,
-// and only the records that page needs. Format 1 documents are still read and are
+// queued delivery still to go (and outside any cap's window) pile up, all
+// but the newest 16 move into side records of the scope in the same store
+// step, and the document, now format 2, counts and lists them (spill.go).
+// A delivered, coalesced or superseded delivery moves out with its deliver
+// entry, inline ones included (format 4: an older build would take the
+// event for a new one); a waiting, dead, rejected or failed one stays.
+// Exact lookups (a claim, an enqueue, a settle, Check, a replay, a trial)
+// read the one record they need, and a decision on a delivery that moved
+// out moves it back into the document if it changes it; History,
+// Conversation, CommittedValue and a run whose context predates them read
+// them all; HistoryPage reads a page, newest first, and only the records
+// that page needs; the lists of deliveries read the records whose receipt
+// times they list (RecentDeliveries, a page's worth, newest first). Format 1 documents are still read and are
 // rewritten as format 2 when they first spill. The landing list (one
 // sequence and time per write within retention, which maps a run's
 // contextAt to the writes it has seen) keeps its newest 32 to 63 in the
@@ -104,8 +110,9 @@
 // listed (spillpages.go; format 3 too), so what a long history leaves in
 // the document grows by one page listing per 256 effects and one landing
 // page per 512 writes. Still in the document, and still growing with a
-// long scope: its runs and its queued deliveries, delivered ones included
-// while within retention.
+// long scope: its runs (one per queued event, about 200 bytes, while
+// within retention), its waiting deliveries (under order: scope, a
+// backlog) and its dead and rejected ones.
 //
 // # Choices where the design leaves room
 //

@@ -7,14 +7,17 @@ import (
 )
 
 // formatVersion is written into every document that has spilled entries
-// (spill.go), and format3 into one that has moved landings out
-// (landings.go) or folded chunk listings into pages (spillpages.go), so
-// that a build that would not look for them refuses it; a document that
-// did none of these is still written as format 1, which every build reads.
+// (spill.go), format3 into one that has moved landings out (landings.go)
+// or folded chunk listings into pages (spillpages.go), and format4 into
+// one whose spilled records hold queue items (spill.go: an older build
+// would take a spilled event for a new one), so that a build that would
+// not look for them refuses it; a document that did none of these is
+// still written as format 1, which every build reads.
 const (
 	formatVersion = 2
 	format1       = 1
 	format3       = 3
+	format4       = 4
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -147,8 +150,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format3)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format4)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -332,7 +335,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		}
 	}
 	w := &Write{ReviewAt: review, DueAt: due}
-	w.ReceivedAt = d.newestReceived()
+	w.ReceivedAt = d.newestReceived(now.Add(-retention))
 	if blobs != nil {
 		w.Blobs = blobs.m
 	}
@@ -344,6 +347,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.spilledItems():
+		d.Format = format4
 	case d.landedOut() || len(d.SpillPages) > 0:
 		d.Format = format3
 	case d.Spill != 0:

@@ -133,11 +133,12 @@ func (l *Ledger) historyPage(ctx context.Context, d *document, limit int, cur *h
 			continue
 		}
 		c := g.chunk
-		es, err := l.readChunks(ctx, q.Scope, []spillChunk{c})
+		rs, err := l.readChunks(ctx, q.Scope, []spillChunk{c})
 		if err != nil {
 			return HistoryPage{}, err
 		}
-		for _, e := range es {
+		for _, r := range rs {
+			e := &r.Entry
 			if d.spilledCopyStale(e.ID, c.N) || e.SettledAt.Before(cutoff) || !cur.after(e) {
 				continue
 			}

@@ -3,28 +3,131 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
 
 // QueueItems returns a scope's queued deliveries, oldest first.
 func (qu Queue) QueueItems(ctx context.Context, scope string) ([]QueueItem, error) {
-	l := qu.l
+	return qu.l.queueItemsOf(ctx, scope, time.Time{}, time.Time{})
+}
+
+// queueItemsOf is QueueItems, reading of the items spilled out only the
+// chunks that may hold one received at or after since and before until
+// (zero: no bound); the answer may hold others.
+func (l *Ledger) queueItemsOf(ctx context.Context, scope string, since, until time.Time) ([]QueueItem, error) {
 	d, err := l.read(ctx, scope)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueItem, 0, len(d.Queue))
-	for _, q := range d.Queue {
+	return l.queueItems(ctx, d, since, until)
+}
+
+// queueItems lists the items of d, those in it and those spilled out with
+// their entries (see spill.go) that retention keeps, oldest received
+// first. Of the spilled ones it reads only the chunks whose received
+// bounds meet [since, until) (zero: no bound).
+func (l *Ledger) queueItems(ctx context.Context, d *document, since, until time.Time) ([]QueueItem, error) {
+	var out []QueueItem
+	err := l.itemsNewestFirst(ctx, d, since, until, func(q *QueueItem) bool {
 		out = append(out, *q)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].ReceivedAt.Equal(out[j].ReceivedAt) {
-			return out[i].ReceivedAt.Before(out[j].ReceivedAt)
-		}
-		return out[i].EntryID < out[j].EntryID
+		return true
 	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(out)
 	return out, nil
+}
+
+// itemsNewestFirst calls each with the items of d, newest received first
+// (by ReceivedAt, then entry id, both descending), until it returns false:
+// those in the document and those spilled out with their entries, as the
+// document would list them (a copy back in the document, or in a later
+// chunk, is listed from there; one past its dropAt not at all). Of the
+// spilled ones it reads only the chunks (and pages) whose received bounds
+// meet [since, until) (zero: no bound), and of those only as many as the
+// items each takes need: a chunk is read once every item newer than its
+// newest is listed.
+func (l *Ledger) itemsNewestFirst(ctx context.Context, d *document, since, until time.Time, each func(q *QueueItem) bool) error {
+	meets := func(items int, first, last int64) bool {
+		return items > 0 && (since.IsZero() || last >= since.UnixNano()) && (until.IsZero() || first < until.UnixNano())
+	}
+	type group struct {
+		last  int64 // the newest receipt in it
+		chunk spillChunk
+		page  *spillPage
+	}
+	var todo []group
+	for _, p := range d.SpillPages {
+		if meets(p.Items, p.RecvFirst, p.RecvLast) {
+			todo = append(todo, group{last: p.RecvLast, page: &p})
+		}
+	}
+	for _, c := range d.Spilled {
+		if meets(c.Items, c.RecvFirst, c.RecvLast) {
+			todo = append(todo, group{last: c.RecvLast, chunk: c})
+		}
+	}
+	ready := make([]*QueueItem, 0, len(d.Queue)) // found, not yet listed
+	for _, q := range d.Queue {
+		ready = append(ready, q)
+	}
+	now := l.now()
+	for {
+		sort.SliceStable(todo, func(i, j int) bool { return todo[i].last > todo[j].last })
+		sort.Slice(ready, func(i, j int) bool {
+			a, b := ready[i], ready[j]
+			if !a.ReceivedAt.Equal(b.ReceivedAt) {
+				return a.ReceivedAt.After(b.ReceivedAt)
+			}
+			return a.EntryID > b.EntryID
+		})
+		// List what no unread group can hold anything newer than.
+		n := 0
+		for _, q := range ready {
+			if len(todo) > 0 && q.ReceivedAt.UnixNano() <= todo[0].last {
+				break
+			}
+			if !each(q) {
+				return nil
+			}
+			n++
+		}
+		ready = ready[n:]
+		if len(todo) == 0 {
+			return nil
+		}
+		g := todo[0]
+		todo = todo[1:]
+		if g.page != nil {
+			cs, err := l.readPage(ctx, d.Scope, *g.page)
+			if err != nil {
+				return err
+			}
+			for _, c := range cs {
+				if meets(c.Items, c.RecvFirst, c.RecvLast) {
+					todo = append(todo, group{last: c.RecvLast, chunk: c})
+				}
+			}
+			continue
+		}
+		rs, err := l.readChunk(ctx, d.Scope, g.chunk.N)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			// Every copy but the one in force is stale: an item
+			// moved back into the document is in Moved until no
+			// chunk holds an older copy of it (pruneMoved).
+			q := r.Item
+			if q == nil || d.Queue[r.ID] != nil || d.spilledCopyStale(r.ID, g.chunk.N) || q.dropAt(l.opts.Retention).Before(now) {
+				continue
+			}
+			ready = append(ready, q)
+		}
+	}
 }
 
 // QueuedEventOf reads the event record of a queued delivery.
@@ -171,7 +274,7 @@ func (qu Queue) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueIt
 	}
 	var out []QueueItem
 	for _, s := range scopes {
-		items, err := qu.QueueItems(ctx, s)
+		items, err := l.queueItemsOf(ctx, s, f.Since, f.Until)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +293,8 @@ func (qu Queue) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]QueueIt
 	return out, nil
 }
 
-// FindDelivery returns the queued delivery of one event on scope.
+// FindDelivery returns the queued delivery of one event on scope, in the
+// document or spilled out with its entry.
 func (qu Queue) FindDelivery(ctx context.Context, scope, source, eventID string) (QueueItem, error) {
 	items, err := qu.QueueItems(ctx, scope)
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 
 // This file is the ledger's side of queued delivery: the outbox lives in
 // the scope document (one small QueueItem per event, next to the event's
-// run and deliver entry) and the event's bytes in a blob written in the
+// run and deliver entry, until it is finished and moves out with its
+// entry: spill.go) and the event's bytes in a blob written in the
 // same store step. See the package documentation, "Queued delivery".
 
 // DeliveryStatus is where a queued delivery stands.
@@ -29,8 +30,9 @@ const (
 	DeliveryDead       DeliveryStatus = "dead"       // its retry schedule ran out; kept, never retried by itself
 )
 
-// QueueItem is one queued delivery as its scope document keeps it. Items
-// are keyed by their deliver entry's id, so an event is queued at most once.
+// QueueItem is one queued delivery as its scope document keeps it (a
+// finished one may move out with its deliver entry: spill.go). Items are
+// keyed by their deliver entry's id, so an event is queued at most once.
 type QueueItem struct {
 	EntryID    string          `json:"entryId"`
 	Scope      string          `json:"scope"`

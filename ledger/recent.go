@@ -15,14 +15,30 @@ import (
 // hold one event each (the default scope rule, {source}:{eventId}), and a
 // conversation's older events right after its newest one otherwise.
 
-// newestReceived is the newest receipt time of the document's kept queue
-// items; zero when it holds none, which takes the scope out of the index.
-func (d *document) newestReceived() time.Time {
+// newestReceived is the newest receipt time of the scope's kept queue
+// items, in the document or spilled out with their entries (the bounds of
+// the chunks and pages not past cutoff, the retention cutoff: the items of
+// one past it are all past their dropAt); zero when it holds none, which
+// takes the scope out of the index.
+func (d *document) newestReceived(cutoff time.Time) time.Time {
 	var t time.Time
 	for _, q := range d.Queue {
 		if q.ReceivedAt.After(t) {
 			t = q.ReceivedAt
 		}
+	}
+	bound := func(items int, last int64, until time.Time) {
+		if items > 0 && !until.Before(cutoff) {
+			if r := time.Unix(0, last).UTC(); r.After(t) {
+				t = r
+			}
+		}
+	}
+	for _, c := range d.Spilled {
+		bound(c.Items, c.RecvLast, c.Until)
+	}
+	for _, p := range d.SpillPages {
+		bound(p.Items, p.RecvLast, p.Until)
 	}
 	return t
 }
@@ -87,24 +103,32 @@ func (vw Views) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *D
 	// than leading to an empty one; take reports whether it was found,
 	// and then sets Next after the page's last item.
 	take := func(at ScopeAt, afterAt time.Time, afterID string) (bool, error) {
-		items, err := l.Queue().QueueItems(ctx, at.Scope)
+		d, err := l.read(ctx, at.Scope)
 		if err != nil {
 			return false, err
 		}
 		page.Scanned++
-		for i := len(items) - 1; i >= 0; i-- {
-			q := items[i]
-			if !afterAt.IsZero() && !itemAfter(q, afterAt, afterID) || !f.matches(q) {
-				continue
+		// Of the items spilled out, only the chunks the page lists
+		// from are read.
+		until := f.Until
+		if !afterAt.IsZero() && (until.IsZero() || afterAt.Before(until)) {
+			until = afterAt.Add(time.Nanosecond)
+		}
+		full := false
+		err = l.itemsNewestFirst(ctx, d, f.Since, until, func(q *QueueItem) bool {
+			if !afterAt.IsZero() && !itemAfter(*q, afterAt, afterID) || !f.matches(*q) {
+				return true
 			}
 			if len(page.Items) == size {
 				last := page.Items[size-1]
 				page.Next = &DeliveryCursor{ScopeAt: from[size-1], ReceivedAt: last.ReceivedAt, EntryID: last.EntryID}
-				return true, nil
+				full = true
+				return false
 			}
-			page.Items, from = append(page.Items, q), append(from, at)
-		}
-		return false, nil
+			page.Items, from = append(page.Items, *q), append(from, at)
+			return true
+		})
+		return full, err
 	}
 	var pos ScopeAt
 	switch {

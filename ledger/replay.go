@@ -21,7 +21,9 @@ func (qu Queue) ReplayDelivery(ctx context.Context, scope, entryID string) (Queu
 		return QueueItem{}, fmt.Errorf("%w: scope and entry id are required", ErrInvalid)
 	}
 	var out QueueItem
-	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+	// A finished item may have left the document with its entry
+	// (spill.go): the lookup puts both back, and the replay keeps them.
+	err := l.transactEntry(ctx, scope, lookup{ids: []string{entryID}, lazy: true}, func(d *document, now time.Time, _ *blobSet) (bool, error) {
 		q := d.Queue[entryID]
 		if q == nil {
 			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, entryID, scope)
@@ -50,7 +52,8 @@ func (qu Queue) ReplayDelivery(ctx context.Context, scope, entryID string) (Queu
 // an operator's ReplayDelivery makes due again, and whose next take makes
 // the entry pending, in whatever process. No process may then answer a
 // claim for it "replayed" from memory (replayCache), since the store may
-// no longer say so.
+// no longer say so. A decision that looks the entry up has its spilled
+// item back in the document (spill.go), so this sees it.
 func (d *document) rerunnable(id string) bool {
 	q := d.Queue[id]
 	return q != nil && !q.Inline

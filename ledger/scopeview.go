@@ -67,8 +67,14 @@ func (vw Views) ConversationPage(ctx context.Context, q HistoryQuery) (Conversat
 	if err != nil {
 		return Conversation{}, "", err
 	}
+	items, err := l.queueItems(ctx, d, time.Time{}, time.Time{})
+	if err != nil {
+		return Conversation{}, "", err
+	}
 	slices.Reverse(p.Entries)
-	return conversationOf(d, p.Entries), p.Next, nil
+	c := conversationOf(d, p.Entries)
+	c.Queue = items
+	return c, p.Next, nil
 }
 
 // conversationOf is the conversation of d with entries.

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +17,8 @@ import (
 // records of the scope, written in the same store step:
 //
 //   - "x:{id}" holds one spilled entry, for the exact lookups of a claim,
-//     an enqueue, a settle or a check;
+//     an enqueue, a settle or a check, with its finished queue item when it
+//     has one (see spillRecord);
 //   - "s:{n}" holds the entries spilled together as chunk n, for what
 //     reads a scope's history as a whole (History, a run's conflict check
 //     when its context predates a spilled landing, CommittedValue) or a
@@ -31,10 +33,20 @@ import (
 // record in force. Otherwise it reads again.
 //
 // Spilled entries are settled (committed or failed), have no queued
-// delivery, and are not weighed by a cap at now; retention drops them as it
-// drops entries in the document: a lookup ignores a spilled entry settled
-// before the retention period, and a chunk past it is deleted with its
-// records by a maintenance step after the write that finds it.
+// delivery still to go (an item delivered, coalesced or superseded leaves
+// with its entry; one waiting, in flight, dead, rejected or failed keeps
+// it in the document), and are not weighed by a cap at now; retention
+// drops them as it drops entries and items in the document: a lookup
+// ignores a spilled entry settled before the retention period and an item
+// past its dropAt, and a chunk past both is deleted with its records (and
+// its items' blobs) by a maintenance step after the write that finds it.
+//
+// A decision that looks an entry up gets its item back in the document
+// too (inject), so that it decides as it did when items never left: an
+// enqueue's duplicate answers with the item, a claim sees that a queued
+// delivery stands for the entry (rerunnable), a replay or a trial finds
+// the item. Entry and item are one unit: when the decision changes either,
+// both stay in the document and their record goes (unload).
 
 const (
 	// keepSettled is how many spillable entries a spill leaves in the
@@ -60,6 +72,47 @@ type spillChunk struct {
 	// bound known.
 	First int64 `json:"first,omitempty"`
 	Last  int64 `json:"last,omitempty"`
+	// Items counts the queue items that left with its entries, and
+	// RecvFirst and RecvLast bound their ReceivedAt, in Unix
+	// nanoseconds (exact: the received index orders scopes by it), so
+	// that the lists of a scope's deliveries read only the chunks that
+	// hold items.
+	Items     int   `json:"items,omitempty"`
+	RecvFirst int64 `json:"recvFirst,omitempty"`
+	RecvLast  int64 `json:"recvLast,omitempty"`
+}
+
+// spillRecord is what an "x:{id}" record and each element of an "s:{n}"
+// chunk hold: the entry and, since items leave the document too, its
+// finished queue item. Records written before that carry no item and
+// read as before.
+type spillRecord struct {
+	Entry
+	Item *QueueItem `json:"item,omitempty"`
+}
+
+// spillableItem reports whether a queue item may leave the document with
+// its entry: it is finished for good and waits for nobody (a dead or
+// rejected one waits for an operator and the review index lists its
+// scope; an inline failure for the provider's retry).
+func (q *QueueItem) spillableItem() bool {
+	switch q.Status {
+	case DeliveryDelivered, DeliveryCoalesced, DeliverySuperseded:
+		return !q.FinishedAt.IsZero()
+	}
+	return false
+}
+
+// addItem widens c's item bounds by q.
+func (c *spillChunk) addItem(q *QueueItem) {
+	r := q.ReceivedAt.UnixNano()
+	if c.Items == 0 || r < c.RecvFirst {
+		c.RecvFirst = r
+	}
+	if c.Items == 0 || r > c.RecvLast {
+		c.RecvLast = r
+	}
+	c.Items++
 }
 
 func entryBlob(id string) string { return "x:" + id }
@@ -86,7 +139,7 @@ func (d *document) spillable(e *Entry, now time.Time, o Options) bool {
 	if e.State != StateCommitted && e.State != StateFailed {
 		return false
 	}
-	if d.Queue[e.ID] != nil {
+	if q := d.Queue[e.ID]; q != nil && !q.spillableItem() {
 		return false
 	}
 	if c, ok := capFor(o, e.Intent); ok && e.ClaimedAt.After(now.Add(-c.Window)) {
@@ -123,13 +176,16 @@ func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
 		out = out[len(part):]
 		d.Spill++
 		c := spillChunk{N: d.Spill, Count: len(part)}
+		recs := make([]spillRecord, len(part))
 		for i, e := range part {
 			first, last := claimedBounds(e.ClaimedAt)
 			if i == 0 || first < c.First {
 				c.First = first
 			}
 			c.Last = max(c.Last, last)
-			b, err := marshalRecord(e)
+			rec := spillRecord{Entry: *e, Item: d.Queue[e.ID]}
+			recs[i] = rec
+			b, err := marshalRecord(rec)
 			if err != nil {
 				return fmt.Errorf("ledger: encode spilled entry %q: %w", e.ID, err)
 			}
@@ -138,9 +194,18 @@ func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
 			if e.SettledAt.After(c.Until) {
 				c.Until = e.SettledAt
 			}
+			if q := rec.Item; q != nil {
+				// The chunk lives as long as the item may be
+				// listed: its dropAt is FinishedAt plus retention.
+				c.addItem(q)
+				if q.FinishedAt.After(c.Until) {
+					c.Until = q.FinishedAt
+				}
+				delete(d.Queue, e.ID)
+			}
 			delete(d.Entries, e.ID)
 		}
-		b, err := marshalRecord(part)
+		b, err := marshalRecord(recs)
 		if err != nil {
 			return fmt.Errorf("ledger: encode spilled chunk: %w", err)
 		}
@@ -180,10 +245,10 @@ func (d *document) retirable(cutoff time.Time) bool {
 // document's Spill counter.
 type spillView struct {
 	counter uint64
-	read    bool              // entries were read for counter
-	entries map[string]*Entry // by id; absent: no record
-	chunks  bool              // whole chunks were read for counter
-	history []*Entry          // their entries, oldest chunk first
+	read    bool                    // entries were read for counter
+	entries map[string]*spillRecord // by id; absent: no record
+	chunks  bool                    // whole chunks were read for counter
+	history []*spillRecord          // their records, oldest chunk first
 	// lands are the landing records read so far (landings.go), for
 	// decisions that start a run.
 	lands *landLoads
@@ -205,29 +270,59 @@ func (e *errNeedChunks) Error() string {
 
 // loaded remembers what a view put into a document, to take it out again
 // before the write.
-type loaded map[string]Entry
+type loaded map[string]*loadedRec
 
-// inject puts the view's entries (those not in d and within retention)
-// into d, for the decision, and returns what it put.
+// loadedRec is one record a view put into a document: its entry and its
+// item as put (nil: not put, being past retention or already in the
+// document; item as its encoding, to tell any change), and its item when
+// retention kept it out (its blobs go if the record goes).
+type loadedRec struct {
+	entry   *Entry
+	item    []byte
+	expired *QueueItem
+}
+
+// inject puts the view's records (entries and items not in d and within
+// retention) into d, for the decision, and returns what it put.
 func (v *spillView) inject(d *document, ids []string, now time.Time, retention time.Duration) loaded {
 	cutoff := now.Add(-retention)
 	out := loaded{}
-	put := func(e *Entry) {
-		if e == nil || d.Entries[e.ID] != nil || e.SettledAt.Before(cutoff) {
+	put := func(r *spillRecord) {
+		if r == nil {
 			return
 		}
-		cp := *e
-		d.Entries[e.ID] = &cp
-		out[e.ID] = cp
+		lr := &loadedRec{}
+		if d.Entries[r.ID] == nil && !r.SettledAt.Before(cutoff) {
+			cp := r.Entry
+			d.Entries[r.ID] = &cp
+			lr.entry = &r.Entry
+		}
+		if q := r.Item; q != nil && d.Queue[r.ID] == nil {
+			if q.dropAt(retention).Before(now) {
+				lr.expired = q
+			} else if b, err := marshalRecord(q); err == nil {
+				cp := *q
+				d.Queue[r.ID] = &cp
+				lr.item = b
+			}
+		}
+		if lr.entry != nil || lr.item != nil {
+			out[r.ID] = lr
+		}
 	}
 	if v.chunks {
-		for _, e := range v.history {
-			if _, again := out[e.ID]; again {
+		for _, r := range v.history {
+			if lr, again := out[r.ID]; again {
 				// A later chunk holds a newer copy.
-				delete(d.Entries, e.ID)
-				delete(out, e.ID)
+				if lr.entry != nil {
+					delete(d.Entries, r.ID)
+				}
+				if lr.item != nil {
+					delete(d.Queue, r.ID)
+				}
+				delete(out, r.ID)
 			}
-			put(e)
+			put(r)
 		}
 	}
 	for _, id := range ids {
@@ -236,19 +331,36 @@ func (v *spillView) inject(d *document, ids []string, now time.Time, retention t
 	return out
 }
 
-// unload takes the view's entries out of d again, unless the decision
-// changed them: those stay, and their records go (the document's copy is
-// the one in force; Moved says the chunks' copies are out of date).
+// unload takes the view's records out of d again, unless the decision
+// changed the entry or the item: then both stay, and their record goes
+// (the document's copy is the one in force; Moved says the chunks' copies
+// are out of date).
 func (l loaded) unload(d *document, blobs *blobSet) {
 	for id, was := range l {
-		e := d.Entries[id]
-		if e == nil {
+		e, q := d.Entries[id], d.Queue[id]
+		changed := false
+		if was.entry != nil && e != nil && !(e.State == was.entry.State && e.Attempt == was.entry.Attempt &&
+			e.SettledAt.Equal(was.entry.SettledAt) && e.ResolvedBy == was.entry.ResolvedBy && e.LateSettle == was.entry.LateSettle) {
+			changed = true
+		}
+		if was.item != nil && q != nil {
+			if b, err := marshalRecord(q); err != nil || !bytes.Equal(b, was.item) {
+				changed = true
+			}
+		}
+		if !changed {
+			if was.entry != nil {
+				delete(d.Entries, id)
+			}
+			if was.item != nil {
+				delete(d.Queue, id)
+			}
 			continue
 		}
-		if e.State == was.State && e.Attempt == was.Attempt && e.SettledAt.Equal(was.SettledAt) &&
-			e.ResolvedBy == was.ResolvedBy && e.LateSettle == was.LateSettle {
-			delete(d.Entries, id)
-			continue
+		if was.expired != nil && d.Queue[id] == nil {
+			// Its record goes, and with it the only trace of the
+			// item: its blobs go too, as pruneQueue drops them.
+			blobs.drop(was.expired)
 		}
 		blobs.set(entryBlob(id), nil)
 		if d.Moved == nil {
@@ -294,7 +406,7 @@ func (d *document) spilledCopyStale(id string, n uint64) bool {
 // readSpilled reads the records of ids (the first found ends it: ids are
 // one entry's id and its format 1 id) as of counter.
 func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v *spillView) error {
-	v.entries = map[string]*Entry{}
+	v.entries = map[string]*spillRecord{}
 	for _, id := range ids {
 		b, err := l.store.ReadBlob(ctx, scope, entryBlob(id))
 		if err != nil {
@@ -303,11 +415,11 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v 
 		if b == nil {
 			continue
 		}
-		var e Entry
-		if err := unmarshalRecord(b, &e); err != nil {
+		var r spillRecord
+		if err := unmarshalRecord(b, &r); err != nil {
 			return fmt.Errorf("%w: scope %q: spilled entry %q: %w", ErrCorrupt, scope, id, err)
 		}
-		v.entries[id] = &e
+		v.entries[id] = &r
 		break
 	}
 	v.read = true
@@ -315,37 +427,44 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v 
 }
 
 // readChunks reads the listed chunks, in order.
-func (l *Ledger) readChunks(ctx context.Context, scope string, chunks []spillChunk) ([]*Entry, error) {
-	var out []*Entry
+func (l *Ledger) readChunks(ctx context.Context, scope string, chunks []spillChunk) ([]*spillRecord, error) {
+	var out []*spillRecord
 	for _, c := range chunks {
-		b, err := l.store.ReadBlob(ctx, scope, chunkBlob(c.N))
+		rs, err := l.readChunk(ctx, scope, c.N)
 		if err != nil {
 			return nil, err
 		}
-		if b == nil {
-			continue // retired meanwhile: past retention
-		}
-		var es []*Entry
-		if err := unmarshalRecord(b, &es); err != nil {
-			return nil, fmt.Errorf("%w: scope %q: spilled chunk %d: %w", ErrCorrupt, scope, c.N, err)
-		}
-		out = append(out, es...)
+		out = append(out, rs...)
 	}
 	return out, nil
 }
 
-// readWhole reads a scope's document with its spilled entries put back,
-// for the reads of a whole history. It changes nothing.
+// readChunk reads chunk n; nil when it was retired meanwhile (past
+// retention).
+func (l *Ledger) readChunk(ctx context.Context, scope string, n uint64) ([]*spillRecord, error) {
+	b, err := l.store.ReadBlob(ctx, scope, chunkBlob(n))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var rs []*spillRecord
+	if err := unmarshalRecord(b, &rs); err != nil {
+		return nil, fmt.Errorf("%w: scope %q: spilled chunk %d: %w", ErrCorrupt, scope, n, err)
+	}
+	return rs, nil
+}
+
+// readWhole reads a scope's document with its spilled entries and items
+// put back, for the reads of a whole history. It changes nothing.
 func (l *Ledger) readWhole(ctx context.Context, scope string) (*document, error) {
 	d, err := l.read(ctx, scope)
 	if err != nil || !d.hasSpilledChunks() {
 		return d, err
 	}
-	es, err := l.readAllChunks(ctx, d)
+	rs, err := l.readAllChunks(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	v := spillView{chunks: true, history: es}
+	v := spillView{chunks: true, history: rs}
 	v.inject(d, nil, l.now(), l.opts.Retention)
 	return d, nil
 }
@@ -361,8 +480,8 @@ func (l *Ledger) lookupSpilled(ctx context.Context, d *document, ids []string) (
 	}
 	cutoff := l.now().Add(-l.opts.Retention)
 	for _, id := range ids {
-		if e := v.entries[id]; e != nil && !e.SettledAt.Before(cutoff) {
-			return e, nil
+		if r := v.entries[id]; r != nil && !r.SettledAt.Before(cutoff) {
+			return &r.Entry, nil
 		}
 	}
 	return nil, nil
@@ -545,9 +664,9 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 }
 
 // retireSpilled deletes the chunks of scope past retention and the entry
-// records they wrote that are past it too (a record may since hold a newer
-// spill of the same entry: that one stays). A page goes whole, once all its
-// chunks are past retention.
+// records they wrote that are past it too, with the blobs of their items
+// (a record may since hold a newer spill of the same entry: that one
+// stays). A page goes whole, once all its chunks are past retention.
 func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	d, err := l.read(ctx, scope)
 	if err != nil {
@@ -574,19 +693,20 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	if len(old) == 0 && len(gonePages) == 0 {
 		return nil
 	}
-	es, err := l.readChunks(ctx, scope, old)
+	rs, err := l.readChunks(ctx, scope, old)
 	if err != nil {
 		return err
 	}
-	del := map[string]bool{}
-	for _, e := range es {
-		b, err := l.store.ReadBlob(ctx, scope, entryBlob(e.ID))
+	del := map[string]*QueueItem{} // the records to delete, with their items
+	for _, r := range rs {
+		b, err := l.store.ReadBlob(ctx, scope, entryBlob(r.ID))
 		if err != nil {
 			return err
 		}
-		var cur Entry
-		if b != nil && unmarshalRecord(b, &cur) == nil && cur.SettledAt.Before(cutoff) {
-			del[e.ID] = true
+		var cur spillRecord
+		if b != nil && unmarshalRecord(b, &cur) == nil && cur.SettledAt.Before(cutoff) &&
+			(cur.Item == nil || cur.Item.dropAt(l.opts.Retention).Before(l.now())) {
+			del[r.ID] = cur.Item
 		}
 	}
 	gone := map[uint64]bool{}
@@ -618,9 +738,12 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 		}
 		d.SpillPages = keptPages
 		d.pruneMoved()
-		for id := range del {
-			if d.Entries[id] == nil {
+		for id, q := range del {
+			if d.Entries[id] == nil && d.Queue[id] == nil {
 				blobs.set(entryBlob(id), nil)
+				if q != nil {
+					blobs.drop(q)
+				}
 			}
 		}
 		d.Spill++

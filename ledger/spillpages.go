@@ -34,6 +34,11 @@ type spillPage struct {
 	// chunk's do; zero when a chunk's bound is unknown.
 	First int64 `json:"first,omitempty"`
 	Last  int64 `json:"last,omitempty"`
+	// Items, RecvFirst and RecvLast count and bound the queue items of
+	// all its chunks, as a chunk's do.
+	Items     int   `json:"items,omitempty"`
+	RecvFirst int64 `json:"recvFirst,omitempty"`
+	RecvLast  int64 `json:"recvLast,omitempty"`
 }
 
 func spillPageBlob(n uint64) string { return "sp:" + strconv.FormatUint(n, 10) }
@@ -51,6 +56,13 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 			p.MaxSeq = max(p.MaxSeq, c.MaxSeq)
 			if c.Until.After(p.Until) {
 				p.Until = c.Until
+			}
+			if c.Items > 0 {
+				if p.Items == 0 || c.RecvFirst < p.RecvFirst {
+					p.RecvFirst = c.RecvFirst
+				}
+				p.RecvLast = max(p.RecvLast, c.RecvLast)
+				p.Items += c.Items
 			}
 			if c.First == 0 || p.First == 0 {
 				p.First = 0
@@ -93,7 +105,7 @@ func (l *Ledger) readPage(ctx context.Context, scope string, p spillPage) ([]spi
 }
 
 // readAllChunks reads every chunk of d, oldest first.
-func (l *Ledger) readAllChunks(ctx context.Context, d *document) ([]*Entry, error) {
+func (l *Ledger) readAllChunks(ctx context.Context, d *document) ([]*spillRecord, error) {
 	cr := chunkReader{l: l, scope: d.Scope}
 	return cr.all(ctx, d)
 }
@@ -106,15 +118,15 @@ func (l *Ledger) readAllChunks(ctx context.Context, d *document) ([]*Entry, erro
 type chunkReader struct {
 	l      *Ledger
 	scope  string
-	chunks map[uint64][]*Entry
+	chunks map[uint64][]*spillRecord
 	pages  map[uint64][]spillChunk
 }
 
 // all is every chunk d lists, oldest first, as readChunks reads them (a
 // chunk retired meanwhile reads as empty).
-func (r *chunkReader) all(ctx context.Context, d *document) ([]*Entry, error) {
+func (r *chunkReader) all(ctx context.Context, d *document) ([]*spillRecord, error) {
 	if r.chunks == nil {
-		r.chunks, r.pages = map[uint64][]*Entry{}, map[uint64][]spillChunk{}
+		r.chunks, r.pages = map[uint64][]*spillRecord{}, map[uint64][]spillChunk{}
 	}
 	var list []spillChunk
 	for _, p := range d.SpillPages {
@@ -131,23 +143,35 @@ func (r *chunkReader) all(ctx context.Context, d *document) ([]*Entry, error) {
 		list = append(list, cs...)
 	}
 	list = append(list, d.Spilled...)
-	var out []*Entry
+	var out []*spillRecord
 	for _, c := range list {
-		es, ok := r.chunks[c.N]
+		rs, ok := r.chunks[c.N]
 		if !ok {
-			b, err := r.l.store.ReadBlob(ctx, r.scope, chunkBlob(c.N))
-			if err != nil {
+			var err error
+			if rs, err = r.l.readChunk(ctx, r.scope, c.N); err != nil {
 				return nil, err
 			}
-			if b == nil {
+			if rs == nil {
 				continue // retired meanwhile: past retention
 			}
-			if err := unmarshalRecord(b, &es); err != nil {
-				return nil, fmt.Errorf("%w: scope %q: spilled chunk %d: %w", ErrCorrupt, r.scope, c.N, err)
-			}
-			r.chunks[c.N] = es
+			r.chunks[c.N] = rs
 		}
-		out = append(out, es...)
+		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// spilledItems reports whether any chunk of d holds queue items.
+func (d *document) spilledItems() bool {
+	for _, c := range d.Spilled {
+		if c.Items > 0 {
+			return true
+		}
+	}
+	for _, p := range d.SpillPages {
+		if p.Items > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -47,7 +47,10 @@ func (qu Queue) RecordTrial(ctx context.Context, scope, entryID string, rec Atte
 	if err := CheckTrialURL(rec.To); err != nil {
 		return AttemptRecord{}, err
 	}
-	err := l.transactBlobs(ctx, scope, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+	// A finished item may have left the document with its entry
+	// (spill.go): the lookup puts both back, and the trial's count keeps
+	// them there.
+	err := l.transactEntry(ctx, scope, lookup{ids: []string{entryID}, lazy: true}, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
 		q := d.Queue[entryID]
 		if q == nil {
 			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, entryID, scope)

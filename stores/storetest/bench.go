@@ -264,6 +264,41 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 	}
 	for _, n := range []int{10, 1000} {
 		const reseed = 10
+		b.Run(fmt.Sprintf("delivered=%d/accept-take-finish", n), func(b *testing.B) {
+			var scope string
+			for i := range b.N {
+				if i%reseed == 0 {
+					b.StopTimer()
+					scope = fmt.Sprintf("long:delivered:%d:%d", n, scopes.Add(1))
+					if err := seedDelivered(ctx, store, scope, n, time.Now()); err != nil {
+						b.Fatal(err)
+					}
+					// The one-off migration, untimed (see fresh).
+					if _, err := l.Once(ctx, ledger.Key{Scope: scope, Intent: "warm", Payload: 0},
+						func(context.Context, ledger.Call) (any, error) { return nil, nil }); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				id := fmt.Sprintf("ev-%d", i)
+				q, err := enqueue(scope, id, ledger.OrderNone)
+				if err != nil || q.Status != ledger.EnqueueQueued {
+					b.Fatalf("accept: %v %v", q.Status, err)
+				}
+				t, err := l.Queue().TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
+				if err != nil || !t.OK {
+					b.Fatalf("take: %v %v", t.OK, err)
+				}
+				if err := finish(t); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			docSize(b, scope)
+		})
+	}
+	for _, n := range []int{10, 1000} {
+		const reseed = 10
 		b.Run(fmt.Sprintf("waiting=%d/accept-take-finish", n), func(b *testing.B) {
 			var scope string
 			var head ledger.Taken
@@ -338,5 +373,47 @@ func seedSettled(ctx context.Context, store ledger.Store, scope string, n int, n
 	}
 	return store.Transact(ctx, scope, func([]byte) (*ledger.Write, error) {
 		return &ledger.Write{Doc: doc, TTL: 7 * 24 * time.Hour}, nil
+	})
+}
+
+// seedDelivered writes scope as a format 1 document holding n delivered
+// events (source bench, intent deliver), each with its committed deliver
+// entry and its finished queue item, received and delivered a millisecond
+// apart up to now: the deliveries a long conversation keeps within
+// retention, written in one step rather than 3n. Their event records are
+// not written: the benchmark reads none.
+func seedDelivered(ctx context.Context, store ledger.Store, scope string, n int, now time.Time) error {
+	now = now.UTC().Truncate(time.Millisecond)
+	entries := make(map[string]ledger.Entry, n)
+	queue := make(map[string]ledger.QueueItem, n)
+	landings := make([]map[string]any, 0, n)
+	for i := range n {
+		ev := fmt.Sprintf("seed-%d", i)
+		k := ledger.Key{Scope: scope, Intent: "deliver", Payload: ev}
+		ik, err := ledger.IdempotencyKey(k)
+		if err != nil {
+			return err
+		}
+		id := strings.TrimPrefix(ik, "ro_")
+		at := now.Add(time.Duration(i-n) * time.Millisecond)
+		payload := json.RawMessage(strconv.Quote(ev))
+		entries[id] = ledger.Entry{ID: id, Scope: scope, Intent: "deliver", Payload: payload,
+			State: ledger.StateCommitted, Attempt: 1, ClaimedAt: at, PendingTTL: time.Minute, Redeliverable: true,
+			RunID: "bench:" + ev, Token: uint64(at.UnixMilli()), Delivery: 1,
+			SettledAt: at, LandedSeq: uint64(i + 1), Value: json.RawMessage(`{"reply":"sent"}`)}
+		queue[id] = ledger.QueueItem{EntryID: id, Scope: scope, Source: "bench", EventID: ev, RunID: "bench:" + ev,
+			Intent: "deliver", Payload: payload, Blob: fmt.Sprintf("%016x", i), Status: ledger.DeliveryDelivered,
+			ReceivedAt: at, ContextAt: at, Attempts: 1, LastStatus: 200, FinishedAt: at, BodySize: 1024}
+		landings = append(landings, map[string]any{"seq": i + 1, "at": at})
+	}
+	doc, err := json.Marshal(map[string]any{
+		"format": 1, "scope": scope, "seq": n, "token": now.UnixMilli(),
+		"expiresAt": now.Add(7 * 24 * time.Hour), "entries": entries, "queue": queue, "landings": landings,
+	})
+	if err != nil {
+		return err
+	}
+	return store.Transact(ctx, scope, func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: doc, TTL: 7 * 24 * time.Hour, ReceivedAt: now.Add(-time.Millisecond)}, nil
 	})
 }

@@ -118,6 +118,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ContentClaims", testContentClaims},
 		{"LongScopeDuplicates", testLongScopeDuplicates},
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
+		{"LongScopeDeliveries", testLongScopeDeliveries},
+		{"LongScopeDeliveryPageReads", testLongScopeDeliveryPageReads},
 		{"LongScopeConflicts", testLongScopeConflicts},
 		{"LongScopeRetention", testLongScopeRetention},
 		{"LongScopeResolve", testLongScopeResolve},

@@ -103,6 +103,23 @@ func (q *QueueItem) spillableItem() bool {
 	return false
 }
 
+// coalescingHeads names, by source and event id, the held debounce items
+// that a newer event may still fold into another (coalesce): the items
+// coalesced into one of them stay in the document, because that fold
+// points them at the newer head, and a spilled record is not rewritten.
+func (d *document) coalescingHeads() map[string]bool {
+	var heads map[string]bool
+	for _, q := range d.Queue {
+		if q.Quiet > 0 && q.Status == DeliveryQueued && q.Attempts == 0 && q.CoverCount > 0 {
+			if heads == nil {
+				heads = map[string]bool{}
+			}
+			heads[q.Source+"\x00"+q.EventID] = true
+		}
+	}
+	return heads
+}
+
 // addItem widens c's item bounds by q.
 func (c *spillChunk) addItem(q *QueueItem) {
 	r := q.ReceivedAt.UnixNano()
@@ -151,11 +168,16 @@ func (d *document) spillable(e *Entry, now time.Time, o Options) bool {
 // spill moves the oldest spillable entries out once there are spillAt of
 // them, leaving keepSettled.
 func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
+	heads := d.coalescingHeads()
 	var cands []*Entry
 	for _, e := range d.Entries {
-		if d.spillable(e, now, o) {
-			cands = append(cands, e)
+		if !d.spillable(e, now, o) {
+			continue
 		}
+		if q := d.Queue[e.ID]; q != nil && q.Status == DeliveryCoalesced && heads[q.Source+"\x00"+q.CoveredBy] {
+			continue
+		}
+		cands = append(cands, e)
 	}
 	if len(cands) < spillAt {
 		return nil

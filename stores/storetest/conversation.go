@@ -354,3 +354,37 @@ func testDebounce(t *testing.T, newStore NewStore) {
 		t.Fatalf("due without debounce: %q", got)
 	}
 }
+
+// testLongDebounceBurst: a burst longer than the document keeps of
+// finished items still names its newest event as what covers each of its
+// events, the oldest ones included, whatever moved out of the document
+// meanwhile (each new event folds the held one into itself, and points
+// what the held one covered at itself).
+func testLongDebounceBurst(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	deb := ledger.Debounce{Quiet: time.Minute, MaxWait: time.Hour}
+	const n = 80
+	for i := range n {
+		enqueueConv(t, e, convEvent{scope: "storm", id: fmt.Sprintf("s%02d", i), contextAt: e.clock.Now(), debounce: deb})
+		e.clock.Advance(10 * time.Millisecond)
+	}
+	newest := fmt.Sprintf("s%02d", n-1)
+	items := must(e.l.Queue().QueueItems(e.ctx, "storm"))
+	if len(items) != n {
+		t.Fatalf("%d items listed, want %d", len(items), n)
+	}
+	for _, q := range items {
+		if q.EventID == newest {
+			if q.Status != ledger.DeliveryQueued || q.CoverCount != n {
+				t.Fatalf("the held event: %+v", q)
+			}
+			continue
+		}
+		if q.Status != ledger.DeliveryCoalesced || q.CoveredBy != newest {
+			t.Fatalf("%s: status %s covered by %q, want coalesced into %s", q.EventID, q.Status, q.CoveredBy, newest)
+		}
+		if got := itemOf(t, e, "storm", q.EventID); got.CoveredBy != newest {
+			t.Fatalf("FindDelivery(%s): covered by %q, want %s", q.EventID, got.CoveredBy, newest)
+		}
+	}
+}

@@ -204,16 +204,41 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 		_, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: t, Status: ledger.DeliveryDelivered})
 		return err
 	}
+	// acceptTakeFinish is one queued event's whole life on scope: the
+	// accept, the take and the delivered finish.
+	acceptTakeFinish := func(b *testing.B, scope string, i int) {
+		b.Helper()
+		q, err := enqueue(scope, fmt.Sprintf("ev-%d", i), ledger.OrderNone)
+		if err != nil || q.Status != ledger.EnqueueQueued {
+			b.Fatalf("accept: %v %v", q.Status, err)
+		}
+		t, err := l.Queue().TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
+		if err != nil || !t.OK {
+			b.Fatalf("take: %v %v", t.OK, err)
+		}
+		if err := finish(t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// reseeded times step on a scope that seed makes anew every 10
+	// operations, at every size, and reports the last scope's document.
+	const reseed = 10
+	reseeded := func(b *testing.B, seed func(b *testing.B) string, step func(b *testing.B, scope string, i int)) {
+		var scope string
+		for i := range b.N {
+			if i%reseed == 0 {
+				b.StopTimer()
+				scope = seed(b)
+				b.StartTimer()
+			}
+			step(b, scope, i)
+		}
+		b.StopTimer()
+		docSize(b, scope)
+	}
 	for _, n := range []int{10, 1000, 10000} {
-		const reseed = 10
 		b.Run(fmt.Sprintf("effects=%d/claim-settle", n), func(b *testing.B) {
-			var scope string
-			for i := range b.N {
-				if i%reseed == 0 {
-					b.StopTimer()
-					scope = fresh(b, "cs", n)
-					b.StartTimer()
-				}
+			reseeded(b, func(b *testing.B) string { return fresh(b, "cs", n) }, func(b *testing.B, scope string, i int) {
 				c, err := l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "reply", Payload: -1 - i}})
 				if err != nil || !c.Acquired() {
 					b.Fatalf("claim: %v %v", c.Status, err)
@@ -221,9 +246,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 				if _, err := l.Settle(ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.StopTimer()
-			docSize(b, scope)
+			})
 		})
 		b.Run(fmt.Sprintf("effects=%d/duplicate", n), func(b *testing.B) {
 			scope := fresh(b, "dup", n)
@@ -238,67 +261,27 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 			docSize(b, scope)
 		})
 		b.Run(fmt.Sprintf("effects=%d/accept-take-finish", n), func(b *testing.B) {
-			var scope string
-			for i := range b.N {
-				if i%reseed == 0 {
-					b.StopTimer()
-					scope = fresh(b, "atf", n)
-					b.StartTimer()
-				}
-				id := fmt.Sprintf("ev-%d", i)
-				q, err := enqueue(scope, id, ledger.OrderNone)
-				if err != nil || q.Status != ledger.EnqueueQueued {
-					b.Fatalf("accept: %v %v", q.Status, err)
-				}
-				t, err := l.Queue().TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
-				if err != nil || !t.OK {
-					b.Fatalf("take: %v %v", t.OK, err)
-				}
-				if err := finish(t); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			docSize(b, scope)
+			reseeded(b, func(b *testing.B) string { return fresh(b, "atf", n) }, acceptTakeFinish)
 		})
 	}
 	for _, n := range []int{10, 1000} {
-		const reseed = 10
 		b.Run(fmt.Sprintf("delivered=%d/accept-take-finish", n), func(b *testing.B) {
-			var scope string
-			for i := range b.N {
-				if i%reseed == 0 {
-					b.StopTimer()
-					scope = fmt.Sprintf("long:delivered:%d:%d", n, scopes.Add(1))
-					if err := seedDelivered(ctx, store, scope, n, time.Now()); err != nil {
-						b.Fatal(err)
-					}
-					// The one-off migration, untimed (see fresh).
-					if _, err := l.Once(ctx, ledger.Key{Scope: scope, Intent: "warm", Payload: 0},
-						func(context.Context, ledger.Call) (any, error) { return nil, nil }); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-				id := fmt.Sprintf("ev-%d", i)
-				q, err := enqueue(scope, id, ledger.OrderNone)
-				if err != nil || q.Status != ledger.EnqueueQueued {
-					b.Fatalf("accept: %v %v", q.Status, err)
-				}
-				t, err := l.Queue().TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
-				if err != nil || !t.OK {
-					b.Fatalf("take: %v %v", t.OK, err)
-				}
-				if err := finish(t); err != nil {
+			seed := func(b *testing.B) string {
+				scope := fmt.Sprintf("long:delivered:%d:%d", n, scopes.Add(1))
+				if err := seedDelivered(ctx, store, scope, n, time.Now()); err != nil {
 					b.Fatal(err)
 				}
+				// The one-off migration, untimed (see fresh).
+				if _, err := l.Once(ctx, ledger.Key{Scope: scope, Intent: "warm", Payload: 0},
+					func(context.Context, ledger.Call) (any, error) { return nil, nil }); err != nil {
+					b.Fatal(err)
+				}
+				return scope
 			}
-			b.StopTimer()
-			docSize(b, scope)
+			reseeded(b, seed, acceptTakeFinish)
 		})
 	}
 	for _, n := range []int{10, 1000} {
-		const reseed = 10
 		b.Run(fmt.Sprintf("waiting=%d/accept-take-finish", n), func(b *testing.B) {
 			var scope string
 			var head ledger.Taken

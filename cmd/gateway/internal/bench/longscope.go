@@ -169,12 +169,10 @@ func RunLongScope(ctx context.Context, cfg Config) (*LongScopeReport, error) {
 			}
 		}
 		for _, ev := range s.events {
-			switch n := tally.count(ev.id); {
-			case n > 1:
+			n := tally.count(ev.id)
+			c.Forwards += n
+			if n > 1 {
 				c.Repeated++
-				c.Forwards += n
-			default:
-				c.Forwards += n
 			}
 		}
 	}

@@ -425,15 +425,24 @@ func (d *document) spilledCopyStale(id string, n uint64) bool {
 	return ok && n <= m
 }
 
-// readSpilled reads the records of ids (the first found ends it: ids are
-// one entry's id and its format 1 id) as of counter.
+// readSpilled reads the records of ids, in one store call (the first
+// found in order counts: ids are one entry's id and its format 1 id), as
+// of counter.
 func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v *spillView) error {
 	v.entries = map[string]*spillRecord{}
-	for _, id := range ids {
-		b, err := l.store.ReadBlob(ctx, scope, entryBlob(id))
-		if err != nil {
-			return err
-		}
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = entryBlob(id)
+	}
+	bs, err := l.store.ReadBlobs(ctx, scope, names)
+	if err != nil {
+		return err
+	}
+	if len(bs) != len(names) {
+		return fmt.Errorf("ledger: scope %q: the store read %d spilled records for %d names", scope, len(bs), len(names))
+	}
+	for i, id := range ids {
+		b := bs[i]
 		if b == nil {
 			continue
 		}

@@ -73,6 +73,14 @@ type Store interface {
 	// document: once the document reads as absent, so do its blobs.
 	ReadBlob(ctx context.Context, scope, name string) ([]byte, error)
 
+	// ReadBlobs is ReadBlob for several names of one scope at once, in
+	// one round trip where the store has them: the answer holds, in the
+	// order of names, each record's bytes or nil for one that is absent.
+	// A keyed claim on a scope whose entries have spilled looks its entry
+	// up under both id formats before it decides (spill.go); reading the
+	// two one after the other was a round trip more for every such claim.
+	ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error)
+
 	// ReadControl returns the control record name, or nil when there is
 	// none. Control records are the ledger's own small settings shared by
 	// every process (which sources are paused): they live outside the

@@ -180,6 +180,14 @@ func (w *waitingStore) ReadBlob(ctx context.Context, scope, name string) ([]byte
 	return s.ReadBlob(ctx, scope, name)
 }
 
+func (w *waitingStore) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	s, err := w.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.ReadBlobs(ctx, scope, names)
+}
+
 func (w *waitingStore) ReadControl(ctx context.Context, name string) ([]byte, error) {
 	s, err := w.get()
 	if err != nil {

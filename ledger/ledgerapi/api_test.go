@@ -576,7 +576,10 @@ func (failingStore) ScopesReceived(context.Context, ledger.ScopeAt, int) ([]ledg
 	return nil, errDown
 }
 func (failingStore) ReadBlob(context.Context, string, string) ([]byte, error) { return nil, errDown }
-func (failingStore) ReadControl(context.Context, string) ([]byte, error)      { return nil, errDown }
+func (failingStore) ReadBlobs(context.Context, string, []string) ([][]byte, error) {
+	return nil, errDown
+}
+func (failingStore) ReadControl(context.Context, string) ([]byte, error) { return nil, errDown }
 func (failingStore) TransactControl(context.Context, string, func([]byte) ([]byte, error)) error {
 	return errDown
 }

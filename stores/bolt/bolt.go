@@ -410,6 +410,28 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 	return blob, nil
 }
 
+// ReadBlobs implements ledger.Store: one read transaction for all names.
+func (s *Store) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(names))
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		if s.current(tx, scope) == nil {
+			return nil
+		}
+		b := tx.Bucket(bucketBlobs)
+		for i, name := range names {
+			out[i] = bytes.Clone(b.Get(blobKey(scope, name)))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bolt store: read blobs %q of %q: %w", names, scope, err)
+	}
+	return out, nil
+}
+
 // DeleteExpired removes documents past their physical expiry and returns
 // how many it removed.
 func (s *Store) DeleteExpired(ctx context.Context) (int, error) {

@@ -135,6 +135,23 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 	return clone(s.docs[scope].blobs[name]), nil
 }
 
+// ReadBlobs implements ledger.Store.
+func (s *Store) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]byte, len(names))
+	if s.current(scope) == nil {
+		return out, nil
+	}
+	for i, name := range names {
+		out[i] = clone(s.docs[scope].blobs[name])
+	}
+	return out, nil
+}
+
 // ScopesToReview implements ledger.Store.
 func (s *Store) ScopesToReview(ctx context.Context, notAfter time.Time, limit int) ([]string, error) {
 	return s.scopesBy(ctx, s.reviewSet, time.Time{}, notAfter, limit, func(r record) time.Time { return r.reviewAt })

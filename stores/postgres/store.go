@@ -97,6 +97,7 @@ type statements struct {
 	countDue                 string
 	received                 string
 	readBlob                 string
+	readBlobs                string
 	deleteExpired            string
 }
 
@@ -219,6 +220,8 @@ WHERE received_at IS NOT NULL AND ($1::timestamptz IS NULL OR (received_at, scop
 ORDER BY received_at DESC, scope DESC LIMIT $3`,
 		readBlob: `SELECT b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
 WHERE b.scope = $1 AND b.name = $2 AND (t.expires_at IS NULL OR t.expires_at > now())`,
+		readBlobs: `SELECT b.name, b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
+WHERE b.scope = $1 AND b.name = ANY($2::text[]) AND (t.expires_at IS NULL OR t.expires_at > now())`,
 		// SKIP LOCKED leaves alone a row some Transact is reviving right now;
 		// the outer condition re-checks expiry on the row actually deleted.
 		// The row's blobs go in the same statement: a writer reviving the
@@ -617,6 +620,35 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 		return nil, fmt.Errorf("postgres store: read blob %q of %q: %w", name, scope, err)
 	}
 	return data, nil
+}
+
+// ReadBlobs implements ledger.Store in one statement.
+func (s *Store) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	out := make([][]byte, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.readBlobs, scope, names)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: read blobs %q of %q: %w", names, scope, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var data []byte
+		if err := rows.Scan(&name, &data); err != nil {
+			return nil, fmt.Errorf("postgres store: read blobs %q of %q: %w", names, scope, err)
+		}
+		for i, n := range names {
+			if n == name {
+				out[i] = data
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres store: read blobs %q of %q: %w", names, scope, err)
+	}
+	return out, nil
 }
 
 // DeleteExpired removes rows whose TTL has run out and returns how many it

@@ -432,6 +432,29 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 	return v, nil
 }
 
+// ReadBlobs implements ledger.Store with one HMGET: the blobs of a scope
+// are fields of one hash.
+func (s *Store) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	out := make([][]byte, len(names))
+	if len(names) == 0 {
+		return out, nil
+	}
+	vals, err := s.client.HMGet(ctx, s.blobKey(scope), names...).Result()
+	if err != nil {
+		return nil, s.failed(fmt.Errorf("redis store: read blobs %q of %q: %w", names, scope, err))
+	}
+	for i, v := range vals {
+		switch v := v.(type) {
+		case nil:
+		case string:
+			out[i] = []byte(v)
+		default:
+			return nil, fmt.Errorf("redis store: blob %q of %q of type %T", names[i], scope, v)
+		}
+	}
+	return out, nil
+}
+
 // blobKey is prefix{bb}:b:scope, in the scope's slot.
 func (s *Store) blobKey(scope string) string {
 	return s.blobPrefixes[bucketOf(scope)] + scope

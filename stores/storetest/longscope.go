@@ -435,6 +435,45 @@ func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 	}
 }
 
+// A keyed claim on a scope whose entries have spilled looks its entry up
+// among the spilled records, under its id and its format 1 id, before it
+// decides: one store call, whether the key is new or a duplicate of a
+// spilled effect; its settle finds the entry in the document and reads
+// none.
+func testLongScopeClaimReads(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	fillScope(t, e, "long", longScope)
+	cs := &watchStore{Store: e.store}
+	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	calls := func(what string, want int64, f func()) {
+		t.Helper()
+		cs.blobCalls.Store(0)
+		f()
+		if n := cs.blobCalls.Load(); n != want {
+			t.Fatalf("%s made %d reads of spilled records, want %d", what, n, want)
+		}
+	}
+	for i := range 3 {
+		var c ledger.Claim
+		calls(fmt.Sprintf("new claim %d", i), 1, func() {
+			c = must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: -1 - i}}))
+		})
+		if !c.Acquired() {
+			t.Fatalf("new claim %d: %s %s", i, c.Status, c.Reason)
+		}
+		calls(fmt.Sprintf("settle %d", i), 0, func() {
+			must(l.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil))
+		})
+		var d ledger.Claim
+		calls(fmt.Sprintf("duplicate of spilled effect %d", i), 1, func() {
+			d = must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: i}}))
+		})
+		if d.Status != ledger.StatusReplayed {
+			t.Fatalf("duplicate of spilled effect %d: %s, want replayed", i, d.Status)
+		}
+	}
+}
+
 // must2 is must for two results.
 func must2[T, U any](v T, u U, err error) (T, U) {
 	if err != nil {

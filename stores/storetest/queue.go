@@ -47,7 +47,8 @@ func enqueue(t *testing.T, e *env, scope, event string, hold bool) ledger.Enqueu
 }
 
 // testBlobs: blobs are written with their document or not at all, deleted
-// by a nil value, and gone when the document expires.
+// by a nil value, and gone when the document expires; ReadBlobs reads
+// several as ReadBlob reads each.
 func testBlobs(t *testing.T, newStore NewStore) {
 	s := newStore(t)
 	ctx := context.Background()
@@ -76,6 +77,23 @@ func testBlobs(t *testing.T, newStore NewStore) {
 	if got := must(s.ReadBlob(ctx, "other", "body")); got != nil {
 		t.Fatalf("another scope sees this scope's blob")
 	}
+	readBlobs := func(scope string, names ...string) [][]byte {
+		t.Helper()
+		got := must(s.ReadBlobs(ctx, scope, names))
+		if len(got) != len(names) {
+			t.Fatalf("ReadBlobs(%q) answered %d records for %d names", names, len(got), len(names))
+		}
+		return got
+	}
+	if got := readBlobs(scope, "small", "missing", "body", "small"); string(got[0]) != "s" || got[1] != nil ||
+		!bytes.Equal(got[2], body) || string(got[3]) != "s" {
+		t.Fatalf("ReadBlobs(small, missing, body, small) = %q, %v, %d bytes, %q; want s, nil, the %d-byte body, s",
+			got[0], got[1] != nil, len(got[2]), got[3], len(body))
+	}
+	if got := readBlobs("other", "body", "small"); got[0] != nil || got[1] != nil {
+		t.Fatalf("ReadBlobs of another scope sees this scope's blobs: %q", got)
+	}
+	readBlobs(scope)
 	write(`{"n":2}`, nil, time.Hour)
 	if got := must(s.ReadBlob(ctx, scope, "small")); string(got) != "s" {
 		t.Fatalf("a write that names no blob lost one: %q", got)
@@ -94,12 +112,18 @@ func testBlobs(t *testing.T, newStore NewStore) {
 	if got := must(s.ReadBlob(ctx, scope, "body")); got != nil {
 		t.Fatal("blob outlived its expired document")
 	}
+	if got := readBlobs(scope, "body"); got[0] != nil {
+		t.Fatal("ReadBlobs: blob outlived its expired document")
+	}
 	write(`{"n":5}`, map[string][]byte{"new": []byte("n")}, time.Hour)
 	if got := must(s.ReadBlob(ctx, scope, "body")); got != nil {
 		t.Fatal("a document created after expiry inherited the old one's blob")
 	}
 	if got := must(s.ReadBlob(ctx, scope, "new")); string(got) != "n" {
 		t.Fatalf("blob of the new document: %q", got)
+	}
+	if got := readBlobs(scope, "body", "new"); got[0] != nil || string(got[1]) != "n" {
+		t.Fatalf("ReadBlobs(body, new) of the new document = %q, want nil, n", got)
 	}
 }
 

@@ -127,6 +127,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeHistoryPages", testLongScopeHistoryPages},
 		{"LongScopeHistoryPagesWrites", testLongScopeHistoryPagesWrites},
 		{"LongScopeHistoryPageReads", testLongScopeHistoryPageReads},
+		{"LongScopeClaimReads", testLongScopeClaimReads},
 		{"LongScopePaged", testLongScopePaged},
 		{"LongScopeOldContextsRace", testLongScopeOldContextsRace},
 	}

@@ -8,18 +8,27 @@ import (
 	"github.com/replyonce/gateway/ledger"
 )
 
-// watchStore is a store that counts the side records read through it and
-// remembers the names of those its writes carried.
+// watchStore is a store that counts the side records read through it
+// (blobReads) and the calls that read them (blobCalls), and remembers the
+// names of those its writes carried.
 type watchStore struct {
 	ledger.Store
 	blobReads atomic.Int64
+	blobCalls atomic.Int64
 	mu        sync.Mutex
 	written   []string
 }
 
 func (s *watchStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	s.blobReads.Add(1)
+	s.blobCalls.Add(1)
 	return s.Store.ReadBlob(ctx, scope, name)
+}
+
+func (s *watchStore) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	s.blobReads.Add(int64(len(names)))
+	s.blobCalls.Add(1)
+	return s.Store.ReadBlobs(ctx, scope, names)
 }
 
 // Transact records the side records of the write that landed: fn may run

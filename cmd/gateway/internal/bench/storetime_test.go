@@ -72,6 +72,10 @@ func (s *scriptedStore) ReadBlob(ctx context.Context, scope, name string) ([]byt
 	return nil, s.err
 }
 
+func (s *scriptedStore) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	return nil, s.err
+}
+
 func (s *scriptedStore) ReadControl(ctx context.Context, name string) ([]byte, error) {
 	return nil, s.err
 }

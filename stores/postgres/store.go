@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,7 +99,7 @@ type statements struct {
 	countDue                 string
 	received                 string
 	readBlob                 string
-	readBlobs                string
+	readBlobAt               [2]string // ReadBlobs: the name's place goes between
 	deleteExpired            string
 }
 
@@ -220,8 +222,15 @@ WHERE received_at IS NOT NULL AND ($1::timestamptz IS NULL OR (received_at, scop
 ORDER BY received_at DESC, scope DESC LIMIT $3`,
 		readBlob: `SELECT b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
 WHERE b.scope = $1 AND b.name = $2 AND (t.expires_at IS NULL OR t.expires_at > now())`,
-		readBlobs: `SELECT b.name, b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
-WHERE b.scope = $1 AND b.name = ANY($2::text[]) AND (t.expires_at IS NULL OR t.expires_at > now())`,
+		// ReadBlobs asks this once per name, $2 being the name's place in
+		// the array, in one statement (UNION ALL): a primary-key lookup
+		// each. Written as name = ANY($2), IN, or a join on the names, the
+		// statement, prepared and reused through pgx as every statement
+		// here is, took time that grew with the scope's records: 1.4 ms
+		// for two names in a scope of 10,000 spilled records against
+		// 0.09 ms in one of 10 (this form: 0.09 to 0.10 ms for both).
+		readBlobAt: [2]string{`SELECT b.data FROM ` + b + ` b JOIN ` + t + ` t ON t.scope = b.scope
+WHERE b.scope = $1 AND b.name = ($2::text[])[`, `] AND (t.expires_at IS NULL OR t.expires_at > now())`},
 		// SKIP LOCKED leaves alone a row some Transact is reviving right now;
 		// the outer condition re-checks expiry on the row actually deleted.
 		// The row's blobs go in the same statement: a writer reviving the
@@ -622,28 +631,40 @@ func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error
 	return data, nil
 }
 
+// readBlobsSQL is ReadBlobs' statement for n names: $1 the scope, $2 the
+// names; each row is a name's place in $2 and its record.
+func (s *Store) readBlobsSQL(n int) string {
+	var q strings.Builder
+	for i := range n {
+		if i > 0 {
+			q.WriteString("\nUNION ALL\n")
+		}
+		q.WriteString("SELECT " + strconv.Itoa(i) + " AS i, x.data FROM (" + s.q.readBlobAt[0] + strconv.Itoa(i+1) + s.q.readBlobAt[1] + ") x")
+	}
+	return q.String()
+}
+
 // ReadBlobs implements ledger.Store in one statement.
 func (s *Store) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
 	out := make([][]byte, len(names))
 	if len(names) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, s.q.readBlobs, scope, names)
+	rows, err := s.pool.Query(ctx, s.readBlobsSQL(len(names)), scope, names)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: read blobs %q of %q: %w", names, scope, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var name string
+		var i int
 		var data []byte
-		if err := rows.Scan(&name, &data); err != nil {
+		if err := rows.Scan(&i, &data); err != nil {
 			return nil, fmt.Errorf("postgres store: read blobs %q of %q: %w", names, scope, err)
 		}
-		for i, n := range names {
-			if n == name {
-				out[i] = data
-			}
+		if i < 0 || i >= len(out) {
+			return nil, fmt.Errorf("postgres store: read blobs %q of %q: answer for place %d", names, scope, i)
 		}
+		out[i] = data
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres store: read blobs %q of %q: %w", names, scope, err)

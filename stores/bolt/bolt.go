@@ -391,23 +391,13 @@ func (s *Store) walkIndex(ctx context.Context, bucket []byte, from, notAfter tim
 	})
 }
 
-// ReadBlob implements ledger.Store.
+// ReadBlob implements ledger.Store: ReadBlobs of one name.
 func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+	bs, err := s.ReadBlobs(ctx, scope, []string{name})
+	if err != nil {
 		return nil, err
 	}
-	var blob []byte
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		if s.current(tx, scope) == nil {
-			return nil
-		}
-		blob = bytes.Clone(tx.Bucket(bucketBlobs).Get(blobKey(scope, name)))
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bolt store: read blob %q of %q: %w", name, scope, err)
-	}
-	return blob, nil
+	return bs[0], nil
 }
 
 // ReadBlobs implements ledger.Store: one read transaction for all names.

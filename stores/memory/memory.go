@@ -122,17 +122,13 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 	return clone(s.current(scope)), nil
 }
 
-// ReadBlob implements ledger.Store.
+// ReadBlob implements ledger.Store: ReadBlobs of one name.
 func (s *Store) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+	bs, err := s.ReadBlobs(ctx, scope, []string{name})
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.current(scope) == nil {
-		return nil, nil
-	}
-	return clone(s.docs[scope].blobs[name]), nil
+	return bs[0], nil
 }
 
 // ReadBlobs implements ledger.Store.

@@ -119,6 +119,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeDuplicates", testLongScopeDuplicates},
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
 		{"LongScopeDeliveries", testLongScopeDeliveries},
+		{"LongWaitingQueue", testLongWaitingQueue},
 		{"LongDebounceBurst", testLongDebounceBurst},
 		{"LongScopeDeliveryPageReads", testLongScopeDeliveryPageReads},
 		{"LongScopeConflicts", testLongScopeConflicts},

@@ -1,0 +1,258 @@
+package storetest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+)
+
+// longWaiting is how many events wait behind a hung agent in the
+// long-waiting case: more than a scope document should have to hold
+// (issue #34), whatever layout the ledger keeps them in.
+const longWaiting = 100
+
+// testLongWaitingQueue: under order: scope, an agent hangs on one event
+// while many more arrive on its conversation, some with a context older
+// than events received before them. Whatever the ledger does with a long
+// queue, every answer stays what it is for a short one: each accept says
+// how deep the scope is, a redelivery of any waiting event is a duplicate
+// answered with its item, every list shows every waiting event, nothing
+// of the scope is due while the head is in flight, the head's agent may
+// still write, and once it answers the events go out one at a time, each
+// once, in context order (receipt, then entry id, on ties), with several
+// dispatchers racing for them and an older event arriving in the middle
+// going next.
+func testLongWaitingQueue(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	const scope = "long-waiting"
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	ev := func(id string, contextAt time.Time, hold bool) convEvent {
+		return convEvent{scope: scope, id: id, contextAt: contextAt, order: ledger.OrderScope, hold: hold}
+	}
+	head := enqueueConv(t, e, ev("w-head", at(0), true))
+	if head.Run == nil || !head.Claim.Acquired() {
+		t.Fatalf("the first event of an idle scope was not handed over: %+v", head)
+	}
+	headTaken := ledger.Taken{OK: true, Item: head.Item, Run: head.Run, Claim: head.Claim}
+	events := map[string]convEvent{"w-head": ev("w-head", at(0), true)}
+	var ids []string
+	for i := range longWaiting {
+		e.clock.Advance(10 * time.Millisecond)
+		id := fmt.Sprintf("w-%03d", i)
+		c := at(i + 1)
+		switch {
+		case i%10 == 9:
+			// Late news: a context older than the five received before.
+			c = at(i - 4).Add(500 * time.Millisecond)
+		case i%25 == 24:
+			// The same context as the one before it: receipt decides.
+			c = at(i)
+		}
+		events[id] = ev(id, c, true)
+		got := enqueueConv(t, e, events[id])
+		if got.Status != ledger.EnqueueQueued || got.Run != nil || got.Claim.Acquired() {
+			t.Fatalf("%s behind a delivery in flight: %+v", id, got)
+		}
+		if got.Depth != i+2 {
+			t.Fatalf("depth after %s: %d, want %d", id, got.Depth, i+2)
+		}
+		ids = append(ids, id)
+	}
+	if raw := must(e.store.Read(e.ctx, scope)); len(raw) > 0 {
+		t.Logf("document with %d events waiting: %d bytes", longWaiting, len(raw))
+	}
+
+	items := map[string]ledger.QueueItem{}
+	for id := range events {
+		items[id] = itemOf(t, e, scope, id)
+	}
+	sameItems := func(what string, got []ledger.QueueItem, want []ledger.QueueItem) {
+		t.Helper()
+		if g, w := jsonOf(t, got), jsonOf(t, want); g != w {
+			t.Fatalf("%s: %d items, want %d as they were\n got %.600s\nwant %.600s", what, len(got), len(want), g, w)
+		}
+	}
+	oldestFirst := func(a, b ledger.QueueItem) bool {
+		if !a.ReceivedAt.Equal(b.ReceivedAt) {
+			return a.ReceivedAt.Before(b.ReceivedAt)
+		}
+		return a.EntryID < b.EntryID
+	}
+	listed := func(keep func(ledger.QueueItem) bool, less func(a, b ledger.QueueItem) bool) []ledger.QueueItem {
+		var out []ledger.QueueItem
+		for _, q := range items {
+			if keep == nil || keep(q) {
+				out = append(out, q)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
+		return out
+	}
+	all := listed(nil, oldestFirst)
+	sameItems("QueueItems", must(e.l.Queue().QueueItems(e.ctx, scope)), all)
+	sameItems("Conversation", must(e.l.Views().Conversation(e.ctx, scope)).Queue, all)
+	page, _ := must2(e.l.Views().ConversationPage(e.ctx, ledger.HistoryQuery{Scope: scope, Limit: 10}))
+	sameItems("ConversationPage", page.Queue, all)
+	waiting := func(q ledger.QueueItem) bool { return q.Status == ledger.DeliveryQueued }
+	sameItems("ListDeliveries queued", must(e.l.Queue().ListDeliveries(e.ctx, ledger.DeliveryFilter{Scope: scope, Status: ledger.DeliveryQueued})),
+		listed(waiting, oldestFirst))
+	var walked []ledger.QueueItem
+	var after *ledger.DeliveryCursor
+	for range 1000 {
+		p := must(e.l.Views().RecentDeliveries(e.ctx, ledger.DeliveryFilter{}, after, 7))
+		walked = append(walked, p.Items...)
+		if after = p.Next; after == nil {
+			break
+		}
+	}
+	sameItems("RecentDeliveries by 7", walked, listed(nil, func(a, b ledger.QueueItem) bool { return oldestFirst(b, a) }))
+	for _, id := range []string{"w-000", "w-009", "w-024", "w-075", ids[len(ids)-1]} {
+		if got := must(e.l.Queue().QueuedEventOf(e.ctx, items[id])); string(got.Body) != id {
+			t.Fatalf("event of %s: %q", id, got.Body)
+		}
+		d := enqueueConv(t, e, events[id])
+		if d.Status != ledger.EnqueueDuplicate {
+			t.Fatalf("redelivery of waiting %s: %v", id, d.Status)
+		}
+		sameItems("duplicate "+id, []ledger.QueueItem{d.Item}, []ledger.QueueItem{items[id]})
+	}
+	if got := dueIDs(t, e); got != "" {
+		t.Fatalf("due while the head is in flight: %q", got)
+	}
+	if n := must(e.l.Queue().CountDue(e.ctx)); n != 0 {
+		t.Fatalf("scopes due while the head is in flight: %d", n)
+	}
+
+	// The hung agent comes back: it writes, then answers.
+	c := must(e.l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "reply", Payload: "w-head"},
+		RunID: head.Run.ID, Token: head.Run.Token, Conflict: ledger.ConflictAny}))
+	if !c.Acquired() {
+		t.Fatalf("the head's agent may not write while events wait: %v %v", c.Status, c.Reason)
+	}
+	must(e.l.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, "sent", nil))
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: headTaken, Status: ledger.DeliveryDelivered}))
+
+	want := listed(waiting, func(a, b ledger.QueueItem) bool {
+		if !a.ContextAt.Equal(b.ContextAt) {
+			return a.ContextAt.Before(b.ContextAt)
+		}
+		return oldestFirst(a, b)
+	})
+	var order []string
+	deliverNext := func(l *ledger.Ledger) bool {
+		t.Helper()
+		due := must(l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10}))
+		if len(due) > 1 {
+			t.Errorf("%d due on one ordered scope", len(due))
+			return false
+		}
+		if len(due) == 0 {
+			return false
+		}
+		tk := must(l.Queue().TakeDelivery(e.ctx, scope, due[0].EntryID, testLease))
+		if tk.OK {
+			order = append(order, tk.Item.EventID)
+			must(l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
+		}
+		return true
+	}
+	for range 20 {
+		if !deliverNext(e.l) {
+			t.Fatalf("nothing due after %v", order)
+		}
+	}
+	// An event older than every one still waiting: it goes next.
+	e.clock.Advance(10 * time.Millisecond)
+	older := ev("w-older", at(0).Add(time.Millisecond), false)
+	if got := enqueueConv(t, e, older); got.Status != ledger.EnqueueQueued || got.Depth != longWaiting-20+1 {
+		t.Fatalf("the older event: %v, depth %d", got.Status, got.Depth)
+	}
+	if got := dueIDs(t, e); got != "w-older" {
+		t.Fatalf("due after the older event arrived: %q", got)
+	}
+	rest := []string{"w-older"}
+	for _, q := range want[20:] {
+		rest = append(rest, q.EventID)
+	}
+
+	// The rest, with several dispatchers (processes) racing for them.
+	var mu sync.Mutex
+	racers := make([]*ledger.Ledger, 4)
+	for i := range racers {
+		racers[i] = ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+	}
+	var raced []string
+	var wg sync.WaitGroup
+	for _, l := range racers {
+		wg.Go(func() {
+			// The wall clock only ends a case that would hang.
+			for began := time.Now(); ; {
+				mu.Lock()
+				done := len(raced) == len(rest)
+				mu.Unlock()
+				if done {
+					return
+				}
+				if time.Since(began) > 2*time.Minute {
+					t.Errorf("the drain stopped after %v", raced)
+					return
+				}
+				due, err := l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})
+				if err != nil {
+					t.Errorf("due: %v", err)
+					return
+				}
+				if len(due) == 0 {
+					continue
+				}
+				if len(due) > 1 {
+					t.Errorf("%d due on one ordered scope", len(due))
+					return
+				}
+				tk, err := l.Queue().TakeDelivery(e.ctx, scope, due[0].EntryID, testLease)
+				if err != nil {
+					t.Errorf("take: %v", err)
+					return
+				}
+				if !tk.OK {
+					continue
+				}
+				mu.Lock()
+				raced = append(raced, tk.Item.EventID)
+				mu.Unlock()
+				if _, err := l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}); err != nil {
+					t.Errorf("finish: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	var first []string
+	for _, q := range want[:20] {
+		first = append(first, q.EventID)
+	}
+	if got, w := strings.Join(order, " "), strings.Join(first, " "); got != w {
+		t.Fatalf("delivered first\n got %s\nwant %s", got, w)
+	}
+	if got, w := strings.Join(raced, " "), strings.Join(rest, " "); got != w {
+		t.Fatalf("delivered by the racing dispatchers\n got %s\nwant %s", got, w)
+	}
+	delivered := must(e.l.Queue().QueueItems(e.ctx, scope))
+	if len(delivered) != longWaiting+2 {
+		t.Fatalf("the scope lists %d deliveries, want %d", len(delivered), longWaiting+2)
+	}
+	for _, q := range delivered {
+		if q.Status != ledger.DeliveryDelivered || q.Attempts != 1 {
+			t.Fatalf("%s after the drain: %s, %d attempts", q.EventID, q.Status, q.Attempts)
+		}
+	}
+}

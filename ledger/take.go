@@ -49,7 +49,10 @@ func (qu Queue) TakeDelivery(ctx context.Context, scope, entryID string, lease t
 			return false, nil
 		}
 		r := d.Runs[q.RunID]
-		if q.Attempts > 0 || r == nil {
+		// A run ended or cancelled by hand before its event's first take
+		// is as final as one ended after a failed attempt: decideBegin
+		// says so, and nothing delivers the event.
+		if q.Attempts > 0 || r == nil || r.Ended || r.Cancelled {
 			mode := ModeIndependent
 			if r != nil {
 				mode = r.Mode

@@ -256,3 +256,89 @@ func testLongWaitingQueue(t *testing.T, newStore NewStore) {
 		}
 	}
 }
+
+// testLongWaitingQueueOperations: what operators and agents do to single
+// events of a long queue behind a hung agent reaches those events wherever
+// the ledger keeps them: the head's run keeps its lease, a trial and a
+// replay of a waiting event are recorded with it, a run cancelled by hand
+// is never delivered, a newer supersede-mode event supersedes none of the
+// independent ones, and the drain afterwards goes in context order with
+// all of it kept.
+func testLongWaitingQueueOperations(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	const scope = "long-waiting-ops"
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	head := enqueueConv(t, e, convEvent{scope: scope, id: "w-head", contextAt: at(0), order: ledger.OrderScope, hold: true})
+	if head.Run == nil {
+		t.Fatalf("the head was not handed over: %+v", head)
+	}
+	var ids []string
+	for i := range longWaiting {
+		e.clock.Advance(10 * time.Millisecond)
+		id := fmt.Sprintf("w-%03d", i)
+		enqueueConv(t, e, convEvent{scope: scope, id: id, contextAt: at(i + 1), order: ledger.OrderScope})
+		ids = append(ids, id)
+	}
+	if ok := must(e.l.Heartbeat(e.ctx, scope, head.Run.ID, head.Run.Token)); !ok {
+		t.Fatal("the head's run lost its lease to a heartbeat")
+	}
+	trialOf, replayOf, cancelled := ids[60], ids[70], ids[80]
+	trial := must(e.l.Queue().RecordTrial(e.ctx, scope, itemOf(t, e, scope, trialOf).EntryID,
+		ledger.AttemptRecord{To: "https://staging.example/hook", Outcome: "delivered", AgentStatus: 200}))
+	if trial.N != 1 {
+		t.Fatalf("trial of waiting %s numbered %d", trialOf, trial.N)
+	}
+	if q := itemOf(t, e, scope, trialOf); q.Trials != 1 || q.Status != ledger.DeliveryQueued {
+		t.Fatalf("%s after its trial: %s, %d trials", trialOf, q.Status, q.Trials)
+	}
+	if r := must(e.l.Queue().ReplayDelivery(e.ctx, scope, itemOf(t, e, scope, replayOf).EntryID)); r.Replays != 1 || r.Status != ledger.DeliveryQueued {
+		t.Fatalf("replay of waiting %s: %+v", replayOf, r)
+	}
+	if err := e.l.Cancel(e.ctx, scope, "src:"+cancelled); err != nil {
+		t.Fatalf("cancel of a waiting event's run: %v", err)
+	}
+	newest := enqueueConv(t, e, convEvent{scope: scope, id: "w-newest", contextAt: at(longWaiting + 1), order: ledger.OrderScope,
+		mode: ledger.ModeSupersede})
+	if newest.Status != ledger.EnqueueQueued || len(newest.Superseded) != 0 || newest.Depth != longWaiting+2 {
+		t.Fatalf("a supersede-mode event behind independent ones: %v, superseded %d, depth %d", newest.Status, len(newest.Superseded), newest.Depth)
+	}
+	must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: ledger.Taken{OK: true, Item: head.Item, Run: head.Run, Claim: head.Claim},
+		Status: ledger.DeliveryDelivered}))
+
+	var delivered []string
+	for range 3 * longWaiting {
+		due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10}))
+		if len(due) == 0 {
+			break
+		}
+		if len(due) > 1 {
+			t.Fatalf("%d due on one ordered scope", len(due))
+		}
+		tk := must(e.l.Queue().TakeDelivery(e.ctx, scope, due[0].EntryID, testLease))
+		if !tk.OK {
+			continue
+		}
+		delivered = append(delivered, tk.Item.EventID)
+		must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
+	}
+	var want []string
+	for _, id := range ids {
+		if id != cancelled {
+			want = append(want, id)
+		}
+	}
+	want = append(want, "w-newest")
+	if got, w := strings.Join(delivered, " "), strings.Join(want, " "); got != w {
+		t.Fatalf("delivered\n got %s\nwant %s", got, w)
+	}
+	if q := itemOf(t, e, scope, cancelled); q.Status != ledger.DeliveryDead {
+		t.Fatalf("the event of the cancelled run: %s, want dead", q.Status)
+	}
+	q := itemOf(t, e, scope, trialOf)
+	if got := must(e.l.Queue().AttemptsOf(e.ctx, q)); q.Status != ledger.DeliveryDelivered || len(got) != 2 || got[0].To != "" || got[1].To != "https://staging.example/hook" {
+		t.Fatalf("%s after the drain: %s, attempts %+v", trialOf, q.Status, got)
+	}
+	if q := itemOf(t, e, scope, replayOf); q.Status != ledger.DeliveryDelivered || q.Replays != 1 || q.Attempts != 1 {
+		t.Fatalf("%s after the drain: %s, %d replays, %d attempts", replayOf, q.Status, q.Replays, q.Attempts)
+	}
+}

@@ -492,6 +492,36 @@ func testReplayAndDead(t *testing.T, newStore NewStore) {
 	}
 }
 
+// testRunFinishedByHandNotForwarded: an operator who cancels, or an agent
+// who ends, the run of a queued event before its first delivery stops it:
+// the take finds the run finished, nothing is forwarded, and the event
+// goes to dead letter naming why, as it does after a failed attempt.
+func testRunFinishedByHandNotForwarded(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	for _, c := range []struct {
+		event  string
+		finish func(scope, run string) error
+		reason ledger.Reason
+	}{
+		{"cancelled", func(scope, run string) error { return e.l.Cancel(e.ctx, scope, run) }, ledger.ReasonRunCancelled},
+		{"ended", func(scope, run string) error { return e.l.End(e.ctx, scope, run, "answered elsewhere") }, ledger.ReasonRunEnded},
+	} {
+		scope := "finished-" + c.event
+		q := enqueue(t, e, scope, c.event, false).Item
+		noErr(t, c.finish(scope, q.RunID))
+		if tk := must(e.l.Queue().TakeDelivery(e.ctx, scope, q.EntryID, testLease)); tk.OK {
+			t.Fatalf("%s: the first take of an event whose run was %s by hand: %+v", c.event, c.event, tk)
+		}
+		got := must(e.l.Queue().FindDelivery(e.ctx, scope, "src", c.event))
+		if got.Status != ledger.DeliveryDead || !strings.Contains(got.LastError, string(c.reason)) || got.Attempts != 0 {
+			t.Fatalf("%s: after the take: %s %q, %d attempts", c.event, got.Status, got.LastError, got.Attempts)
+		}
+		if due := must(e.l.Queue().Due(e.ctx, ledger.DueQuery{Limit: 10})); len(due) != 0 {
+			t.Fatalf("%s: still due: %+v", c.event, due)
+		}
+	}
+}
+
 // testListDeliveries: operators find waiting deliveries through the due
 // index, dead and rejected ones through the review index, every status
 // (delivered too) through the received index, and any by scope; the paused-sources record is shared through the store.

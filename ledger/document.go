@@ -10,14 +10,16 @@ import (
 // (spill.go), format3 into one that has moved landings out (landings.go)
 // or folded chunk listings into pages (spillpages.go), and format4 into
 // one whose spilled records hold queue items (spill.go: an older build
-// would take a spilled event for a new one), so that a build that would
-// not look for them refuses it; a document that did none of these is
-// still written as format 1, which every build reads.
+// would take a spilled event for a new one), and format5 into one that
+// lists pages of pages (spillpages.go), so that a build that would not
+// look for them refuses it; a document that did none of these is still
+// written as format 1, which every build reads.
 const (
 	formatVersion = 2
 	format1       = 1
 	format3       = 3
 	format4       = 4
+	format5       = 5
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -150,8 +152,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format4)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format5)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -347,6 +349,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.pagesOfPages():
+		d.Format = format5
 	case d.spilledItems():
 		d.Format = format4
 	case d.landedOut() || len(d.SpillPages) > 0:

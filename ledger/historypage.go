@@ -122,6 +122,16 @@ func (l *Ledger) historyPage(ctx context.Context, d *document, limit int, cur *h
 			}
 			found = found[:min(len(found), limit+1)]
 		}
+		if g.page != nil && g.page.Level > 0 {
+			ps, err := l.readPagesOf(ctx, q.Scope, *g.page)
+			if err != nil {
+				return HistoryPage{}, err
+			}
+			for _, p := range ps {
+				add(historyGroup{first: p.First, last: p.Last, page: &p})
+			}
+			continue
+		}
 		if g.page != nil {
 			cs, err := l.readPage(ctx, q.Scope, *g.page)
 			if err != nil {

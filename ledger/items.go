@@ -101,6 +101,18 @@ func (l *Ledger) itemsNewestFirst(ctx context.Context, d *document, since, until
 		}
 		g := todo[0]
 		todo = todo[1:]
+		if g.page != nil && g.page.Level > 0 {
+			ps, err := l.readPagesOf(ctx, d.Scope, *g.page)
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				if meets(p.Items, p.RecvFirst, p.RecvLast) {
+					todo = append(todo, group{last: p.RecvLast, page: &p})
+				}
+			}
+			continue
+		}
 		if g.page != nil {
 			cs, err := l.readPage(ctx, d.Scope, *g.page)
 			if err != nil {

@@ -706,14 +706,16 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	cutoff := l.now().Add(-l.opts.Retention)
 	var old []spillChunk
 	gonePages := map[uint64]bool{}
+	var pageRecords []uint64 // of the pages that go, with those under them
 	for _, p := range d.SpillPages {
 		if p.Until.Before(cutoff) {
-			cs, err := l.readPage(ctx, scope, p)
+			cs, ns, err := l.readPageTree(ctx, scope, p)
 			if err != nil {
 				return err
 			}
 			old = append(old, cs...)
 			gonePages[p.N] = true
+			pageRecords = append(pageRecords, ns...)
 		}
 	}
 	for _, c := range d.Spilled {
@@ -759,13 +761,14 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 			}
 		}
 		d.Spilled = kept
+		for _, n := range pageRecords {
+			blobs.set(spillPageBlob(n), nil)
+		}
 		keptPages := d.SpillPages[:0]
 		for _, p := range d.SpillPages {
-			if gonePages[p.N] {
-				blobs.set(spillPageBlob(p.N), nil)
-				continue
+			if !gonePages[p.N] {
+				keptPages = append(keptPages, p)
 			}
-			keptPages = append(keptPages, p)
 		}
 		d.SpillPages = keptPages
 		d.pruneMoved()

@@ -107,9 +107,10 @@
 // (landings.go); such a document is format 3. A run whose context predates
 // the landings still in the document reads the one chunk (and page) its
 // context falls in. The chunk listings fold into pages of 16 once 32 are
-// listed (spillpages.go; format 3 too), so what a long history leaves in
-// the document grows by one page listing per 256 effects and one landing
-// page per 512 writes. Still in the document, and still growing with a
+// listed (spillpages.go; format 3 too), and pages of either kind into
+// pages of pages the same way, level by level (format 5), so what a long
+// history leaves in the document is at most 31 page listings per level.
+// Still in the document, and still growing with a
 // long scope: its runs (one per queued event, about 200 bytes, while
 // within retention), its waiting deliveries (under order: scope, a
 // backlog) and its dead and rejected ones.

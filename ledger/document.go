@@ -11,7 +11,7 @@ import (
 // or folded chunk listings into pages (spillpages.go), and format4 into
 // one whose spilled records hold queue items (spill.go: an older build
 // would take a spilled event for a new one), and format5 into one that
-// lists pages of pages (spillpages.go), so that a build that would not
+// lists pages of pages (spillpages.go, landings.go), so that a build that would not
 // look for them refuses it; a document that did none of these is still
 // written as format 1, which every build reads.
 const (
@@ -349,7 +349,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
-	case d.pagesOfPages():
+	case d.pagesOfPages() || d.landPagesOfPages():
 		d.Format = format5
 	case d.spilledItems():
 		d.Format = format4

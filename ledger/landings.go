@@ -34,6 +34,16 @@ import (
 // records; the latest cutoff applied (LandCut) stands for the landings a
 // list kept whole would have lost, so that seqAt answers as it did before
 // any landing moved out.
+//
+// Pages fold too, level by level, as spilled chunk listings do
+// (spillpages.go): once the document lists 2*landPage pages of one level,
+// the oldest landPage of them fold into a page of the next, "lp{level}:{n}"
+// (n its first chunk), whose record lists them; so the page list stays
+// short however many writes retention keeps (it grew by one listing per
+// 512 writes). Every fold takes exactly landPage of the level below, so a
+// page of level L spans landPage^(L+1) chunks and the pages under it are
+// known from its listing alone, which dropping one needs. Such documents
+// are format 5.
 
 const (
 	landTail = 32
@@ -46,6 +56,8 @@ type landGroup struct {
 	Count int    `json:"count,omitempty"` // a page's chunks
 	To    uint64 `json:"to"`              // the last sequence in it
 	Max   int64  `json:"max"`             // its latest landing time, Unix nanoseconds
+	// Level is a page's: 0 lists chunks, n lists pages of level n-1.
+	Level int `json:"level,omitempty"`
 }
 
 func (g landGroup) latest() time.Time { return time.Unix(0, g.Max).UTC() }
@@ -53,6 +65,25 @@ func (g landGroup) latest() time.Time { return time.Unix(0, g.Max).UTC() }
 func landBlob(n uint64) string { return "l:" + strconv.FormatUint(n, 10) }
 
 func landPageBlob(n uint64) string { return "lp:" + strconv.FormatUint(n, 10) }
+
+// pageBlob names the record of page g.
+func (g landGroup) pageBlob() string {
+	if g.Level == 0 {
+		return landPageBlob(g.N)
+	}
+	return "lp" + strconv.Itoa(g.Level) + ":" + strconv.FormatUint(g.N, 10)
+}
+
+// under lists the pages a page above level 0 folded, as it listed them
+// then: landPage of them, each spanning an equal share of its chunks.
+func (g landGroup) under() []landGroup {
+	out := make([]landGroup, 0, landPage)
+	span := g.Count / landPage
+	for i := range landPage {
+		out = append(out, landGroup{N: g.N + uint64(i*span), Count: span, Level: g.Level - 1})
+	}
+	return out
+}
 
 // landLoads holds the landing records a decision read, by record name.
 // They never change under a name, so they outlive the retries of one
@@ -69,7 +100,7 @@ func (ll *landLoads) load(scope, name string, raw []byte) error {
 	if ll.chunks == nil {
 		ll.chunks, ll.pages = map[string][]landing{}, map[string][]landGroup{}
 	}
-	if len(name) > 3 && name[:3] == "lp:" {
+	if len(name) > 2 && name[:2] == "lp" {
 		var p []landGroup
 		if err := unmarshalRecord(raw, &p); err != nil {
 			return fmt.Errorf("%w: scope %q: landing page %s: %w", ErrCorrupt, scope, name, err)
@@ -94,6 +125,17 @@ func (e *errNeedLanding) Error() string {
 
 // landedOut reports whether landings have moved out of the document.
 func (d *document) landedOut() bool { return len(d.LandPages)+len(d.LandChunks) > 0 }
+
+// landPagesOfPages reports whether the document lists a landing page above
+// level 0.
+func (d *document) landPagesOfPages() bool {
+	for _, p := range d.LandPages {
+		if p.Level > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // landWalk is seqAt's walk in sequence order.
 type landWalk struct {
@@ -155,6 +197,31 @@ func (w *landWalk) chunks(lands *landLoads, cs []landGroup) bool {
 	return false
 }
 
+// pages walks listed pages, down through their levels; true: the walk
+// ended (or needs a record).
+func (w *landWalk) pages(lands *landLoads, ps []landGroup) bool {
+	for _, p := range ps {
+		if w.skip(p) {
+			continue
+		}
+		gs, ok := lands.pages[p.pageBlob()]
+		if !ok {
+			lands.need = p.pageBlob()
+			return true
+		}
+		if p.Level > 0 {
+			if w.pages(lands, gs) {
+				return true
+			}
+			continue
+		}
+		if w.chunks(lands, gs) {
+			return true
+		}
+	}
+	return false
+}
+
 // seqAt is the sequence up to which a run whose context was captured at t
 // has seen the scope: the longest run of writes, in sequence order, each
 // stamped no later than t. It walks by sequence and stops at the first
@@ -164,18 +231,8 @@ func (w *landWalk) chunks(lands *landLoads, cs []landGroup) bool {
 // it in lands.need and the decision must not use the answer.
 func (d *document) seqAt(t time.Time, lands *landLoads) uint64 {
 	w := landWalk{t: t, s: d.LandedBase, pruning: d.landedOut() && !d.LandCut.IsZero(), cut: d.LandCut}
-	for _, p := range d.LandPages {
-		if w.skip(p) {
-			continue
-		}
-		cs, ok := lands.pages[landPageBlob(p.N)]
-		if !ok {
-			lands.need = landPageBlob(p.N)
-			return w.s
-		}
-		if w.chunks(lands, cs) {
-			return w.s
-		}
+	if w.pages(lands, d.LandPages) {
+		return w.s
 	}
 	if w.chunks(lands, d.LandChunks) {
 		return w.s
@@ -220,7 +277,40 @@ func (d *document) moveLandings(blobs *blobSet) error {
 		d.LandPages = append(d.LandPages, p)
 		d.LandChunks = append([]landGroup(nil), d.LandChunks[landPage:]...)
 	}
-	return nil
+	// The page list runs from the highest level down, oldest first within
+	// a level, since only the oldest of a level ever fold.
+	for level := 0; ; level++ {
+		first, n := -1, 0
+		for i, p := range d.LandPages {
+			if p.Level == level {
+				if first < 0 {
+					first = i
+				}
+				n++
+			}
+		}
+		if first < 0 {
+			return nil
+		}
+		for ; n >= 2*landPage; n -= landPage {
+			part := d.LandPages[first : first+landPage]
+			p := landGroup{N: part[0].N, To: part[len(part)-1].To, Level: level + 1}
+			for i, q := range part {
+				p.Count += q.Count
+				if i == 0 || q.Max > p.Max {
+					p.Max = q.Max
+				}
+			}
+			b, err := marshalRecord(part)
+			if err != nil {
+				return fmt.Errorf("ledger: encode landing page: %w", err)
+			}
+			blobs.set(p.pageBlob(), b)
+			rest := append([]landGroup{p}, d.LandPages[first+landPage:]...)
+			d.LandPages = append(d.LandPages[:first:first], rest...)
+			first++
+		}
+	}
 }
 
 func latestLanding(ls []landing) int64 {
@@ -233,13 +323,20 @@ func latestLanding(ls []landing) int64 {
 	return latest
 }
 
-// dropLandGroup deletes the records of a chunk or page.
+// dropLandGroup deletes the records of a chunk, or of a page with every
+// page and chunk under it.
 func dropLandGroup(g landGroup, page bool, blobs *blobSet) {
 	if !page {
 		blobs.set(landBlob(g.N), nil)
 		return
 	}
-	blobs.set(landPageBlob(g.N), nil)
+	blobs.set(g.pageBlob(), nil)
+	if g.Level > 0 {
+		for _, q := range g.under() {
+			dropLandGroup(q, true, blobs)
+		}
+		return
+	}
 	for i := range g.Count {
 		blobs.set(landBlob(g.N+uint64(i)), nil)
 	}

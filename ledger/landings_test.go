@@ -42,10 +42,16 @@ func (r *refLandings) prune(cutoff time.Time) {
 // document lists, and the records left must be exactly those it lists.
 func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 	// A minute's retention keeps about 600 landings: chunks come and go
-	// with no page; three minutes keep about 1,800: pages come and go.
-	for seed := uint64(1); seed <= 6; seed++ {
+	// with no page; three minutes keep about 1,800: pages come and go;
+	// forty minutes of 40,000 writes keep about 24,000: pages of pages
+	// come and go.
+	for seed := uint64(1); seed <= 8; seed++ {
 		retention := time.Duration(1+2*(seed%2)) * time.Minute
 		wantPages := seed%2 == 1
+		writes, wantLevels := 3000, seed > 6
+		if wantLevels {
+			retention, writes, wantPages = 40*time.Minute, 40_000, true
+		}
 		rng := rand.New(rand.NewPCG(seed, 34))
 		start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 		now := start
@@ -71,8 +77,8 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 				}
 			}
 		}
-		moved, read, paged, pruned := 0, 0, 0, 0
-		for w := range 3000 {
+		moved, read, paged, leveled, pruned := 0, 0, 0, 0, 0
+		for w := range writes {
 			now = now.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
 			if rng.IntN(60) == 0 {
 				behind = !behind
@@ -96,6 +102,9 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 			if len(d.LandPages) > 0 {
 				paged++
 			}
+			if d.landPagesOfPages() {
+				leveled++
+			}
 			for name, v := range blobs.m {
 				if v == nil && strings.HasPrefix(name, "l") {
 					pruned++
@@ -109,7 +118,7 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			if w%7 != 0 {
+			if w%7 != 0 || (wantLevels && w%70 != 0) {
 				continue
 			}
 			for range 5 {
@@ -137,15 +146,26 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 				}
 			}
 		}
-		if moved == 0 || read == 0 || (paged == 0) == wantPages || pruned == 0 {
-			t.Fatalf("seed %d: moved out after %d writes, paged after %d, %d records read, %d pruned: the test misses a path", seed, moved, paged, read, pruned)
+		if moved == 0 || read == 0 || (paged == 0) == wantPages || (leveled == 0) == wantLevels || pruned == 0 {
+			t.Fatalf("seed %d: moved out after %d writes, paged after %d, pages of pages after %d, %d records read, %d pruned: the test misses a path",
+				seed, moved, paged, leveled, read, pruned)
 		}
 		listed := map[string]bool{}
-		for _, p := range d.LandPages {
-			listed[landPageBlob(p.N)] = true
+		var list func(p landGroup)
+		list = func(p landGroup) {
+			listed[p.pageBlob()] = true
+			if p.Level > 0 {
+				for _, q := range p.under() {
+					list(q)
+				}
+				return
+			}
 			for i := range p.Count {
 				listed[landBlob(p.N+uint64(i))] = true
 			}
+		}
+		for _, p := range d.LandPages {
+			list(p)
 		}
 		for _, c := range d.LandChunks {
 			listed[landBlob(c.N)] = true
@@ -162,6 +182,21 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 		}
 		if len(d.Landings) >= 2*landTail || len(d.LandChunks) >= 2*landPage {
 			t.Errorf("seed %d: the document keeps %d landings and lists %d chunks", seed, len(d.Landings), len(d.LandChunks))
+		}
+		if wantLevels && d.landPagesOfPages() {
+			w, err := d.finish(now, retention, &blobSet{})
+			if err != nil || !strings.Contains(string(w.Doc), `"format":5`) {
+				t.Fatalf("seed %d: a document listing landing pages of pages: %.100s, %v; want format 5", seed, w.Doc, err)
+			}
+		}
+		perLevel := map[int]int{}
+		for _, p := range d.LandPages {
+			perLevel[p.Level]++
+		}
+		for level, n := range perLevel {
+			if n >= 2*landPage {
+				t.Errorf("seed %d: the document lists %d landing pages of level %d", seed, n, level)
+			}
 		}
 	}
 }

@@ -277,24 +277,9 @@ func (d *document) moveLandings(blobs *blobSet) error {
 		d.LandPages = append(d.LandPages, p)
 		d.LandChunks = append([]landGroup(nil), d.LandChunks[landPage:]...)
 	}
-	// The page list runs from the highest level down, oldest first within
-	// a level, since only the oldest of a level ever fold.
-	for level := 0; ; level++ {
-		first, n := -1, 0
-		for i, p := range d.LandPages {
-			if p.Level == level {
-				if first < 0 {
-					first = i
-				}
-				n++
-			}
-		}
-		if first < 0 {
-			return nil
-		}
-		for ; n >= 2*landPage; n -= landPage {
-			part := d.LandPages[first : first+landPage]
-			p := landGroup{N: part[0].N, To: part[len(part)-1].To, Level: level + 1}
+	pages, err := foldLevels(d.LandPages, landPage, func(p landGroup) int { return p.Level },
+		func(part []landGroup, level int) (landGroup, error) {
+			p := landGroup{N: part[0].N, To: part[len(part)-1].To, Level: level}
 			for i, q := range part {
 				p.Count += q.Count
 				if i == 0 || q.Max > p.Max {
@@ -303,14 +288,16 @@ func (d *document) moveLandings(blobs *blobSet) error {
 			}
 			b, err := marshalRecord(part)
 			if err != nil {
-				return fmt.Errorf("ledger: encode landing page: %w", err)
+				return p, fmt.Errorf("ledger: encode landing page: %w", err)
 			}
 			blobs.set(p.pageBlob(), b)
-			rest := append([]landGroup{p}, d.LandPages[first+landPage:]...)
-			d.LandPages = append(d.LandPages[:first:first], rest...)
-			first++
-		}
+			return p, nil
+		})
+	if err != nil {
+		return err
 	}
+	d.LandPages = pages
+	return nil
 }
 
 func latestLanding(ls []landing) int64 {

@@ -78,12 +78,39 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 		d.SpillPages = append(d.SpillPages, p)
 		d.Spilled = append([]spillChunk(nil), d.Spilled[spillPageSize:]...)
 	}
-	// The list runs from the highest level down, oldest first within a
-	// level, since only the oldest of a level ever fold.
+	pages, err := foldLevels(d.SpillPages, spillPageSize, func(p spillPage) int { return p.Level },
+		func(part []spillPage, level int) (spillPage, error) {
+			d.Spill++
+			p := spillPage{N: d.Spill, Level: level, Low: part[0].Low, First: part[0].First, Last: part[0].Last}
+			for _, q := range part {
+				p.Chunks += q.Chunks
+				p.widen(q)
+			}
+			b, err := marshalRecord(part)
+			if err != nil {
+				return p, fmt.Errorf("ledger: encode spill page: %w", err)
+			}
+			blobs.set(spillPageBlob(p.N), b)
+			return p, nil
+		})
+	if err != nil {
+		return err
+	}
+	d.SpillPages = pages
+	return nil
+}
+
+// foldLevels folds, from level 0 up, the oldest size entries of a level
+// into one entry of the next (made by fold, which must not keep part)
+// while the list holds 2*size of that level. The list runs from the
+// highest level down, oldest first within a level, and stays so, since
+// only the oldest of a level ever fold. Spilled chunk pages and landing
+// pages fold alike.
+func foldLevels[T any](list []T, size int, levelOf func(T) int, fold func(part []T, level int) (T, error)) ([]T, error) {
 	for level := 0; ; level++ {
 		first, n := -1, 0
-		for i, p := range d.SpillPages {
-			if p.Level == level {
+		for i, x := range list {
+			if levelOf(x) == level {
 				if first < 0 {
 					first = i
 				}
@@ -91,23 +118,15 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 			}
 		}
 		if first < 0 {
-			return nil
+			return list, nil
 		}
-		for ; n >= 2*spillPageSize; n -= spillPageSize {
-			part := d.SpillPages[first : first+spillPageSize]
-			d.Spill++
-			p := spillPage{N: d.Spill, Level: level + 1, Low: part[0].Low, First: part[0].First, Last: part[0].Last}
-			for _, q := range part {
-				p.Chunks += q.Chunks
-				p.widen(q)
-			}
-			b, err := marshalRecord(part)
+		for ; n >= 2*size; n -= size {
+			p, err := fold(list[first:first+size], level+1)
 			if err != nil {
-				return fmt.Errorf("ledger: encode spill page: %w", err)
+				return nil, err
 			}
-			blobs.set(spillPageBlob(p.N), b)
-			rest := append([]spillPage{p}, d.SpillPages[first+spillPageSize:]...)
-			d.SpillPages = append(d.SpillPages[:first:first], rest...)
+			rest := append([]T{p}, list[first+size:]...)
+			list = append(list[:first:first], rest...)
 			first++
 		}
 	}

@@ -183,31 +183,44 @@ func (l *Ledger) readPage(ctx context.Context, scope string, p spillPage) ([]spi
 }
 
 // readPageTree reads the chunk listings under a page and the numbers of
-// the page records they were found through, p's own first.
+// the page records they were found through, p's own first: one store call
+// per level, the pages of a level read together.
 func (l *Ledger) readPageTree(ctx context.Context, scope string, p spillPage) ([]spillChunk, []uint64, error) {
-	if p.Level == 0 {
-		b, err := l.store.ReadBlob(ctx, scope, spillPageBlob(p.N))
-		if err != nil || b == nil {
-			return nil, nil, err
-		}
-		var cs []spillChunk
-		if err := unmarshalRecord(b, &cs); err != nil {
-			return nil, nil, fmt.Errorf("%w: scope %q: spill page %d: %w", ErrCorrupt, scope, p.N, err)
-		}
-		return cs, []uint64{p.N}, nil
-	}
-	inner, err := l.readPagesOf(ctx, scope, p)
-	if err != nil || inner == nil {
-		return nil, nil, err
-	}
 	var cs []spillChunk
-	ns := []uint64{p.N}
-	for _, q := range inner {
-		c, n, err := l.readPageTree(ctx, scope, q)
+	var ns []uint64
+	for level := []spillPage{p}; len(level) > 0; {
+		names := make([]string, len(level))
+		for i, q := range level {
+			names[i] = spillPageBlob(q.N)
+		}
+		bs, err := l.store.ReadBlobs(ctx, scope, names)
 		if err != nil {
 			return nil, nil, err
 		}
-		cs, ns = append(cs, c...), append(ns, n...)
+		if len(bs) != len(names) {
+			return nil, nil, fmt.Errorf("ledger: scope %q: the store read %d spill pages for %d names", scope, len(bs), len(names))
+		}
+		var next []spillPage
+		for i, q := range level {
+			if bs[i] == nil {
+				continue // retired meanwhile
+			}
+			ns = append(ns, q.N)
+			if q.Level == 0 {
+				c, err := decodePage[spillChunk](scope, q.N, bs[i])
+				if err != nil {
+					return nil, nil, err
+				}
+				cs = append(cs, c...)
+				continue
+			}
+			ps, err := decodePage[spillPage](scope, q.N, bs[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			next = append(next, ps...)
+		}
+		level = next
 	}
 	return cs, ns, nil
 }
@@ -219,11 +232,17 @@ func (l *Ledger) readPagesOf(ctx context.Context, scope string, p spillPage) ([]
 	if err != nil || b == nil {
 		return nil, err
 	}
-	var ps []spillPage
-	if err := unmarshalRecord(b, &ps); err != nil {
-		return nil, fmt.Errorf("%w: scope %q: spill page %d: %w", ErrCorrupt, scope, p.N, err)
+	return decodePage[spillPage](scope, p.N, b)
+}
+
+// decodePage decodes page record n: chunk listings at level 0, page
+// listings above.
+func decodePage[T spillChunk | spillPage](scope string, n uint64, b []byte) ([]T, error) {
+	var out []T
+	if err := unmarshalRecord(b, &out); err != nil {
+		return nil, fmt.Errorf("%w: scope %q: spill page %d: %w", ErrCorrupt, scope, n, err)
 	}
-	return ps, nil
+	return out, nil
 }
 
 // readAllChunks reads every chunk of d, oldest first.

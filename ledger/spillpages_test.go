@@ -28,9 +28,6 @@ const (
 // newest-first listing, a lookup and a duplicate of the oldest; retention
 // then deletes every page record, those under a page of pages too.
 func TestPagesOfPages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("grows a scope of 8,800 deliveries")
-	}
 	ctx := context.Background()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }

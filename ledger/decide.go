@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 )
@@ -124,9 +125,11 @@ func leaseTTL(r *runState, o Options) time.Duration {
 
 // newerRun finds a supersede-mode run whose context is newer than r's by at
 // least a millisecond and that still counts: it is live, or it wrote before
-// it finished.
+// it finished. Of several, the newest (then the least id) is named, so
+// that the answer does not depend on the order a map is walked in.
 func newerRun(d *document, r *runState) *runState {
 	mine := r.ContextAt.UnixMilli()
+	var best *runState
 	for _, n := range d.Runs {
 		if n.ID == r.ID || n.Mode != ModeSupersede {
 			continue
@@ -137,9 +140,12 @@ func newerRun(d *document, r *runState) *runState {
 		if (n.Ended || n.Cancelled) && !n.Wrote {
 			continue
 		}
-		return n
+		if best == nil || n.ContextAt.UnixMilli() > best.ContextAt.UnixMilli() ||
+			(n.ContextAt.UnixMilli() == best.ContextAt.UnixMilli() && n.ID < best.ID) {
+			best = n
+		}
 	}
-	return nil
+	return best
 }
 
 func ackID(e *Entry) string { return e.ID + "#" + strconv.Itoa(e.Attempt) }
@@ -184,6 +190,13 @@ func conflicts(d *document, r *runState, in claimInput, now time.Time) []*Entry 
 		}
 		out = append(out, e)
 	}
+	// In history order, not the order a map is walked in.
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].ClaimedAt.Equal(out[j].ClaimedAt) {
+			return out[i].ClaimedAt.Before(out[j].ClaimedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
 	return out
 }
 

@@ -116,9 +116,10 @@ func (d *document) blockedAll(now time.Time) func(q *QueueItem) bool {
 	}
 }
 
-// depth counts the scope's deliveries still waiting or in flight.
+// depth counts the scope's deliveries still waiting or in flight, parked
+// ones included.
 func (d *document) depth() int {
-	n := 0
+	n := d.parkedCount()
 	for _, q := range d.Queue {
 		if q.Status == DeliveryQueued || q.Status == DeliveryDelivering {
 			n++

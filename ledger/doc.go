@@ -110,10 +110,21 @@
 // listed (spillpages.go; format 3 too), and pages of either kind into
 // pages of pages the same way, level by level (format 5), so what a long
 // history leaves in the document is at most 31 page listings per level.
+// Events waiting under order: scope behind a delivery in flight (a
+// backlog behind a hung agent) are parked the same way (waits.go): past
+// the scope's head and the newest few, each with its deliver entry and
+// its run moves into a chunk record of 16 written in scope order, and the
+// document lists the chunk with its first event's place, hashes of its
+// ids and its times (about 16 bytes per parked event; format 6). The head
+// the order rule lets go is always in the document, so accepts, takes,
+// finishes and the agent's own steps decide on the document alone; a
+// write that leaves no head reads the first chunk back in. Every other
+// decision and every list first puts every parked event back, and decides
+// and answers as it would have.
 // Still in the document, and still growing with a
 // long scope: its runs (one per queued event, about 200 bytes, while
-// within retention), its waiting deliveries (under order: scope, a
-// backlog) and its dead and rejected ones.
+// within retention), the chunk listing of a backlog, and its dead and
+// rejected deliveries.
 //
 // # Choices where the design leaves room
 //

@@ -11,7 +11,8 @@ import (
 // or folded chunk listings into pages (spillpages.go), and format4 into
 // one whose spilled records hold queue items (spill.go: an older build
 // would take a spilled event for a new one), and format5 into one that
-// lists pages of pages (spillpages.go, landings.go), so that a build that would not
+// lists pages of pages (spillpages.go, landings.go), and format6 into one
+// that has parked waiting events (waits.go), so that a build that would not
 // look for them refuses it; a document that did none of these is still
 // written as format 1, which every build reads.
 const (
@@ -20,6 +21,7 @@ const (
 	format3       = 3
 	format4       = 4
 	format5       = 5
+	format6       = 6
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -63,6 +65,15 @@ type document struct {
 	LandPages  []landGroup `json:"landPages,omitempty"`
 	LandChunks []landGroup `json:"landChunks,omitempty"`
 	LandCut    time.Time   `json:"landCut,omitzero"`
+	// WaitN numbers the records of parked waiting events, and Waits
+	// lists them in scope order (see waits.go).
+	WaitN uint64         `json:"waitN,omitempty"`
+	Waits []waitChunkRef `json:"waits,omitempty"`
+	// WaitLast bounds the keys the chunks hold (the last parked event's),
+	// and WaitUntil is when the document may expire for their sake: both
+	// hold while any chunk is listed, whichever goes first.
+	WaitLast  waitKey `json:"waitLast,omitzero"`
+	WaitUntil int64   `json:"waitUntil,omitempty"`
 }
 
 // landing is one write joining the scope's history.
@@ -152,8 +163,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format5)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format6)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -175,6 +186,7 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 		fresh.Spill = d.Spill
 		// Nor do landing record numbers: a record is never rewritten.
 		fresh.LandN = d.LandN
+		fresh.WaitN = d.WaitN
 		// A store may still hold the expired document's blobs (its clock
 		// is not the ledger's): the next write deletes them.
 		if blobs != nil {
@@ -190,6 +202,11 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 				blobs.set(spillPageBlob(p.N), nil)
 			}
 			d.dropLandings(blobs)
+			// Parked events' own blobs go with the scope's other
+			// records when the store expires it, as a page's do.
+			for _, c := range d.Waits {
+				blobs.set(waitBlob(c.N), nil)
+			}
 		}
 		return fresh, nil
 	}
@@ -308,6 +325,9 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	for _, p := range d.SpillPages {
 		later(p.Until.Add(retention))
 	}
+	if len(d.Waits) > 0 {
+		later(time.Unix(0, d.WaitUntil))
+	}
 	for _, r := range d.Runs {
 		later(r.LastActive.Add(retention))
 		later(r.LeaseUntil.Add(retention))
@@ -349,6 +369,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case len(d.Waits) > 0:
+		d.Format = format6
 	case d.pagesOfPages() || d.landPagesOfPages():
 		d.Format = format5
 	case d.spilledItems():

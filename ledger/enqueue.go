@@ -101,8 +101,14 @@ func (qu Queue) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, erro
 	}
 	nonce := newNonce()
 	var out Enqueued
-	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error) {
+	lk := lookupFor(in.key)
+	lk.waits = true
+	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error) {
 		out = Enqueued{}
+		if d.parkedEntry(lk.ids...) || d.parkedRun(bin.runID) {
+			// A delivery again of a parked event, or its run.
+			return false, errNeedAllWaits
+		}
 		if q := d.Queue[in.key.id]; q != nil {
 			out.Status, out.Item = EnqueueDuplicate, *q
 			return false, nil

@@ -71,7 +71,10 @@ func (qu Queue) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 	// A late settle may come after another delivery finished the item and
 	// it left the document with its entry (spill.go): the lookup puts both
 	// back for the record.
-	err := l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+	err := l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true, waits: true}, func(d *document, now time.Time, blobs *blobSet) (bool, error) {
+		if d.parkedEntry(ref.EntryID) {
+			return false, errNeedAllWaits
+		}
 		q := d.Queue[ref.EntryID]
 		if q == nil {
 			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, ref.EntryID, ref.Scope)

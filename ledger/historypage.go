@@ -53,7 +53,7 @@ func (vw Views) HistoryPage(ctx context.Context, q HistoryQuery) (HistoryPage, e
 	if err != nil {
 		return HistoryPage{}, err
 	}
-	d, err := l.read(ctx, q.Scope)
+	d, err := l.readFull(ctx, q.Scope)
 	if err != nil {
 		return HistoryPage{}, err
 	}

@@ -17,7 +17,7 @@ func (qu Queue) QueueItems(ctx context.Context, scope string) ([]QueueItem, erro
 // chunks that may hold one received at or after since and before until
 // (zero: no bound); the answer may hold others.
 func (l *Ledger) queueItemsOf(ctx context.Context, scope string, since, until time.Time) ([]QueueItem, error) {
-	d, err := l.read(ctx, scope)
+	d, err := l.readFull(ctx, scope)
 	if err != nil {
 		return nil, err
 	}

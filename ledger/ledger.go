@@ -19,6 +19,9 @@ type Ledger struct {
 	opts    Options
 	replays *replayCache
 	spills  spillCounters
+	// noPark keeps waiting events in the document (waits.go), for
+	// the tests that compare both layouts.
+	noPark bool
 }
 
 // New returns a ledger over store. Zero options take the defaults.
@@ -178,7 +181,12 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	}
 	var dec decision
 	var rerun bool
-	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+	lk := lookupFor(in.key)
+	lk.waits = true
+	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+		if d.parkedEntry(lk.ids...) || d.parkedRun(in.runID) {
+			return false, errNeedAllWaits
+		}
 		in := in
 		in.key.id = in.key.idIn(d)
 		rerun = d.rerunnable(in.key.id)
@@ -239,7 +247,10 @@ func (l *Ledger) Settle(ctx context.Context, ref ClaimRef, outcome Outcome, valu
 	}
 	var res Result
 	var rerun bool
-	err = l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true}, func(d *document, now time.Time, _ *blobSet) (bool, error) {
+	err = l.transactEntry(ctx, ref.Scope, lookup{ids: []string{ref.EntryID}, lazy: true, waits: true}, func(d *document, now time.Time, _ *blobSet) (bool, error) {
+		if d.parkedEntry(ref.EntryID) {
+			return false, errNeedAllWaits
+		}
 		var changed bool
 		var derr error
 		// d is decoded for this call alone: res may keep its entry.
@@ -376,7 +387,7 @@ func (l *Ledger) Check(ctx context.Context, key Key) (CheckResult, error) {
 	if err != nil {
 		return CheckResult{}, err
 	}
-	d, err := l.read(ctx, k.scope)
+	d, err := l.readFull(ctx, k.scope)
 	if err != nil {
 		return CheckResult{}, err
 	}

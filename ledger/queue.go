@@ -126,6 +126,9 @@ func (d *document) embedsEvent(size int) bool {
 		return false
 	}
 	n := 0
+	for _, c := range d.Waits {
+		n += c.Embedded // parked items count as they did in the document
+	}
 	for _, q := range d.Queue {
 		if q.carriesEvent() {
 			n++

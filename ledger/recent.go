@@ -16,7 +16,7 @@ import (
 // conversation's older events right after its newest one otherwise.
 
 // newestReceived is the newest receipt time of the scope's kept queue
-// items, in the document or spilled out with their entries (the bounds of
+// items, in the document, parked (waits.go) or spilled out with their entries (the bounds of
 // the chunks and pages not past cutoff, the retention cutoff: the items of
 // one past it are all past their dropAt); zero when it holds none, which
 // takes the scope out of the index.
@@ -39,6 +39,11 @@ func (d *document) newestReceived(cutoff time.Time) time.Time {
 	}
 	for _, p := range d.SpillPages {
 		bound(p.Items, p.RecvLast, p.Until)
+	}
+	for _, c := range d.Waits {
+		if r := time.Unix(0, c.Recv).UTC(); r.After(t) {
+			t = r
+		}
 	}
 	return t
 }
@@ -103,7 +108,7 @@ func (vw Views) RecentDeliveries(ctx context.Context, f DeliveryFilter, after *D
 	// than leading to an empty one; take reports whether it was found,
 	// and then sets Next after the page's last item.
 	take := func(at ScopeAt, afterAt time.Time, afterID string) (bool, error) {
-		d, err := l.read(ctx, at.Scope)
+		d, err := l.readFull(ctx, at.Scope)
 		if err != nil {
 			return false, err
 		}

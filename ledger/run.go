@@ -81,7 +81,10 @@ func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run
 		return nil, err
 	}
 	var run *Run
-	err = l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+	err = l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+		if d.parkedRun(in.runID) {
+			return false, errNeedAllWaits
+		}
 		if err := checkContextAt(in, now); err != nil {
 			return false, err
 		}
@@ -126,8 +129,13 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	var dec decision
 	var run *Run
 	var rerun bool
-	err = l.transactFind(ctx, in.key.scope, lookupFor(in.key), func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+	lk := lookupFor(in.key)
+	lk.waits = true
+	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		run = nil
+		if d.parkedEntry(lk.ids...) || d.parkedRun(bin.runID) {
+			return false, errNeedAllWaits
+		}
 		if err := checkContextAt(bin, now); err != nil {
 			return false, err
 		}
@@ -210,7 +218,10 @@ func (r *Run) End(ctx context.Context, reason string) error {
 // Heartbeat renews a run's lease by reference.
 func (l *Ledger) Heartbeat(ctx context.Context, scope, runID string, token uint64) (bool, error) {
 	alive := false
-	err := l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+	err := l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, _ *spillView) (bool, error) {
+		if d.parkedRun(runID) {
+			return false, errNeedAllWaits
+		}
 		r := d.Runs[runID]
 		if r == nil {
 			return false, fmt.Errorf("%w: run %q on scope %q", ErrUnknownRun, runID, scope)
@@ -250,7 +261,10 @@ func (l *Ledger) finishRun(ctx context.Context, scope, runID string, token uint6
 	if scope == "" || runID == "" {
 		return fmt.Errorf("%w: scope and run id are required", ErrInvalid)
 	}
-	return l.transact(ctx, scope, func(d *document, now time.Time) (bool, error) {
+	return l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, _ *spillView) (bool, error) {
+		if d.parkedRun(runID) {
+			return false, errNeedAllWaits
+		}
 		r := d.Runs[runID]
 		if r == nil {
 			return false, fmt.Errorf("%w: run %q on scope %q", ErrUnknownRun, runID, scope)

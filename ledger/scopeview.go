@@ -59,7 +59,7 @@ func (vw Views) ConversationPage(ctx context.Context, q HistoryQuery) (Conversat
 	if err != nil {
 		return Conversation{}, "", err
 	}
-	d, err := l.read(ctx, q.Scope)
+	d, err := l.readFull(ctx, q.Scope)
 	if err != nil {
 		return Conversation{}, "", err
 	}

@@ -487,7 +487,7 @@ func (l *Ledger) readChunk(ctx context.Context, scope string, n uint64) ([]*spil
 // readWhole reads a scope's document with its spilled entries and items
 // put back, for the reads of a whole history. It changes nothing.
 func (l *Ledger) readWhole(ctx context.Context, scope string) (*document, error) {
-	d, err := l.read(ctx, scope)
+	d, err := l.readFull(ctx, scope)
 	if err != nil || !d.hasSpilledChunks() {
 		return d, err
 	}
@@ -557,6 +557,10 @@ type lookup struct {
 	// lazy: read the records only once the document shows the entry is
 	// not in it (a settle's entry nearly always is).
 	lazy bool
+	// waits: the decision works on the document with its waiting events
+	// parked (waits.go) and returns errNeedAllWaits when it meets one;
+	// otherwise every parked event is put back before it decides.
+	waits bool
 }
 
 // lookupFor is the lookup of a claim's key.
@@ -576,6 +580,8 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	var v spillView
 	lands := &landLoads{}
 	chunks := chunkReader{l: l, scope: scope}
+	waits := waitLoads{}
+	allWaits := !lk.waits
 	if c := l.spills.get(scope); c > 0 && len(lk.ids) > 0 && !lk.lazy {
 		v.counter = c
 		if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
@@ -593,6 +599,13 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				return nil, err
 			}
 			counter = d.Spill
+			var was parkedAs
+			if allWaits && len(d.Waits) > 0 {
+				was = d.parkedState()
+				if err := d.unparkAll(waits, &blobs); err != nil {
+					return nil, err
+				}
+			}
 			var put loaded
 			if d.Spill != 0 {
 				missing := false
@@ -617,7 +630,10 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				return nil, err
 			}
 			put.unload(d, &blobs)
-			d.prune(now, l.opts.Retention, &blobs)
+			d.refold(was, waits, l.opts, &blobs)
+			if err := d.restoreWaits(waits, now, l.opts.Retention, &blobs); err != nil {
+				return nil, err
+			}
 			if err := d.spill(now, l.opts, &blobs); err != nil {
 				return nil, err
 			}
@@ -627,6 +643,11 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if err := d.moveLandings(&blobs); err != nil {
 				return nil, err
 			}
+			if !l.noPark {
+				if err := d.park(now, l.opts.Retention, l.opts, &blobs); err != nil {
+					return nil, err
+				}
+			}
 			retire = d.retirable(now.Add(-l.opts.Retention))
 			counter = d.Spill
 			return d.finish(now, l.opts.Retention, &blobs)
@@ -634,7 +655,16 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 		var moved *errSpillMoved
 		var need *errNeedChunks
 		var needLanding *errNeedLanding
+		var needWaits *errNeedWaits
 		switch {
+		case errors.Is(err, errNeedAllWaits) && !allWaits:
+			allWaits = true
+			continue
+		case errors.As(err, &needWaits) && try < spillTries:
+			if err := l.readWaits(ctx, scope, needWaits.ns, waits); err != nil {
+				return err
+			}
+			continue
 		case errors.As(err, &needLanding) && try < spillTries:
 			b, err := l.store.ReadBlob(ctx, scope, needLanding.name)
 			if err != nil {
@@ -676,7 +706,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 			}
 			continue
-		case moved != nil || need != nil || needLanding != nil:
+		case moved != nil || need != nil || needLanding != nil || needWaits != nil:
 			return fmt.Errorf("%w: scope %q: spilled records kept moving", ErrContention, scope)
 		}
 		if err != nil {

@@ -31,8 +31,11 @@ func (qu Queue) TakeDelivery(ctx context.Context, scope, entryID string, lease t
 		return Taken{}, fmt.Errorf("%w: a delivery lease must be positive", ErrInvalid)
 	}
 	var out Taken
-	err := l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+	err := l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		out = Taken{}
+		if d.parkedEntry(entryID) {
+			return false, errNeedAllWaits
+		}
 		q := d.Queue[entryID]
 		if q == nil || !q.Due(now) {
 			return false, nil

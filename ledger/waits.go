@@ -1,0 +1,559 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Events waiting under order: scope (issue #34). Behind an agent that
+// hangs, a conversation's events wait in its document: each with its queue
+// item, its deliver entry and its run, about 900 bytes, which every accept,
+// take and finish of the scope decoded and encoded again. A thousand of
+// them made each webhook cost fifteen to twenty times what it cost behind
+// ten. So the waiting events that no decision of the queue's fast path can
+// touch are parked in records of their own, "w:{n}", in chunks written in
+// scope order, and the document lists each chunk (Waits) with what the
+// decisions need to know about it without reading it:
+//
+//   - First, the scope-order key of its first event (waitKey). The chunks hold no
+//     event ordered before the document's own head: at every write, while
+//     chunks are listed, the document keeps a queued or delivering event
+//     ordered before the first chunk's First (otherwise the write reads
+//     that chunk back in first). So the head of the scope, the one event
+//     the order rule lets go, is always in the document, and every parked
+//     event is held back by it: none is ever due, none changes the due
+//     time, none is in flight.
+//   - Entries and Runs, short hashes of its events' entry and run ids, so
+//     that a decision about one event (a duplicate delivery of a parked
+//     one, a claim or an end of its run) knows it must read the chunks
+//     first.
+//   - Count, the newest receipt and Drop, so that the scope's depth and
+//     the received index stay as they were, and a chunk comes back before
+//     retention would have dropped anything in it. The document's expiry
+//     covers every chunk's events (WaitUntil), and the key of the last
+//     parked event (WaitLast) is where the next chunk may start.
+//
+// Only the steps of a delivery and of its agent decide on the document as
+// it is (Enqueue, TakeDelivery, FinishDelivery, Begin, Claim, BeginClaim,
+// Settle, Heartbeat and the ends of a run: transactFind with
+// lookup.waits), each asking for every chunk (errNeedAllWaits) when an id
+// it names hashes like a parked one. Every other decision, and every read
+// that lists a scope's items or entries (readFull), first reads every
+// chunk and puts its events back, so it decides and answers exactly as it
+// did when nothing was parked. A decision that writes after that lists
+// again the chunks whose events it left as they were (refold) and parks
+// the rest anew.
+//
+// What may be parked is narrow (parkable): a queued event under order:
+// scope, never taken, replayed or tried, without debounce or pause, whose
+// run is its own, independent, live and holds no lease, and whose intent
+// no cap weighs. None of the fast path's decisions reads such an event:
+// supersede and debounce look only at items of supersede-mode runs and
+// debounced items, the conflict rule skips redeliverable claims past their
+// deadline (a queued event's claim is recorded already run out), and the
+// order rule needs only the head.
+
+const (
+	// waitChunk is how many events one chunk holds; the document keeps
+	// at least waitKeep of the events after the last chunk in scope
+	// order, and parks them once there are waitKeep+waitChunk, so that
+	// an event arriving slightly out of order still finds its place
+	// among the document's (an event ordered before the last chunk's
+	// last stays in the document until the chunks before it drain).
+	waitChunk = 16
+	waitKeep  = 8
+	// waitHashLen is the length of the id hashes a chunk lists: 24
+	// bits in base64, so that a thousand parked events cost 8 KB of
+	// hashes, and a lookup of an id that is not parked meets a false
+	// match once in some 16,000 lookups, which only makes that decision
+	// read the chunks.
+	waitHashLen = 4
+)
+
+// waitKey is an event's place in scope order (orderedBefore) without its
+// last tie-break: its contextAt and receipt in Unix nanoseconds (parkable
+// events have times that fit). Short names: the document lists one per
+// chunk. Keys that tie compare as neither before the other, so every
+// test on them errs on the side of keeping an event in the document: an
+// event whose key is before a chunk's first is before all its events, and
+// one after the last parked key is after all of them.
+type waitKey struct {
+	ContextAt  int64 `json:"c"`
+	ReceivedAt int64 `json:"r"`
+}
+
+func keyOf(q *QueueItem) waitKey {
+	return waitKey{ContextAt: q.ContextAt.UnixNano(), ReceivedAt: q.ReceivedAt.UnixNano()}
+}
+
+func (a waitKey) before(b waitKey) bool {
+	if a.ContextAt != b.ContextAt {
+		return a.ContextAt < b.ContextAt
+	}
+	return a.ReceivedAt < b.ReceivedAt
+}
+
+// nanosFit reports whether t is exact in Unix nanoseconds.
+func nanosFit(t time.Time) bool {
+	return t.After(time.Unix(0, math.MinInt64)) && t.Before(time.Unix(0, math.MaxInt64))
+}
+
+// waitChunkRef is one chunk of parked events as the document lists it,
+// with short names and times in Unix nanoseconds: the document lists one
+// per waitChunk events.
+type waitChunkRef struct {
+	N     uint64  `json:"n"`
+	Count int     `json:"c"`
+	First waitKey `json:"f"`
+	// Drop is the earliest time retention would drop one of its events
+	// or runs (prune): the first write after it reads the chunk back.
+	Drop int64 `json:"d"`
+	// Recv is the newest ReceivedAt of its items.
+	Recv int64 `json:"r"`
+	// Entries and Runs are the hashes of its events' entry and run ids.
+	Entries string `json:"e"`
+	Runs    string `json:"h"`
+	// Embedded counts its items that carry their event record
+	// (embedsEvent counts them as it counts the document's).
+	Embedded int `json:"m,omitempty"`
+}
+
+// waitRecord is one parked event, as a "w:{n}" record lists it.
+type waitRecord struct {
+	Entry *Entry     `json:"entry"`
+	Item  *QueueItem `json:"item"`
+	Run   *runState  `json:"run"`
+}
+
+func waitBlob(n uint64) string { return "w:" + strconv.FormatUint(n, 10) }
+
+// waitHash is the first 24 bits of id's SHA-256, in base64: ids that
+// differ in one character (src:e1, src:e2) hash apart.
+func waitHash(id string) string {
+	s := sha256.Sum256([]byte(id))
+	return base64.RawStdEncoding.EncodeToString(s[:3])
+}
+
+func hashListed(list, id string) bool {
+	h := waitHash(id)
+	for i := 0; i+waitHashLen <= len(list); i += waitHashLen {
+		if list[i:i+waitHashLen] == h {
+			return true
+		}
+	}
+	return false
+}
+
+// parkedEntry reports whether an entry of one of ids may be parked.
+func (d *document) parkedEntry(ids ...string) bool {
+	for _, c := range d.Waits {
+		for _, id := range ids {
+			if d.Entries[id] == nil && hashListed(c.Entries, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// parkedRun reports whether run id may be parked.
+func (d *document) parkedRun(id string) bool {
+	if id == "" || d.Runs[id] != nil {
+		return false
+	}
+	for _, c := range d.Waits {
+		if hashListed(c.Runs, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// parkedCount is how many events the chunks hold.
+func (d *document) parkedCount() int {
+	n := 0
+	for _, c := range d.Waits {
+		n += c.Count
+	}
+	return n
+}
+
+// errNeedWaits: the decision needs these chunks read first.
+type errNeedWaits struct{ ns []uint64 }
+
+func (e *errNeedWaits) Error() string {
+	return fmt.Sprintf("ledger: decision needs %d chunks of parked events", len(e.ns))
+}
+
+// errNeedAllWaits: a decision of the fast path met a parked event (or a
+// hash that may be one): it must decide with every chunk read back.
+var errNeedAllWaits = errors.New("ledger: decision needs every parked event")
+
+// waitLoads are the chunks read so far by one decision's tries. A chunk
+// is never rewritten, so a copy read once stays good while it is listed.
+type waitLoads map[uint64][]waitRecord
+
+// missing lists the chunks of cs not loaded yet.
+func (w waitLoads) missing(cs []waitChunkRef) []uint64 {
+	var out []uint64
+	for _, c := range cs {
+		if _, ok := w[c.N]; !ok {
+			out = append(out, c.N)
+		}
+	}
+	return out
+}
+
+// unparkAll puts every parked event back into d (for a decision, or a
+// read, that may look at any of them). The chunks' records go with the
+// next write; a write that still finds events to park writes fresh ones.
+func (d *document) unparkAll(w waitLoads, blobs *blobSet) error {
+	if need := w.missing(d.Waits); len(need) > 0 {
+		return &errNeedWaits{ns: need}
+	}
+	for _, c := range d.Waits {
+		d.putBack(w[c.N])
+		if blobs != nil {
+			blobs.set(waitBlob(c.N), nil)
+		}
+	}
+	d.noWaits()
+	return nil
+}
+
+// unparkAt puts chunk i back into d and deletes its record with the write.
+func (d *document) unparkAt(i int, w waitLoads, blobs *blobSet) error {
+	c := d.Waits[i]
+	recs, ok := w[c.N]
+	if !ok {
+		return &errNeedWaits{ns: []uint64{c.N}}
+	}
+	d.putBack(recs)
+	blobs.set(waitBlob(c.N), nil)
+	d.Waits = append(d.Waits[:i:i], d.Waits[i+1:]...)
+	if len(d.Waits) == 0 {
+		d.noWaits()
+	}
+	return nil
+}
+
+// noWaits clears what the document kept about its chunks once none is
+// listed.
+func (d *document) noWaits() {
+	d.Waits, d.WaitLast, d.WaitUntil = nil, waitKey{}, 0
+}
+
+func (d *document) putBack(recs []waitRecord) {
+	for _, r := range recs {
+		if r.Entry != nil && d.Entries[r.Entry.ID] == nil {
+			e := *r.Entry
+			d.Entries[e.ID] = &e
+		}
+		if r.Item != nil && d.Queue[r.Item.EntryID] == nil {
+			q := *r.Item
+			d.Queue[q.EntryID] = &q
+		}
+		if r.Run != nil && d.Runs[r.Run.ID] == nil {
+			run := *r.Run
+			d.Runs[run.ID] = &run
+		}
+	}
+}
+
+// parkedAs remembers the chunks a decision put back (unparkAll), so that
+// those it left as they were go back out as they were (refold) instead of
+// being written again.
+type parkedAs struct {
+	chunks []waitChunkRef
+	last   waitKey
+	until  int64
+}
+
+func (d *document) parkedState() parkedAs {
+	return parkedAs{chunks: append([]waitChunkRef(nil), d.Waits...), last: d.WaitLast, until: d.WaitUntil}
+}
+
+// refold lists again, and keeps, every chunk of was whose events the
+// decision left exactly as the chunk holds them and that may still be
+// parked; the others stay in the document, and their records go.
+func (d *document) refold(was parkedAs, w waitLoads, o Options, blobs *blobSet) {
+	if len(was.chunks) == 0 {
+		return
+	}
+	runs := d.runUses()
+	same := func(stored, cur any) bool {
+		a, err1 := marshalRecord(stored)
+		b, err2 := marshalRecord(cur)
+		return err1 == nil && err2 == nil && bytes.Equal(a, b)
+	}
+	var back []waitChunkRef
+	for _, c := range was.chunks {
+		recs, ok := w[c.N]
+		for _, r := range recs {
+			q, e, run := d.Queue[r.Item.EntryID], d.Entries[r.Entry.ID], d.Runs[r.Run.ID]
+			if !ok || q == nil || e == nil || run == nil || !d.parkable(q, runs, o) ||
+				!same(r.Item, q) || !same(r.Entry, e) || !same(r.Run, run) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, r := range recs {
+			delete(d.Queue, r.Item.EntryID)
+			delete(d.Entries, r.Entry.ID)
+			delete(d.Runs, r.Run.ID)
+		}
+		delete(blobs.m, waitBlob(c.N))
+		back = append(back, c)
+	}
+	if len(back) > 0 {
+		// The bounds of every chunk there was still bound those kept.
+		d.Waits, d.WaitLast, d.WaitUntil = back, was.last, was.until
+	}
+}
+
+// runUses counts the entries and items that name each run.
+func (d *document) runUses() map[string]int {
+	runs := map[string]int{}
+	for _, e := range d.Entries {
+		if e.RunID != "" {
+			runs[e.RunID]++
+		}
+	}
+	for _, q := range d.Queue {
+		runs[q.RunID]++
+	}
+	return runs
+}
+
+// headBefore reports whether d holds a queued or delivering event ordered
+// before k: the head the order rule lets go is then in the document.
+func (d *document) headBefore(k waitKey) bool {
+	for _, q := range d.Queue {
+		if (q.Status == DeliveryQueued || q.Status == DeliveryDelivering) && keyOf(q).before(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreWaits prunes the document for a write, as prune does, with the
+// chunks that hold an event or run retention drops now read back first
+// (so that prune drops them exactly as it would have in the document:
+// once, in the same pass), and then reads chunks back, first first, until
+// the document holds the scope's head. A chunk read back from the middle
+// stays in the document: its events are before the last parked one.
+func (d *document) restoreWaits(w waitLoads, now time.Time, retention time.Duration, blobs *blobSet) error {
+	var dropping []waitChunkRef
+	for _, c := range d.Waits {
+		if c.Drop < now.UnixNano() {
+			dropping = append(dropping, c)
+		}
+	}
+	if need := w.missing(dropping); len(need) > 0 {
+		return &errNeedWaits{ns: need} // all at once: one read, one try
+	}
+	for i := 0; i < len(d.Waits); {
+		if d.Waits[i].Drop >= now.UnixNano() {
+			i++
+			continue
+		}
+		if err := d.unparkAt(i, w, blobs); err != nil {
+			return err
+		}
+	}
+	d.prune(now, retention, blobs)
+	for len(d.Waits) > 0 && !d.headBefore(d.Waits[0].First) {
+		if err := d.unparkAt(0, w, blobs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parkable reports whether q may be parked (see the file comment); runs
+// counts the entries and items that name each run.
+func (d *document) parkable(q *QueueItem, runs map[string]int, o Options) bool {
+	if !nanosFit(q.ContextAt) || !nanosFit(q.ReceivedAt) {
+		return false
+	}
+	if Order(q.Order) != OrderScope || q.Status != DeliveryQueued || q.Attempts != 0 || q.Replays != 0 ||
+		q.Trials != 0 || q.Quiet != 0 || q.CoverCount != 0 || q.Parked || q.Inline || len(q.Records) > 0 {
+		return false
+	}
+	if _, moved := d.Moved[q.EntryID]; moved {
+		return false // a spilled chunk holds an older copy: see spill.go
+	}
+	e := d.Entries[q.EntryID]
+	if e == nil || e.State != StatePending || !e.Redeliverable || e.PendingTTL != 0 || (e.RunID != "" && e.RunID != q.RunID) {
+		return false
+	}
+	own := 1 // its item
+	if e.RunID != "" {
+		own++
+	}
+	if _, capped := capFor(o, e.Intent); capped {
+		return false
+	}
+	r := d.Runs[q.RunID]
+	if r == nil || r.Mode != ModeIndependent || r.Ended || r.Cancelled || r.Wrote || r.ID == d.Holder ||
+		!r.LeaseUntil.IsZero() || len(r.Acks) > 0 || runs[r.ID] != own {
+		return false
+	}
+	return true
+}
+
+// park moves the waiting events after the last chunk, but the newest
+// waitKeep and the first waitKeep of the scope, into chunks of waitChunk.
+func (d *document) park(now time.Time, retention time.Duration, o Options, blobs *blobSet) error {
+	var open []*QueueItem
+	for _, q := range d.Queue {
+		if q.Status == DeliveryQueued || q.Status == DeliveryDelivering {
+			open = append(open, q)
+		}
+	}
+	if len(open) < waitKeep+waitChunk {
+		return nil
+	}
+	sort.Slice(open, func(i, j int) bool { return orderedBefore(open[i], open[j]) })
+	runs := d.runUses()
+	var cands []*QueueItem
+	from := 0
+	if len(d.Waits) == 0 {
+		from = waitKeep // the head stays, and a few after it
+	}
+	for _, q := range open[from:] {
+		if len(d.Waits) > 0 && !d.WaitLast.before(keyOf(q)) {
+			continue
+		}
+		if d.parkable(q, runs, o) {
+			cands = append(cands, q)
+		}
+	}
+	for len(cands) >= waitKeep+waitChunk {
+		part := cands[:waitChunk]
+		cands = cands[waitChunk:]
+		d.WaitN++
+		c := waitChunkRef{N: d.WaitN, Count: len(part), First: keyOf(part[0])}
+		d.WaitLast = keyOf(part[len(part)-1])
+		recs := make([]waitRecord, len(part))
+		var entries, runIDs strings.Builder
+		for i, q := range part {
+			e, r := d.Entries[q.EntryID], d.Runs[q.RunID]
+			recs[i] = waitRecord{Entry: e, Item: q, Run: r}
+			entries.WriteString(waitHash(e.ID))
+			runIDs.WriteString(waitHash(r.ID))
+			drop := q.dropAt(retention)
+			idle := r.LastActive
+			if r.LeaseUntil.After(idle) {
+				idle = r.LeaseUntil
+			}
+			idle = idle.Add(retention)
+			if idle.Before(drop) {
+				drop = idle
+			}
+			if i == 0 || drop.UnixNano() < c.Drop {
+				c.Drop = drop.UnixNano()
+			}
+			for _, t := range []time.Time{q.dropAt(retention), e.Deadline().Add(retention), r.LastActive.Add(retention), r.LeaseUntil.Add(retention)} {
+				d.WaitUntil = max(d.WaitUntil, t.UnixNano())
+			}
+			c.Recv = max(c.Recv, q.ReceivedAt.UnixNano())
+			if q.carriesEvent() {
+				c.Embedded++
+			}
+		}
+		c.Entries, c.Runs = entries.String(), runIDs.String()
+		b, err := marshalRecord(recs)
+		if err != nil {
+			return fmt.Errorf("ledger: encode parked events: %w", err)
+		}
+		blobs.set(waitBlob(c.N), b)
+		for _, q := range part {
+			delete(d.Entries, q.EntryID)
+			delete(d.Runs, q.RunID)
+			delete(d.Queue, q.EntryID)
+		}
+		d.Waits = append(d.Waits, c)
+	}
+	return nil
+}
+
+// decodeWaits decodes a chunk record.
+func decodeWaits(scope string, n uint64, b []byte) ([]waitRecord, error) {
+	var recs []waitRecord
+	if err := unmarshalRecord(b, &recs); err != nil {
+		return nil, fmt.Errorf("%w: scope %q: parked events %d: %w", ErrCorrupt, scope, n, err)
+	}
+	for _, r := range recs {
+		if r.Entry == nil || r.Item == nil || r.Run == nil {
+			return nil, fmt.Errorf("%w: scope %q: parked events %d: a record lacks its entry, item or run", ErrCorrupt, scope, n)
+		}
+	}
+	return recs, nil
+}
+
+// readWaits reads chunks ns into w, in one store call.
+func (l *Ledger) readWaits(ctx context.Context, scope string, ns []uint64, w waitLoads) error {
+	names := make([]string, len(ns))
+	for i, n := range ns {
+		names[i] = waitBlob(n)
+	}
+	bs, err := l.store.ReadBlobs(ctx, scope, names)
+	if err != nil {
+		return err
+	}
+	if len(bs) != len(names) {
+		return fmt.Errorf("ledger: scope %q: the store read %d parked chunks for %d names", scope, len(bs), len(names))
+	}
+	for i, b := range bs {
+		if b == nil {
+			// Gone meanwhile: the document no longer lists it, and
+			// the next try reads the one that does.
+			continue
+		}
+		recs, err := decodeWaits(scope, ns[i], b)
+		if err != nil {
+			return err
+		}
+		w[ns[i]] = recs
+	}
+	return nil
+}
+
+// readFull reads a scope's document with its parked events put back, for
+// the reads that list its items or entries. It changes nothing.
+func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) {
+	d, err := l.read(ctx, scope)
+	if err != nil || len(d.Waits) == 0 {
+		return d, err
+	}
+	w := waitLoads{}
+	for try := 0; ; try++ {
+		if need := w.missing(d.Waits); len(need) > 0 {
+			if err := l.readWaits(ctx, scope, need, w); err != nil {
+				return nil, err
+			}
+		}
+		if err := d.unparkAll(w, nil); err == nil {
+			return d, nil
+		} else if try >= spillTries {
+			return nil, fmt.Errorf("%w: scope %q: parked events kept moving", ErrContention, scope)
+		}
+		// A chunk went between the two reads: read the document again.
+		if d, err = l.read(ctx, scope); err != nil {
+			return nil, err
+		}
+	}
+}

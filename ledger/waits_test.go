@@ -1,0 +1,358 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/memory"
+)
+
+// TestParkedWaitingDecidesAsBefore runs one random history of a
+// conversation under order: scope twice, on a ledger that parks its
+// waiting events (waits.go) and on one that keeps them in the document as
+// before, and requires every answer, list and count to be the same at
+// every step: enqueues (new events in and out of order, ties, redeliveries
+// of waiting and finished ones, supersede-mode and debounced ones),
+// dispatchers taking and finishing what is due (delivered, failed again,
+// dead, rejected), leases running out, runs heartbeated, cancelled and
+// ended by hand, dead events replayed, and time passing retention. Long
+// stretches behind a held head let hundreds of events wait, so chunks are
+// written, read back and dropped. It fails on any answer that parking
+// changes. Under -race, one history (the others are the same code paths
+// again, ten times slower).
+func TestParkedWaitingDecidesAsBefore(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4}
+	if raceDetector {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { parkedDifferential(t, seed, 1500) })
+	}
+}
+
+type parkedTwin struct {
+	name string
+	l    *ledger.Ledger
+	st   *memory.Store
+	held []ledger.Taken // taken and not finished yet
+}
+
+func parkedDifferential(t *testing.T, seed uint64, steps int) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	opts := ledger.Options{Clock: clock, Retention: 6 * time.Hour, ReplayCache: -1}
+	parked := &parkedTwin{name: "parked", st: memory.New(clock)}
+	parked.l = ledger.New(parked.st, opts)
+	kept := &parkedTwin{name: "kept", st: memory.New(clock)}
+	kept.l = ledger.New(kept.st, opts)
+	ledger.KeepWaitingInDocument(kept.l)
+	twins := []*parkedTwin{parked, kept}
+
+	const scope = "conv"
+	rng := rand.New(rand.NewPCG(seed, seed*7919))
+	key := func(ev string) ledger.Key {
+		return ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": ev}}
+	}
+	type sent struct {
+		id      string
+		context time.Time
+		mode    ledger.Mode
+		deb     ledger.Debounce
+		maxAge  time.Duration
+	}
+	var events []sent
+	lastCtx := now
+	sawParked := 0
+
+	// same runs op on both twins and fails unless their answers match.
+	same := func(step int, what string, op func(tw *parkedTwin) (any, error)) {
+		t.Helper()
+		var want string
+		for i, tw := range twins {
+			v, err := op(tw)
+			got := normalizeParked(t, v, err)
+			if i == 0 {
+				want = got
+				continue
+			}
+			if got != want {
+				at := 0
+				for at < len(got) && at < len(want) && got[at] == want[at] {
+					at++
+				}
+				from := max(0, at-700)
+				t.Fatalf("step %d, %s: the ledgers answer differently from byte %d\nparked …%.900s\nkept   …%.900s", step, what, at, want[from:], got[from:])
+			}
+		}
+	}
+	enqueue := func(tw *parkedTwin, ev sent, hold bool) (ledger.Enqueued, error) {
+		return tw.l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
+			Event: ledger.QueuedEvent{Source: "src", EventID: ev.id, Scope: scope, ReceivedAt: now, ContextAt: ev.context, Body: []byte(ev.id)},
+			Run:   ledger.RunOptions{RunID: "src:" + ev.id, Mode: ev.mode, ContextAt: ev.context},
+			Claim: ledger.ClaimRequest{Key: key(ev.id), Conflict: ledger.ConflictNone, PendingTTL: 30 * time.Second},
+			Hold:  hold, MaxAge: ev.maxAge, Order: ledger.OrderScope, Debounce: ev.deb,
+		})
+	}
+
+	for step := range steps {
+		// Phases: let a queue build behind a held head, then drain.
+		filling := (step/300)%2 == 0
+		r := rng.IntN(100)
+		switch {
+		case r < 40 && filling || r < 15:
+			// A new event, mostly newer than the last.
+			ev := sent{id: fmt.Sprintf("e%05d", len(events)), mode: ledger.ModeIndependent, maxAge: 24 * time.Hour}
+			lastCtx = lastCtx.Add(time.Duration(rng.IntN(2000)) * time.Millisecond)
+			ev.context = lastCtx
+			switch x := rng.IntN(100); {
+			case x < 12:
+				ev.context = lastCtx.Add(-time.Duration(rng.IntN(60)) * time.Second) // late news
+			case x < 16 && len(events) > 0:
+				ev.context = events[len(events)-1].context // a tie: receipt decides
+			case x < 19:
+				ev.mode = ledger.ModeSupersede
+			case x < 21:
+				ev.deb = ledger.Debounce{Quiet: 2 * time.Second}
+			case x < 25:
+				ev.maxAge = time.Hour
+			}
+			events = append(events, ev)
+			hold := rng.IntN(3) == 0
+			same(step, "enqueue "+ev.id, func(tw *parkedTwin) (any, error) {
+				got, err := enqueue(tw, ev, hold)
+				if err == nil && got.Run != nil {
+					tw.held = append(tw.held, ledger.Taken{OK: true, Item: got.Item, Run: got.Run, Claim: got.Claim})
+				}
+				return got, err
+			})
+		case r < 45 && len(events) > 0:
+			ev := events[rng.IntN(len(events))]
+			same(step, "redelivery of "+ev.id, func(tw *parkedTwin) (any, error) { return enqueue(tw, ev, false) })
+		case r < 70:
+			// A dispatcher takes the first due event.
+			same(step, "due and take", func(tw *parkedTwin) (any, error) {
+				due, err := tw.l.Queue().Due(ctx, ledger.DueQuery{Limit: 10})
+				if err != nil || len(due) == 0 {
+					return due, err
+				}
+				tk, err := tw.l.Queue().TakeDelivery(ctx, scope, due[0].EntryID, 30*time.Second)
+				if err == nil && tk.OK {
+					tw.held = append(tw.held, tk)
+				}
+				return []any{due, tk}, err
+			})
+		case r < 85:
+			// The oldest delivery held ends.
+			status := []ledger.DeliveryStatus{ledger.DeliveryDelivered, ledger.DeliveryDelivered, ledger.DeliveryQueued,
+				ledger.DeliveryDead, ledger.DeliveryRejected}[rng.IntN(5)]
+			if filling && rng.IntN(4) != 0 {
+				break // the agent hangs
+			}
+			same(step, "finish "+string(status), func(tw *parkedTwin) (any, error) {
+				if len(tw.held) == 0 {
+					return nil, nil
+				}
+				tk := tw.held[0]
+				tw.held = tw.held[1:]
+				return tw.l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: status, NextAt: now.Add(time.Second),
+					Record: ledger.AttemptRecord{AgentStatus: 200}})
+			})
+		case r < 87:
+			// The agent of the oldest delivery held writes an effect
+			// under its run, and settles it.
+			n := step
+			same(step, "agent claim and settle", func(tw *parkedTwin) (any, error) {
+				if len(tw.held) == 0 {
+					return nil, nil
+				}
+				tk := tw.held[0]
+				c, err := tw.l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "reply",
+					Payload: map[string]any{"to": tk.Item.EventID, "n": n}}, RunID: tk.Run.ID, Token: tk.Run.Token})
+				if err != nil || !c.Acquired() {
+					return c, err
+				}
+				res, err := tw.l.Settle(ctx, c.Ref(), ledger.OutcomeCommitted, "sent", nil)
+				return []any{c, res}, err
+			})
+		case r < 88 && len(events) > 0:
+			ev := events[rng.IntN(len(events))]
+			what := []string{"heartbeat", "cancel", "end"}[rng.IntN(3)]
+			same(step, what+" "+ev.id, func(tw *parkedTwin) (any, error) {
+				switch what {
+				case "heartbeat":
+					return tw.l.Heartbeat(ctx, scope, "src:"+ev.id, 0)
+				case "cancel":
+					return nil, tw.l.Cancel(ctx, scope, "src:"+ev.id)
+				}
+				return nil, tw.l.End(ctx, scope, "src:"+ev.id, "done by hand")
+			})
+		case r < 90 && len(events) > 0:
+			ev := events[rng.IntN(len(events))]
+			same(step, "replay "+ev.id, func(tw *parkedTwin) (any, error) {
+				q, err := tw.l.Queue().FindDelivery(ctx, scope, "src", ev.id)
+				if err != nil {
+					return nil, err
+				}
+				return tw.l.Queue().ReplayDelivery(ctx, scope, q.EntryID)
+			})
+		case r < 97:
+			now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		case r < 99:
+			now = now.Add(31 * time.Second) // leases run out
+		default:
+			now = now.Add(time.Duration(1+rng.IntN(5)) * time.Hour) // retention and max ages pass
+		}
+		if step%25 == 0 || step == steps-1 {
+			same(step, "lists", func(tw *parkedTwin) (any, error) {
+				items, err := tw.l.Queue().QueueItems(ctx, scope)
+				if err != nil {
+					return nil, err
+				}
+				conv, err := tw.l.Views().Conversation(ctx, scope)
+				if err != nil {
+					return nil, err
+				}
+				n, err := tw.l.Queue().CountDue(ctx)
+				return []any{items, conv, n}, err
+			})
+			if len(events) > 0 {
+				ev := events[rng.IntN(len(events))]
+				same(step, "check "+ev.id, func(tw *parkedTwin) (any, error) { return tw.l.Check(ctx, key(ev.id)) })
+			}
+			if raw, _ := parked.st.Read(ctx, scope); raw != nil {
+				var d struct {
+					Waits []json.RawMessage `json:"waits"`
+				}
+				if err := json.Unmarshal(raw, &d); err != nil {
+					t.Fatal(err)
+				}
+				sawParked = max(sawParked, len(d.Waits))
+			}
+		}
+	}
+	if sawParked < 3 {
+		t.Fatalf("the parked ledger listed at most %d chunks: the history never let enough events wait", sawParked)
+	}
+	t.Logf("%d events, up to %d chunks parked", len(events), sawParked)
+}
+
+// normalizeParked is v and err as JSON, without what is random per ledger
+// (the blob names of queue items).
+func normalizeParked(t *testing.T, v any, err error) string {
+	t.Helper()
+	b, merr := json.Marshal(v)
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		t.Fatal(err)
+	}
+	var strip func(any)
+	strip = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			delete(x, "Blob")
+			delete(x, "blob")
+			for _, v := range x {
+				strip(v)
+			}
+		case []any:
+			for _, v := range x {
+				strip(v)
+			}
+		}
+	}
+	strip(x)
+	b, _ = json.Marshal(x)
+	if err != nil {
+		return string(b) + " error: " + err.Error()
+	}
+	return string(b)
+}
+
+// TestParkedWaitingKeepsTheDocumentSmall: 400 events waiting behind a
+// delivery in flight leave a document that holds a few dozen of them and
+// lists the rest in chunks, about 16 bytes each; the drain reads
+// the chunks back one at a time, in order, and leaves no chunk behind. It
+// fails if waiting events stay in the document, or if the drain loses or
+// reorders one.
+func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := memory.New(clock)
+	l := ledger.New(st, ledger.Options{Clock: clock, ReplayCache: -1})
+	const scope, waiting = "backlog", 400
+	enqueue := func(i int) ledger.Enqueued {
+		t.Helper()
+		ev := fmt.Sprintf("e%04d", i)
+		got, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
+			Event: ledger.QueuedEvent{Source: "src", EventID: ev, Scope: scope, ReceivedAt: now, Body: []byte(ev)},
+			Run:   ledger.RunOptions{RunID: "src:" + ev, Mode: ledger.ModeIndependent},
+			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": ev}},
+				Conflict: ledger.ConflictNone, PendingTTL: time.Minute},
+			Hold: i == 0, MaxAge: time.Hour, Order: ledger.OrderScope,
+		})
+		if err != nil || got.Status != ledger.EnqueueQueued {
+			t.Fatalf("enqueue %s: %v %v", ev, got.Status, err)
+		}
+		return got
+	}
+	first := enqueue(0)
+	held := ledger.Taken{OK: true, Item: first.Item, Run: first.Run, Claim: first.Claim}
+	for i := 1; i <= waiting; i++ {
+		now = now.Add(time.Millisecond)
+		if got := enqueue(i); got.Depth != i+1 {
+			t.Fatalf("depth after %d: %d", i, got.Depth)
+		}
+	}
+	var doc struct {
+		Format int                        `json:"format"`
+		Queue  map[string]json.RawMessage `json:"queue"`
+		Waits  []json.RawMessage          `json:"waits"`
+	}
+	raw, err := st.Read(ctx, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d waiting: document %d bytes, %d items in it, %d chunks", waiting, len(raw), len(doc.Queue), len(doc.Waits))
+	if len(doc.Queue) > 48 || len(raw) > 40<<10 || len(doc.Waits) < (waiting-48)/16 || doc.Format != 6 {
+		t.Fatalf("%d waiting left %d items in a %d-byte format %d document", waiting, len(doc.Queue), len(raw), doc.Format)
+	}
+	for i := 0; i <= waiting; i++ {
+		if _, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: held, Status: ledger.DeliveryDelivered}); err != nil {
+			t.Fatal(err)
+		}
+		if i == waiting {
+			break
+		}
+		due, err := l.Queue().Due(ctx, ledger.DueQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("e%04d", i+1); len(due) != 1 || due[0].EventID != want {
+			t.Fatalf("after %d delivered, due %+v, want %s alone", i+1, due, want)
+		}
+		if held, err = l.Queue().TakeDelivery(ctx, scope, due[0].EntryID, time.Minute); err != nil || !held.OK {
+			t.Fatalf("take %s: %v %v", due[0].EventID, held.OK, err)
+		}
+	}
+	raw, _ = st.Read(ctx, scope)
+	doc.Waits = nil
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Waits) != 0 || doc.Format == 6 {
+		t.Fatalf("drained, the document still lists %d chunks (format %d)", len(doc.Waits), doc.Format)
+	}
+}

@@ -430,16 +430,9 @@ func (d *document) spilledCopyStale(id string, n uint64) bool {
 // of counter.
 func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v *spillView) error {
 	v.entries = map[string]*spillRecord{}
-	names := make([]string, len(ids))
-	for i, id := range ids {
-		names[i] = entryBlob(id)
-	}
-	bs, err := l.store.ReadBlobs(ctx, scope, names)
+	bs, err := readRecords(ctx, l, scope, "spilled records", ids, entryBlob)
 	if err != nil {
 		return err
-	}
-	if len(bs) != len(names) {
-		return fmt.Errorf("ledger: scope %q: the store read %d spilled records for %d names", scope, len(bs), len(names))
 	}
 	for i, id := range ids {
 		b := bs[i]
@@ -455,6 +448,24 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v 
 	}
 	v.read = true
 	return nil
+}
+
+// readRecords reads the records name(x) of every x in xs of one scope, in
+// one store call, one answer per x (nil where a record is missing); what
+// says which records, for the error when the store answers otherwise.
+func readRecords[T any](ctx context.Context, l *Ledger, scope, what string, xs []T, name func(T) string) ([][]byte, error) {
+	names := make([]string, len(xs))
+	for i, x := range xs {
+		names[i] = name(x)
+	}
+	bs, err := l.store.ReadBlobs(ctx, scope, names)
+	if err != nil {
+		return nil, err
+	}
+	if len(bs) != len(names) {
+		return nil, fmt.Errorf("ledger: scope %q: the store read %d %s for %d names", scope, len(bs), what, len(names))
+	}
+	return bs, nil
 }
 
 // readChunks reads the listed chunks, in order.

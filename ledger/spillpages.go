@@ -189,16 +189,9 @@ func (l *Ledger) readPageTree(ctx context.Context, scope string, p spillPage) ([
 	var cs []spillChunk
 	var ns []uint64
 	for level := []spillPage{p}; len(level) > 0; {
-		names := make([]string, len(level))
-		for i, q := range level {
-			names[i] = spillPageBlob(q.N)
-		}
-		bs, err := l.store.ReadBlobs(ctx, scope, names)
+		bs, err := readRecords(ctx, l, scope, "spill pages", level, func(q spillPage) string { return spillPageBlob(q.N) })
 		if err != nil {
 			return nil, nil, err
-		}
-		if len(bs) != len(names) {
-			return nil, nil, fmt.Errorf("ledger: scope %q: the store read %d spill pages for %d names", scope, len(bs), len(names))
 		}
 		var next []spillPage
 		for i, q := range level {

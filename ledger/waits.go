@@ -143,8 +143,9 @@ func waitHash(id string) string {
 	return base64.RawStdEncoding.EncodeToString(s[:3])
 }
 
-func hashListed(list, id string) bool {
-	h := waitHash(id)
+// hashListed reports whether list, a run of waitHashLen-byte hashes,
+// holds h.
+func hashListed(list, h string) bool {
 	for i := 0; i+waitHashLen <= len(list); i += waitHashLen {
 		if list[i:i+waitHashLen] == h {
 			return true
@@ -154,10 +155,19 @@ func hashListed(list, id string) bool {
 }
 
 // parkedEntry reports whether an entry of one of ids may be parked.
+// Each id is hashed once, and only when some chunk may hold it: a scope
+// with no parked events pays nothing.
 func (d *document) parkedEntry(ids ...string) bool {
-	for _, c := range d.Waits {
-		for _, id := range ids {
-			if d.Entries[id] == nil && hashListed(c.Entries, id) {
+	if len(d.Waits) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		if d.Entries[id] != nil {
+			continue
+		}
+		h := waitHash(id)
+		for _, c := range d.Waits {
+			if hashListed(c.Entries, h) {
 				return true
 			}
 		}
@@ -167,11 +177,12 @@ func (d *document) parkedEntry(ids ...string) bool {
 
 // parkedRun reports whether run id may be parked.
 func (d *document) parkedRun(id string) bool {
-	if id == "" || d.Runs[id] != nil {
+	if id == "" || len(d.Waits) == 0 || d.Runs[id] != nil {
 		return false
 	}
+	h := waitHash(id)
 	for _, c := range d.Waits {
-		if hashListed(c.Runs, id) {
+		if hashListed(c.Runs, h) {
 			return true
 		}
 	}
@@ -506,16 +517,9 @@ func decodeWaits(scope string, n uint64, b []byte) ([]waitRecord, error) {
 
 // readWaits reads chunks ns into w, in one store call.
 func (l *Ledger) readWaits(ctx context.Context, scope string, ns []uint64, w waitLoads) error {
-	names := make([]string, len(ns))
-	for i, n := range ns {
-		names[i] = waitBlob(n)
-	}
-	bs, err := l.store.ReadBlobs(ctx, scope, names)
+	bs, err := readRecords(ctx, l, scope, "parked chunks", ns, waitBlob)
 	if err != nil {
 		return err
-	}
-	if len(bs) != len(names) {
-		return fmt.Errorf("ledger: scope %q: the store read %d parked chunks for %d names", scope, len(bs), len(names))
 	}
 	for i, b := range bs {
 		if b == nil {

@@ -69,10 +69,20 @@
 //     cached for the scope, since the write may land. The batch runs
 //     until every caller in it has stopped waiting.
 //
-// The group commit's goroutines (one dispatching while writes are queued,
-// one per batch in flight) run only while there is such work; Close stops
-// them and waits for them, and must be called before the pool is closed.
-// Writes fail after Close.
+// Reads of a scope's row outside a transaction (Read, and Transact
+// checking a decision that writes nothing, as a redelivery's answer is
+// checked, or reading again after a lost compare-and-set) group the same
+// way: a read that finds nothing in flight is its own single-row
+// statement; otherwise it waits for the one grouped read in flight and
+// goes with the reads queued behind it in one statement (scope =
+// ANY($1)). A grouped read that fails fails every read in it, as a store
+// error. Busy, this keeps the reads to one connection instead of one per
+// concurrent redelivery.
+//
+// The goroutines of both (one dispatching while writes or reads are
+// queued, one per batch in flight) run only while there is such work;
+// Close stops them and waits for them, and must be called before the pool
+// is closed. Writes fail after Close; reads still work, each alone.
 //
 // # Schema
 //

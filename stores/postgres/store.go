@@ -82,6 +82,7 @@ type Store struct {
 	maxAttempts int
 	scopes      *scopeTable
 	batch       *batcher
+	reads       *rowReader
 	q           statements
 }
 
@@ -91,6 +92,7 @@ var _ ledger.Store = (*Store)(nil)
 // connection, so afterwards every one of them is a single round trip.
 type statements struct {
 	load, loadForUpdate string
+	loadMany            string // load for several scopes: $1 a text[]
 	insert, update      string
 	// The same writes with blobs: one statement each, so the blobs land
 	// only with a won compare-and-set, in its transaction.
@@ -134,17 +136,20 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		q:           buildStatements(n),
 	}
 	s.batch = newBatcher(s, opts.MaxBatch, opts.BatchWindow, min(batchesInFlight, int(pool.Config().MaxConns)/2))
+	s.reads = newRowReader(s, opts.MaxBatch, min(readsInFlight, int(pool.Config().MaxConns)/2))
 	return s
 }
 
-// Close stops the store's group commit and waits for its goroutines: writes
-// still queued fail without having been sent, and batches in flight are
-// cancelled (their callers get an error; such a write may or may not have
-// landed). Transact's writes fail after Close; reads still work until the
-// pool is closed. Call it once the store's callers are done, before closing
-// the pool. It is safe to call more than once.
+// Close stops the store's group commit and grouped reads and waits for
+// their goroutines: writes still queued fail without having been sent, and
+// batches in flight are cancelled (their callers get an error; such a
+// write may or may not have landed). Transact's writes fail after Close;
+// reads still work, each alone, until the pool is closed. Call it once the
+// store's callers are done, before closing the pool. It is safe to call
+// more than once.
 func (s *Store) Close() {
 	s.batch.Close()
+	s.reads.Close()
 }
 
 func buildStatements(n names) statements {
@@ -194,6 +199,7 @@ RETURNING version`
 	return statements{
 		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
 		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
+		loadMany:      `SELECT scope, version, doc, ` + live + ` FROM ` + t + ` WHERE scope = ANY($1::text[])`,
 		insert:        insert("$6"),
 		update:        update("$7"),
 		insertBlobs: `WITH w AS (` + insert("$8") + `),
@@ -440,30 +446,27 @@ type querier interface {
 }
 
 // load reads the scope's row and records what it found in the cache. With
-// forUpdate it also locks the row until the transaction q belongs to ends.
+// forUpdate it also locks the row until the transaction q belongs to ends;
+// a read through the pool may share its statement with others (reads.go).
 func (s *Store) load(ctx context.Context, q querier, scope string, forUpdate bool) (snapshot, error) {
-	sql := s.q.load
-	if forUpdate {
-		sql = s.q.loadForUpdate
-	}
 	var (
-		version int64
-		doc     []byte
-		live    bool
+		r   row
+		err error
 	)
-	err := q.QueryRow(ctx, sql, scope).Scan(&version, &doc, &live)
+	if q == querier(s.pool) && !forUpdate {
+		r, err = s.readRow(ctx, scope)
+	} else {
+		r, err = s.readRowAlone(ctx, q, scope, forUpdate)
+	}
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		s.scopes.drop(scope)
-		return snapshot{verified: true}, nil
 	case err != nil:
 		return snapshot{}, fmt.Errorf("read: %w", err)
-	case !live:
+	case !r.found || !r.live:
 		s.scopes.drop(scope)
 		return snapshot{verified: true}, nil
 	}
-	s.scopes.put(scope, version, bytes.Clone(doc))
-	return snapshot{version: version, doc: doc, verified: true}, nil
+	s.scopes.put(scope, r.version, bytes.Clone(r.doc))
+	return snapshot{version: r.version, doc: r.doc, verified: true}, nil
 }
 
 // write saves w if the scope's live row still has version expected (or, for
@@ -514,21 +517,14 @@ func backoff(ctx context.Context, attempt int) error {
 // It leaves the cache alone, which only Transact changes, under the scope's
 // lock.
 func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
-	var (
-		doc  []byte
-		live bool
-		v    int64
-	)
-	err := s.pool.QueryRow(ctx, s.q.load, scope).Scan(&v, &doc, &live)
+	r, err := s.readRow(ctx, scope)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("postgres store: read %q: %w", scope, err)
-	case !live:
+	case !r.found || !r.live:
 		return nil, nil
 	}
-	return doc, nil
+	return r.doc, nil
 }
 
 // ScopesToReview implements ledger.Store. It walks the partial index on

@@ -16,10 +16,16 @@ import (
 // waitQueued waits until n writes are queued behind HoldBatches.
 func waitQueued(t *testing.T, s *postgres.Store, n int) {
 	t.Helper()
+	waitCount(t, "writes", n, func() int { return postgres.QueuedWrites(s) })
+}
+
+// waitCount waits until queued says n of what are queued.
+func waitCount(t *testing.T, what string, n int, queued func() int) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for postgres.QueuedWrites(s) != n {
+	for queued() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d writes queued, want %d", postgres.QueuedWrites(s), n)
+			t.Fatalf("%d %s queued, want %d", queued(), what, n)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -9,18 +9,6 @@ import (
 	"github.com/replyonce/gateway/stores/postgres"
 )
 
-// waitQueuedReads waits until n reads are queued behind HoldReads.
-func waitQueuedReads(t *testing.T, s *postgres.Store, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for postgres.QueuedReads(s) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reads queued, want %d", postgres.QueuedReads(s), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // Reads that meet share one statement, and each gets its own scope's row:
 // a live one as it is, an expired or missing one as absent, two reads of
 // one scope the same row.
@@ -39,7 +27,7 @@ func TestGroupedReadsAnswerEachItsOwnRow(t *testing.T) {
 	for i, scope := range scopes {
 		wg.Go(func() { docs[i], errs[i] = s.Read(testContext(t), scope) })
 	}
-	waitQueuedReads(t, s, len(scopes))
+	waitCount(t, "reads", len(scopes), func() int { return postgres.QueuedReads(s) })
 	release()
 	wg.Wait()
 	if batches, reads := postgres.GroupedReads(s); batches != 1 || reads != int64(len(scopes)) {
@@ -80,7 +68,7 @@ func TestGroupedReadChecksAReadOnlyDecision(t *testing.T) {
 		})
 	})
 	wg.Go(func() { _, readErr = s.Read(testContext(t), "y") })
-	waitQueuedReads(t, s, 2)
+	waitCount(t, "reads", 2, func() int { return postgres.QueuedReads(s) })
 	release()
 	wg.Wait()
 	if txErr != nil || readErr != nil {
@@ -107,7 +95,7 @@ func TestGroupedReadFailureIsAnErrorForEveryRead(t *testing.T) {
 	for i, scope := range scopes {
 		wg.Go(func() { docs[i], errs[i] = s.Read(testContext(t), scope) })
 	}
-	waitQueuedReads(t, s, len(scopes))
+	waitCount(t, "reads", len(scopes), func() int { return postgres.QueuedReads(s) })
 	if _, err := pool.Exec(testContext(t), `ALTER TABLE `+s.Table()+` RENAME TO gone_`+time.Now().Format("150405")); err != nil {
 		t.Fatal(err)
 	}

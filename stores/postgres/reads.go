@@ -10,12 +10,12 @@ import (
 	"github.com/replyonce/gateway/stores/internal/groupcommit"
 )
 
-// row is one scope's row as a read found it: found is false when there is
-// none, live false when it has expired (both read as absent).
+// row is one scope's row as a read found it; live is false when there is
+// none or it has expired (both read as absent).
 type row struct {
-	found, live bool
-	version     int64
-	doc         []byte
+	live    bool
+	version int64
+	doc     []byte
 }
 
 // rowRead is a grouped read's outcome.
@@ -76,7 +76,7 @@ func (s *Store) readRowAlone(ctx context.Context, q querier, scope string, forUp
 	if forUpdate {
 		sql = s.q.loadForUpdate
 	}
-	r := row{found: true}
+	var r row
 	err := q.QueryRow(ctx, sql, scope).Scan(&r.version, &r.doc, &r.live)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return row{}, nil
@@ -96,7 +96,7 @@ func (s *Store) readRows(ctx context.Context, batch []*groupcommit.Item[string, 
 	if err == nil {
 		for rows.Next() {
 			var scope string
-			r := row{found: true}
+			var r row
 			if err = rows.Scan(&scope, &r.version, &r.doc, &r.live); err != nil {
 				break
 			}

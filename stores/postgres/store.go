@@ -322,7 +322,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 	if s.scopes.perShard > 0 {
 		// Unverified either way: a hit may be stale, a miss is a guess.
 		cur.version, cur.doc, _ = s.scopes.get(scope)
-	} else if cur, err = s.load(ctx, s.pool, scope, false); err != nil {
+	} else if cur, err = s.load(ctx, scope); err != nil {
 		return fmt.Errorf("postgres store: transact %q: %w", scope, err)
 	}
 
@@ -343,7 +343,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 		w, fnErr := fn(bytes.Clone(cur.doc))
 		if fnErr != nil || w == nil {
 			if !cur.verified {
-				fresh, err := s.load(ctx, s.pool, scope, false)
+				fresh, err := s.load(ctx, scope)
 				if err != nil {
 					return fmt.Errorf("postgres store: transact %q: verifying a read-only decision: %w", scope, err)
 				}
@@ -369,7 +369,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 			s.scopes.put(scope, version, bytes.Clone(w.Doc))
 			return nil
 		}
-		if cur, err = s.load(ctx, s.pool, scope, false); err != nil {
+		if cur, err = s.load(ctx, scope); err != nil {
 			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
 		}
 	}
@@ -389,7 +389,7 @@ func (s *Store) transactLocked(ctx context.Context, scope string, fn func([]byte
 	// or pgx closes the connection if it cannot.
 	defer func() { _ = tx.Rollback(ctx) }()
 
-	cur, err := s.load(ctx, tx, scope, true)
+	cur, err := s.loadLocked(ctx, tx, scope)
 	if retryable(err) {
 		return true, nil
 	}
@@ -445,23 +445,26 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// load reads the scope's row and records what it found in the cache. With
-// forUpdate it also locks the row until the transaction q belongs to ends;
-// a read through the pool may share its statement with others (reads.go).
-func (s *Store) load(ctx context.Context, q querier, scope string, forUpdate bool) (snapshot, error) {
-	var (
-		r   row
-		err error
-	)
-	if q == querier(s.pool) && !forUpdate {
-		r, err = s.readRow(ctx, scope)
-	} else {
-		r, err = s.readRowAlone(ctx, q, scope, forUpdate)
-	}
+// load reads the scope's row through the pool, sharing the statement with
+// other reads that meet it (reads.go), and records what it found in the
+// cache.
+func (s *Store) load(ctx context.Context, scope string) (snapshot, error) {
+	r, err := s.readRow(ctx, scope)
+	return s.remember(scope, r, err)
+}
+
+// loadLocked is load inside tx, locking the row until tx ends.
+func (s *Store) loadLocked(ctx context.Context, tx pgx.Tx, scope string) (snapshot, error) {
+	r, err := s.readRowAlone(ctx, tx, scope, true)
+	return s.remember(scope, r, err)
+}
+
+// remember records a read's row in the cache and returns it as a snapshot.
+func (s *Store) remember(scope string, r row, err error) (snapshot, error) {
 	switch {
 	case err != nil:
 		return snapshot{}, fmt.Errorf("read: %w", err)
-	case !r.found || !r.live:
+	case !r.live:
 		s.scopes.drop(scope)
 		return snapshot{verified: true}, nil
 	}
@@ -521,7 +524,7 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("postgres store: read %q: %w", scope, err)
-	case !r.found || !r.live:
+	case !r.live:
 		return nil, nil
 	}
 	return r.doc, nil

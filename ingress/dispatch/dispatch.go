@@ -128,6 +128,9 @@ type Dispatcher struct {
 	taking  map[string]string // entry id → scope, for the takes under way
 	closed  bool
 	running sync.WaitGroup // reserved slots and deliveries in flight
+	// workers runs the takes and deliveries; Shutdown stops them once
+	// running is done.
+	workers *workers
 }
 
 // inFlight lists, per source, the deliveries held (for tests and metrics).
@@ -231,7 +234,8 @@ func New(o Options) (*Dispatcher, error) {
 		o.Instance = randomInstance()
 	}
 	d := &Dispatcher{l: o.Ledger, fwd: o.Forwarder, log: o.Logger, metrics: o.Metrics, conv: o.Conversation, now: o.Clock, alerts: o.Alerts,
-		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1), instance: o.Instance}
+		poll: o.Poll, batch: o.Batch, sources: map[string]*source{}, wake: make(chan struct{}, 1), instance: o.Instance,
+		workers: newWorkers(workerIdle)}
 	for _, s := range o.Sources {
 		if s.Policy.Mode != ModeQueued {
 			continue
@@ -345,7 +349,8 @@ func (sl *Slot) Deliver(t ledger.Taken, ev ledger.QueuedEvent) {
 		return
 	}
 	sl.used = true
-	go sl.d.deliver(sl.s, t, &ev)
+	d, s := sl.d, sl.s
+	d.workers.run(func() { d.deliver(s, t, &ev) })
 }
 
 // Release gives the place back unused.
@@ -527,7 +532,7 @@ func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err err
 		took++
 		// Taken in its slot's goroutine: the takes of one page share the
 		// store's group commits instead of waiting for one each in turn.
-		go d.take(s, sl, q, now)
+		d.workers.run(func() { d.take(s, sl, q, now) })
 	}
 	if !fresh && took == 0 {
 		// What was left of the last page has no slot free: read the
@@ -821,6 +826,7 @@ func (d *Dispatcher) Shutdown(ctx context.Context) error {
 	idle := make(chan struct{})
 	go func() {
 		d.running.Wait()
+		d.workers.stop()
 		close(idle)
 	}()
 	select {

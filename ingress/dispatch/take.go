@@ -59,10 +59,10 @@ func (d *Dispatcher) take(s *source, sl *Slot, q ledger.QueueItem, swept time.Ti
 		err error
 	}
 	readDone := make(chan read, 1)
-	go func() {
+	d.workers.run(func() {
 		ev, err := d.l.Queue().QueuedEventOf(ctx, q)
 		readDone <- read{ev, err}
-	}()
+	})
 	t, err := d.l.Queue().TakeDelivery(ctx, q.Scope, q.EntryID, s.src.Lease())
 	if err != nil || !t.OK {
 		cancel() // the read's answer is not needed

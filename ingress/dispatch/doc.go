@@ -32,8 +32,8 @@
 // place, a place freed) or every Poll, and takes each due delivery through
 // ledger.Queue.TakeDelivery, whose claim is the lease, reading the event's
 // record beside the take rather than after it (unless it rides in the
-// item). A sweep takes each delivery in its own goroutine, so the takes of
-// one sweep share the store's group commits; what a page leaves for lack
+// item). A sweep takes each delivery on a worker of its own, so the takes
+// of one sweep share the store's group commits; what a page leaves for lack
 // of free places is tried first by the following sweeps (for at most one
 // Poll), so a freed place costs no index read of its own; and after a read
 // that found the index empty, a freed place reads it again before the
@@ -122,7 +122,9 @@
 // status, and is an error when the agent failed or the outcome could not
 // be recorded.
 //
-// Run and every delivery goroutine belong to the Dispatcher: Run returns
-// when its context ends, and Shutdown returns only when every delivery it
-// started has ended.
+// Run and the workers belong to the Dispatcher. Takes and deliveries run
+// on workers that wait for the next one for a while before they exit
+// (workers.go): a goroutine started per delivery grew its stack afresh
+// each time. Run returns when its context ends, and Shutdown returns only
+// when every delivery it started has ended and the workers have exited.
 package dispatch

@@ -530,7 +530,7 @@ func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err err
 			continue
 		}
 		took++
-		// Taken in its slot's goroutine: the takes of one page share the
+		// Taken on a worker of its own: the takes of one page share the
 		// store's group commits instead of waiting for one each in turn.
 		d.workers.run(func() { d.take(s, sl, q, now) })
 	}

@@ -29,8 +29,8 @@ func newWorkers(idle time.Duration) *workers {
 }
 
 // run starts job on an idle worker, or on a new one when none is idle. It
-// never waits: the dispatcher bounds its jobs by its places (holds), and
-// so the workers.
+// never waits: the dispatcher's places (holds) bound its jobs, at most two
+// per place (a take and its event's read), and so the workers.
 func (w *workers) run(job func()) {
 	select {
 	case w.jobs <- job:

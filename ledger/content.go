@@ -214,7 +214,7 @@ func (l *Ledger) hasRun(ctx context.Context, scope, run string) (bool, error) {
 			return true, nil
 		}
 	}
-	return false, nil
+	return l.hasSpilledRun(ctx, d, run)
 }
 
 // ConfirmContent marks source's content as recorded by eventID, once the

@@ -284,6 +284,7 @@ func claimEntry(d *document, in claimInput, r *runState, now time.Time, o Option
 
 type beginInput struct {
 	runID     string
+	fresh     bool // the ledger made runID up: no run has it
 	mode      Mode
 	contextAt time.Time // zero: now
 	leaseTTL  time.Duration

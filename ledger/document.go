@@ -12,8 +12,9 @@ import (
 // one whose spilled records hold queue items (spill.go: an older build
 // would take a spilled event for a new one), and format5 into one that
 // lists pages of pages (spillpages.go, landings.go), and format6 into one
-// that has parked waiting events (waits.go), so that a build that would not
-// look for them refuses it; a document that did none of these is still
+// that has parked waiting events (waits.go), and format7 into one that has
+// spilled runs (spillruns.go), so that a build that would not look for them
+// refuses it; a document that did none of these is still
 // written as format 1, which every build reads.
 const (
 	formatVersion = 2
@@ -22,6 +23,7 @@ const (
 	format4       = 4
 	format5       = 5
 	format6       = 6
+	format7       = 7
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -163,8 +165,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format6)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format7)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -195,6 +197,12 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 			}
 			for _, c := range d.Spilled {
 				blobs.set(chunkBlob(c.N), nil)
+				if c.Runs > 0 {
+					// Its runs' own records go with the
+					// scope's other records, as a page's
+					// chunks do.
+					blobs.set(runListBlob(c.N), nil)
+				}
 			}
 			// A page's chunks are not listed here: they go with
 			// the scope's other records when the store expires it.
@@ -320,10 +328,10 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		}
 	}
 	for _, c := range d.Spilled {
-		later(c.Until.Add(retention))
+		later(c.until().Add(retention))
 	}
 	for _, p := range d.SpillPages {
-		later(p.Until.Add(retention))
+		later(p.until().Add(retention))
 	}
 	if len(d.Waits) > 0 {
 		later(time.Unix(0, d.WaitUntil))
@@ -369,6 +377,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.spilledRuns():
+		d.Format = format7
 	case len(d.Waits) > 0:
 		d.Format = format6
 	case d.pagesOfPages() || d.landPagesOfPages():

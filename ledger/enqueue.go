@@ -102,7 +102,7 @@ func (qu Queue) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, erro
 	nonce := newNonce()
 	var out Enqueued
 	lk := lookupFor(in.key)
-	lk.waits = true
+	lk.runs, lk.waits = bin.named(), true
 	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error) {
 		out = Enqueued{}
 		if d.parkedEntry(lk.ids...) || d.parkedRun(bin.runID) {

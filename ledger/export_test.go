@@ -3,6 +3,7 @@ package ledger
 // ReplayCacheLen reports how many committed entries l remembers.
 func ReplayCacheLen(l *Ledger) int { return l.replays.len() }
 
-// KeepWaitingInDocument makes l leave waiting events in their documents,
-// as a ledger did before it parked them (waits.go).
+// KeepWaitingInDocument makes l leave waiting events and runs in their
+// documents, as a ledger did before it parked them (waits.go) and spilled
+// runs (spillruns.go).
 func KeepWaitingInDocument(l *Ledger) { l.noPark = true }

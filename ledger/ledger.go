@@ -19,8 +19,8 @@ type Ledger struct {
 	opts    Options
 	replays *replayCache
 	spills  spillCounters
-	// noPark keeps waiting events in the document (waits.go), for
-	// the tests that compare both layouts.
+	// noPark keeps waiting events and runs in the document (waits.go,
+	// spillruns.go), for the tests that compare both layouts.
 	noPark bool
 }
 
@@ -183,6 +183,9 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	var rerun bool
 	lk := lookupFor(in.key)
 	lk.waits = true
+	if in.runID != "" {
+		lk.runs = []string{in.runID}
+	}
 	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		if d.parkedEntry(lk.ids...) || d.parkedRun(in.runID) {
 			return false, errNeedAllWaits

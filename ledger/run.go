@@ -54,7 +54,16 @@ func (l *Ledger) beginInput(opts RunOptions) (beginInput, error) {
 	if id == "" {
 		id = newRunID()
 	}
-	return beginInput{runID: id, mode: mode, contextAt: opts.ContextAt, leaseTTL: opts.LeaseTTL}, nil
+	return beginInput{runID: id, fresh: opts.RunID == "", mode: mode, contextAt: opts.ContextAt, leaseTTL: opts.LeaseTTL}, nil
+}
+
+// named is the run to look up among the spilled ones: none when the
+// ledger made its id up just now.
+func (in beginInput) named() []string {
+	if in.fresh {
+		return nil
+	}
+	return []string{in.runID}
 }
 
 // checkContextAt refuses a contextAt more than MaxContextAhead past now.
@@ -81,7 +90,8 @@ func (l *Ledger) Begin(ctx context.Context, scope string, opts RunOptions) (*Run
 		return nil, err
 	}
 	var run *Run
-	err = l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
+	// A run id is nearly always new: read its record with the document.
+	err = l.transactFind(ctx, scope, lookup{runs: in.named(), waits: true}, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		if d.parkedRun(in.runID) {
 			return false, errNeedAllWaits
 		}
@@ -130,7 +140,7 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	var run *Run
 	var rerun bool
 	lk := lookupFor(in.key)
-	lk.waits = true
+	lk.runs, lk.waits = bin.named(), true
 	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		run = nil
 		if d.parkedEntry(lk.ids...) || d.parkedRun(bin.runID) {
@@ -218,7 +228,9 @@ func (r *Run) End(ctx context.Context, reason string) error {
 // Heartbeat renews a run's lease by reference.
 func (l *Ledger) Heartbeat(ctx context.Context, scope, runID string, token uint64) (bool, error) {
 	alive := false
-	err := l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, _ *spillView) (bool, error) {
+	// A live run is nearly always in the document: its record is read
+	// only when it is not (lazy).
+	err := l.transactFind(ctx, scope, lookup{runs: []string{runID}, lazy: true, waits: true}, func(d *document, now time.Time, _ *blobSet, _ *spillView) (bool, error) {
 		if d.parkedRun(runID) {
 			return false, errNeedAllWaits
 		}
@@ -261,7 +273,7 @@ func (l *Ledger) finishRun(ctx context.Context, scope, runID string, token uint6
 	if scope == "" || runID == "" {
 		return fmt.Errorf("%w: scope and run id are required", ErrInvalid)
 	}
-	return l.transactFind(ctx, scope, lookup{waits: true}, func(d *document, now time.Time, _ *blobSet, _ *spillView) (bool, error) {
+	return l.transactFind(ctx, scope, lookup{runs: []string{runID}, lazy: true, waits: true}, func(d *document, now time.Time, _ *blobSet, _ *spillView) (bool, error) {
 		if d.parkedRun(runID) {
 			return false, errNeedAllWaits
 		}

@@ -46,6 +46,9 @@ func (vw Views) Conversation(ctx context.Context, scope string) (Conversation, e
 	if err != nil {
 		return Conversation{}, err
 	}
+	if err := l.loadAllRuns(ctx, d); err != nil {
+		return Conversation{}, err
+	}
 	return conversationOf(d, d.history()), nil
 }
 
@@ -61,6 +64,9 @@ func (vw Views) ConversationPage(ctx context.Context, q HistoryQuery) (Conversat
 	}
 	d, err := l.readFull(ctx, q.Scope)
 	if err != nil {
+		return Conversation{}, "", err
+	}
+	if err := l.loadAllRuns(ctx, d); err != nil {
 		return Conversation{}, "", err
 	}
 	p, err := l.historyPage(ctx, d, limit, cur)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -80,6 +81,19 @@ type spillChunk struct {
 	Items     int   `json:"items,omitempty"`
 	RecvFirst int64 `json:"recvFirst,omitempty"`
 	RecvLast  int64 `json:"recvLast,omitempty"`
+	// Runs counts the runs that left with it, whose ids its "rs:{n}"
+	// record lists, and RunsUntil is the last activity of any of them
+	// (spillruns.go).
+	Runs      int       `json:"runs,omitempty"`
+	RunsUntil time.Time `json:"runsUntil,omitzero"`
+}
+
+// until is when c passes retention: its entries', items' and runs'.
+func (c spillChunk) until() time.Time {
+	if c.RunsUntil.After(c.Until) {
+		return c.RunsUntil
+	}
+	return c.Until
 }
 
 // spillRecord is what an "x:{id}" record and each element of an "s:{n}"
@@ -167,7 +181,8 @@ func (d *document) spillable(e *Entry, now time.Time, o Options) bool {
 
 // spill moves the oldest spillable entries out once there are spillAt of
 // them, leaving keepSettled.
-func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
+// With noRuns the runs stay (spillruns.go).
+func (d *document) spill(now time.Time, o Options, noRuns bool, blobs *blobSet) error {
 	heads := d.coalescingHeads()
 	var cands []*Entry
 	for _, e := range d.Entries {
@@ -234,6 +249,9 @@ func (d *document) spill(now time.Time, o Options, blobs *blobSet) error {
 		blobs.set(chunkBlob(c.N), b)
 		d.Spilled = append(d.Spilled, c)
 	}
+	if !noRuns {
+		return d.spillRuns(&d.Spilled[len(d.Spilled)-1], blobs)
+	}
 	return nil
 }
 
@@ -250,12 +268,12 @@ func claimedBounds(t time.Time) (first, last int64) {
 // retirable reports whether a chunk has passed retention.
 func (d *document) retirable(cutoff time.Time) bool {
 	for _, c := range d.Spilled {
-		if c.Until.Before(cutoff) {
+		if c.until().Before(cutoff) {
 			return true
 		}
 	}
 	for _, p := range d.SpillPages {
-		if p.Until.Before(cutoff) {
+		if p.until().Before(cutoff) {
 			return true
 		}
 	}
@@ -269,6 +287,7 @@ type spillView struct {
 	counter uint64
 	read    bool                    // entries were read for counter
 	entries map[string]*spillRecord // by id; absent: no record
+	runs    map[string]*runState    // by id, each run read; nil: no record
 	chunks  bool                    // whole chunks were read for counter
 	history []*spillRecord          // their records, oldest chunk first
 	// lands are the landing records read so far (landings.go), for
@@ -425,12 +444,19 @@ func (d *document) spilledCopyStale(id string, n uint64) bool {
 	return ok && n <= m
 }
 
-// readSpilled reads the records of ids, in one store call (the first
-// found in order counts: ids are one entry's id and its format 1 id), as
-// of counter.
-func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v *spillView) error {
+// readSpilled reads the records of ids and of the runs named runs, in one
+// store call (the first entry found in order counts: ids are one entry's
+// id and its format 1 id), as of counter.
+func (l *Ledger) readSpilled(ctx context.Context, scope string, ids, runs []string, v *spillView) error {
 	v.entries = map[string]*spillRecord{}
-	bs, err := readRecords(ctx, l, scope, "spilled records", ids, entryBlob)
+	names := make([]string, 0, len(ids)+len(runs))
+	for _, id := range ids {
+		names = append(names, entryBlob(id))
+	}
+	for _, id := range runs {
+		names = append(names, runBlob(id))
+	}
+	bs, err := readRecords(ctx, l, scope, "spilled records", names, func(n string) string { return n })
 	if err != nil {
 		return err
 	}
@@ -445,6 +471,9 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids []string, v 
 		}
 		v.entries[id] = &r
 		break
+	}
+	if v.runs, err = decodeRuns(scope, runs, bs[len(ids):]); err != nil {
+		return err
 	}
 	v.read = true
 	return nil
@@ -517,7 +546,7 @@ func (l *Ledger) lookupSpilled(ctx context.Context, d *document, ids []string) (
 		return nil, nil
 	}
 	var v spillView
-	if err := l.readSpilled(ctx, d.Scope, ids, &v); err != nil {
+	if err := l.readSpilled(ctx, d.Scope, ids, nil, &v); err != nil {
 		return nil, err
 	}
 	cutoff := l.now().Add(-l.opts.Retention)
@@ -568,11 +597,17 @@ type lookup struct {
 	// lazy: read the records only once the document shows the entry is
 	// not in it (a settle's entry nearly always is).
 	lazy bool
+	// runs are the runs the decision names, read with the entries
+	// (spillruns.go).
+	runs []string
 	// waits: the decision works on the document with its waiting events
 	// parked (waits.go) and returns errNeedAllWaits when it meets one;
 	// otherwise every parked event is put back before it decides.
 	waits bool
 }
+
+// names reports whether lk names records to read.
+func (lk lookup) names() bool { return len(lk.ids)+len(lk.runs) > 0 }
 
 // lookupFor is the lookup of a claim's key.
 func lookupFor(k resolvedKey) lookup {
@@ -593,9 +628,9 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	chunks := chunkReader{l: l, scope: scope}
 	waits := waitLoads{}
 	allWaits := !lk.waits
-	if c := l.spills.get(scope); c > 0 && len(lk.ids) > 0 && !lk.lazy {
+	if c := l.spills.get(scope); c > 0 && lk.names() && !lk.lazy {
 		v.counter = c
-		if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
+		if err := l.readSpilled(ctx, scope, lk.ids, lk.runs, &v); err != nil {
 			return err
 		}
 	}
@@ -618,6 +653,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 			}
 			var put loaded
+			var putRuns loadedRuns
 			if d.Spill != 0 {
 				missing := false
 				for _, id := range lk.ids {
@@ -625,10 +661,18 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 						missing = true
 					}
 				}
+				for _, id := range lk.runs {
+					if v.needRun(d, id) != nil {
+						missing = true
+					}
+				}
 				if (missing && (!v.read || v.counter != d.Spill)) || (v.chunks && v.counter != d.Spill) {
 					return nil, &errSpillMoved{counter: d.Spill}
 				}
 				put = v.inject(d, lk.ids, now, l.opts.Retention)
+				if v.read && v.counter == d.Spill {
+					putRuns = v.injectRuns(d, now, l.opts.Retention)
+				}
 			}
 			v.lands, lands.need = lands, ""
 			changed, err := decide(d, now, &blobs, &v)
@@ -641,11 +685,12 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				return nil, err
 			}
 			put.unload(d, &blobs)
+			putRuns.unload(d, &blobs)
 			d.refold(was, waits, l.opts, &blobs)
 			if err := d.restoreWaits(waits, now, l.opts.Retention, &blobs); err != nil {
 				return nil, err
 			}
-			if err := d.spill(now, l.opts, &blobs); err != nil {
+			if err := d.spill(now, l.opts, l.noPark, &blobs); err != nil {
 				return nil, err
 			}
 			if err := d.foldSpilled(&blobs); err != nil {
@@ -667,7 +712,21 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 		var need *errNeedChunks
 		var needLanding *errNeedLanding
 		var needWaits *errNeedWaits
+		var needRun *errNeedRun
 		switch {
+		case errors.As(err, &needRun) && try < spillTries:
+			// The decision met a run it did not name: read it (again
+			// what it named), as of the counter it saw; whole chunks
+			// read as of another stay unread.
+			lk.runs = append(slices.Clip(lk.runs), needRun.id)
+			if v.counter != needRun.counter {
+				v = spillView{}
+			}
+			v.counter = needRun.counter
+			if err := l.readSpilled(ctx, scope, lk.ids, lk.runs, &v); err != nil {
+				return err
+			}
+			continue
 		case errors.Is(err, errNeedAllWaits) && !allWaits:
 			allWaits = true
 			continue
@@ -690,8 +749,8 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 		case errors.As(err, &moved) && try < spillTries && !v.chunks:
 			l.spills.put(scope, moved.counter)
 			v = spillView{counter: moved.counter}
-			if len(lk.ids) > 0 {
-				if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
+			if lk.names() {
+				if err := l.readSpilled(ctx, scope, lk.ids, lk.runs, &v); err != nil {
 					return err
 				}
 			}
@@ -711,13 +770,13 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if v.history, err = chunks.all(ctx, d); err != nil {
 				return err
 			}
-			if len(lk.ids) > 0 {
-				if err := l.readSpilled(ctx, scope, lk.ids, &v); err != nil {
+			if lk.names() {
+				if err := l.readSpilled(ctx, scope, lk.ids, lk.runs, &v); err != nil {
 					return err
 				}
 			}
 			continue
-		case moved != nil || need != nil || needLanding != nil || needWaits != nil:
+		case moved != nil || need != nil || needLanding != nil || needWaits != nil || needRun != nil:
 			return fmt.Errorf("%w: scope %q: spilled records kept moving", ErrContention, scope)
 		}
 		if err != nil {
@@ -749,7 +808,7 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	gonePages := map[uint64]bool{}
 	var pageRecords []uint64 // of the pages that go, with those under them
 	for _, p := range d.SpillPages {
-		if p.Until.Before(cutoff) {
+		if p.until().Before(cutoff) {
 			cs, ns, err := l.readPageTree(ctx, scope, p)
 			if err != nil {
 				return err
@@ -760,7 +819,7 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 		}
 	}
 	for _, c := range d.Spilled {
-		if c.Until.Before(cutoff) {
+		if c.until().Before(cutoff) {
 			old = append(old, c)
 		}
 	}
@@ -783,6 +842,10 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 			del[r.ID] = cur.Item
 		}
 	}
+	runLists, goneRuns, err := l.retireRuns(ctx, scope, old)
+	if err != nil {
+		return err
+	}
 	gone := map[uint64]bool{}
 	for _, c := range old {
 		gone[c.N] = true
@@ -794,6 +857,14 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 		}
 		for n := range gone {
 			blobs.set(chunkBlob(n), nil)
+		}
+		for _, n := range runLists {
+			blobs.set(runListBlob(n), nil)
+		}
+		for _, id := range goneRuns {
+			if d.Runs[id] == nil {
+				blobs.set(runBlob(id), nil)
+			}
 		}
 		kept := d.Spilled[:0]
 		for _, c := range d.Spilled {

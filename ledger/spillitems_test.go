@@ -24,7 +24,7 @@ func TestSpilledItemsDocumentIsFormat4(t *testing.T) {
 			}
 		}
 		var blobs blobSet
-		if err := d.spill(now, Options{}, &blobs); err != nil {
+		if err := d.spill(now, Options{}, false, &blobs); err != nil {
 			t.Fatal(err)
 		}
 		w, err := d.finish(now, time.Hour, &blobs)

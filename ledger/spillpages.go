@@ -54,6 +54,18 @@ type spillPage struct {
 	// Level is 0 for a page whose record lists chunks, n for one whose
 	// record lists pages of level n-1.
 	Level int `json:"level,omitempty"`
+	// Runs and RunsUntil count and bound the runs of all its chunks, as
+	// a chunk's do.
+	Runs      int       `json:"runs,omitempty"`
+	RunsUntil time.Time `json:"runsUntil,omitzero"`
+}
+
+// until is when p passes retention, as a chunk's until.
+func (p spillPage) until() time.Time {
+	if p.RunsUntil.After(p.Until) {
+		return p.RunsUntil
+	}
+	return p.Until
 }
 
 func spillPageBlob(n uint64) string { return "sp:" + strconv.FormatUint(n, 10) }
@@ -68,7 +80,7 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 		p := spillPage{N: d.Spill, Chunks: len(part), Low: part[0].N, First: part[0].First, Last: part[0].Last}
 		for _, c := range part {
 			p.widen(spillPage{Low: c.N, Count: c.Count, MaxSeq: c.MaxSeq, Until: c.Until, First: c.First, Last: c.Last,
-				Items: c.Items, RecvFirst: c.RecvFirst, RecvLast: c.RecvLast})
+				Items: c.Items, RecvFirst: c.RecvFirst, RecvLast: c.RecvLast, Runs: c.Runs, RunsUntil: c.RunsUntil})
 		}
 		b, err := marshalRecord(part)
 		if err != nil {
@@ -141,6 +153,10 @@ func (p *spillPage) widen(q spillPage) {
 	p.MaxSeq = max(p.MaxSeq, q.MaxSeq)
 	if q.Until.After(p.Until) {
 		p.Until = q.Until
+	}
+	p.Runs += q.Runs
+	if q.RunsUntil.After(p.RunsUntil) {
+		p.RunsUntil = q.RunsUntil
 	}
 	if q.Items > 0 {
 		if p.Items == 0 || q.RecvFirst < p.RecvFirst {

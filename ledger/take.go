@@ -51,6 +51,9 @@ func (qu Queue) TakeDelivery(ctx context.Context, scope, entryID string, lease t
 		if d.blocked(q, now) {
 			return false, nil
 		}
+		if err := v.needRun(d, q.RunID); err != nil {
+			return false, err // a replayed event whose run left
+		}
 		r := d.Runs[q.RunID]
 		// A run ended or cancelled by hand before its event's first take
 		// is as final as one ended after a failed attempt: decideBegin

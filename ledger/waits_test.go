@@ -14,10 +14,11 @@ import (
 
 // TestParkedWaitingDecidesAsBefore runs one random history of a
 // conversation under order: scope twice, on a ledger that parks its
-// waiting events (waits.go) and on one that keeps them in the document as
-// before, and requires every answer, list and count to be the same at
+// waiting events (waits.go) and spills its runs (spillruns.go) and on one
+// that keeps both in the document as before, and requires every answer, list and count to be the same at
 // every step: enqueues (new events in and out of order, ties, redeliveries
-// of waiting and finished ones, supersede-mode and debounced ones),
+// of waiting and finished ones, supersede-mode and debounced ones, runs
+// begun again and written under with a stale token),
 // dispatchers taking and finishing what is due (delivered, failed again,
 // dead, rejected), leases running out, runs heartbeated, cancelled and
 // ended by hand, dead events replayed, and time passing retention. Long
@@ -31,7 +32,23 @@ func TestParkedWaitingDecidesAsBefore(t *testing.T) {
 		seeds = seeds[:1]
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { parkedDifferential(t, seed, 1500) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { parkedDifferential(t, seed, 1500, 6*time.Hour, false) })
+	}
+}
+
+// TestSpilledRunsDecideAsBefore is the same comparison with a retention
+// long enough that hundreds of finished events, their entries and their
+// runs leave the document (spill.go, spillruns.go), so that beginning,
+// heartbeating, ending, cancelling and writing under a spilled run, and
+// taking a replayed event whose run spilled, are all compared with a
+// ledger that kept them.
+func TestSpilledRunsDecideAsBefore(t *testing.T) {
+	seeds := []uint64{5, 6, 7}
+	if raceDetector {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { parkedDifferential(t, seed, 3000, 36*time.Hour, true) })
 	}
 }
 
@@ -42,11 +59,13 @@ type parkedTwin struct {
 	held []ledger.Taken // taken and not finished yet
 }
 
-func parkedDifferential(t *testing.T, seed uint64, steps int) {
+// parkedDifferential runs the history of seed; wantRuns requires that runs
+// spilled in it.
+func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Duration, wantRuns bool) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	opts := ledger.Options{Clock: clock, Retention: 6 * time.Hour, ReplayCache: -1}
+	opts := ledger.Options{Clock: clock, Retention: retention, ReplayCache: -1}
 	parked := &parkedTwin{name: "parked", st: memory.New(clock)}
 	parked.l = ledger.New(parked.st, opts)
 	kept := &parkedTwin{name: "kept", st: memory.New(clock)}
@@ -68,7 +87,7 @@ func parkedDifferential(t *testing.T, seed uint64, steps int) {
 	}
 	var events []sent
 	lastCtx := now
-	sawParked := 0
+	sawParked, sawRuns := 0, 0
 
 	// same runs op on both twins and fails unless their answers match.
 	same := func(step int, what string, op func(tw *parkedTwin) (any, error)) {
@@ -103,6 +122,10 @@ func parkedDifferential(t *testing.T, seed uint64, steps int) {
 	for step := range steps {
 		// Phases: let a queue build behind a held head, then drain.
 		filling := (step/300)%2 == 0
+		if wantRuns {
+			// Mostly draining: events finish and leave.
+			filling = (step/300)%4 == 0
+		}
 		r := rng.IntN(100)
 		switch {
 		case r < 40 && filling || r < 15:
@@ -151,6 +174,9 @@ func parkedDifferential(t *testing.T, seed uint64, steps int) {
 			// The oldest delivery held ends.
 			status := []ledger.DeliveryStatus{ledger.DeliveryDelivered, ledger.DeliveryDelivered, ledger.DeliveryQueued,
 				ledger.DeliveryDead, ledger.DeliveryRejected}[rng.IntN(5)]
+			if wantRuns && rng.IntN(3) != 0 {
+				status = ledger.DeliveryDelivered
+			}
 			if filling && rng.IntN(4) != 0 {
 				break // the agent hangs
 			}
@@ -180,15 +206,29 @@ func parkedDifferential(t *testing.T, seed uint64, steps int) {
 				res, err := tw.l.Settle(ctx, c.Ref(), ledger.OutcomeCommitted, "sent", nil)
 				return []any{c, res}, err
 			})
-		case r < 88 && len(events) > 0:
+		case r < 88 && len(events) > 0, wantRuns && r >= 90 && r < 94 && len(events) > 0:
 			ev := events[rng.IntN(len(events))]
-			what := []string{"heartbeat", "cancel", "end"}[rng.IntN(3)]
+			if r >= 90 {
+				// The older half: runs that left the document.
+				ev = events[rng.IntN(len(events)/2+1)]
+			}
+			what := []string{"heartbeat", "cancel", "end", "begin", "claim"}[rng.IntN(5)]
+			n := step
 			same(step, what+" "+ev.id, func(tw *parkedTwin) (any, error) {
 				switch what {
 				case "heartbeat":
 					return tw.l.Heartbeat(ctx, scope, "src:"+ev.id, 0)
 				case "cancel":
 					return nil, tw.l.Cancel(ctx, scope, "src:"+ev.id)
+				case "begin":
+					// The run again, as an agent resuming it
+					// would: ended, cancelled or a new delivery.
+					return tw.l.Begin(ctx, scope, ledger.RunOptions{RunID: "src:" + ev.id, Mode: ev.mode})
+				case "claim":
+					// A write under the run with no token of
+					// its: refused, or unknown once forgotten.
+					return tw.l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "note", Payload: n},
+						RunID: "src:" + ev.id, Token: 1})
 				}
 				return nil, tw.l.End(ctx, scope, "src:"+ev.id, "done by hand")
 			})
@@ -227,19 +267,36 @@ func parkedDifferential(t *testing.T, seed uint64, steps int) {
 			}
 			if raw, _ := parked.st.Read(ctx, scope); raw != nil {
 				var d struct {
-					Waits []json.RawMessage `json:"waits"`
+					Waits   []json.RawMessage `json:"waits"`
+					Spilled []struct {
+						Runs int `json:"runs"`
+					} `json:"spilled"`
+					Pages []struct {
+						Runs int `json:"runs"`
+					} `json:"spillPages"`
 				}
 				if err := json.Unmarshal(raw, &d); err != nil {
 					t.Fatal(err)
 				}
 				sawParked = max(sawParked, len(d.Waits))
+				runs := 0
+				for _, c := range d.Spilled {
+					runs += c.Runs
+				}
+				for _, p := range d.Pages {
+					runs += p.Runs
+				}
+				sawRuns = max(sawRuns, runs)
 			}
 		}
 	}
 	if sawParked < 3 {
 		t.Fatalf("the parked ledger listed at most %d chunks: the history never let enough events wait", sawParked)
 	}
-	t.Logf("%d events, up to %d chunks parked", len(events), sawParked)
+	if wantRuns && sawRuns < 30 {
+		t.Fatalf("the parked ledger listed at most %d spilled runs: the history never finished enough events", sawRuns)
+	}
+	t.Logf("%d events, up to %d chunks parked, up to %d runs spilled", len(events), sawParked, sawRuns)
 }
 
 // normalizeParked is v and err as JSON, without what is random per ledger

@@ -361,7 +361,7 @@ func seedSettled(ctx context.Context, store ledger.Store, scope string, n int, n
 
 // seedDelivered writes scope as a format 1 document holding n delivered
 // events (source bench, intent deliver), each with its committed deliver
-// entry and its finished queue item, received and delivered a millisecond
+// entry, its finished queue item and its run, received and delivered a millisecond
 // apart up to now: the deliveries a long conversation keeps within
 // retention, written in one step rather than 3n. Their event records are
 // not written: the benchmark reads none.
@@ -369,6 +369,7 @@ func seedDelivered(ctx context.Context, store ledger.Store, scope string, n int,
 	now = now.UTC().Truncate(time.Millisecond)
 	entries := make(map[string]ledger.Entry, n)
 	queue := make(map[string]ledger.QueueItem, n)
+	runs := make(map[string]map[string]any, n)
 	landings := make([]map[string]any, 0, n)
 	for i := range n {
 		ev := fmt.Sprintf("seed-%d", i)
@@ -387,11 +388,15 @@ func seedDelivered(ctx context.Context, store ledger.Store, scope string, n int,
 		queue[id] = ledger.QueueItem{EntryID: id, Scope: scope, Source: "bench", EventID: ev, RunID: "bench:" + ev,
 			Intent: "deliver", Payload: payload, Blob: fmt.Sprintf("%016x", i), Status: ledger.DeliveryDelivered,
 			ReceivedAt: at, ContextAt: at, Attempts: 1, LastStatus: 200, FinishedAt: at, BodySize: 1024}
+		// Its run, as a delivery leaves it: independent, idle, kept for
+		// a retention after its last activity.
+		runs["bench:"+ev] = map[string]any{"id": "bench:" + ev, "mode": "independent", "token": at.UnixMilli(),
+			"delivery": 1, "contextAt": at, "seenSeq": i, "lastActive": at}
 		landings = append(landings, map[string]any{"seq": i + 1, "at": at})
 	}
 	doc, err := json.Marshal(map[string]any{
 		"format": 1, "scope": scope, "seq": n, "token": now.UnixMilli(),
-		"expiresAt": now.Add(7 * 24 * time.Hour), "entries": entries, "queue": queue, "landings": landings,
+		"expiresAt": now.Add(7 * 24 * time.Hour), "entries": entries, "queue": queue, "runs": runs, "landings": landings,
 	})
 	if err != nil {
 		return err

@@ -120,6 +120,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeDuplicates", testLongScopeDuplicates},
 		{"LongScopeFailedRetried", testLongScopeFailedRetried},
 		{"LongScopeDeliveries", testLongScopeDeliveries},
+		{"LongScopeRuns", testLongScopeRuns},
 		{"LongWaitingQueue", testLongWaitingQueue},
 		{"LongWaitingQueueOperations", testLongWaitingQueueOperations},
 		{"LongDebounceBurst", testLongDebounceBurst},

@@ -121,10 +121,16 @@
 // write that leaves no head reads the first chunk back in. Every other
 // decision and every list first puts every parked event back, and decides
 // and answers as it would have.
-// Still in the document, and still growing with a
-// long scope: its runs (one per queued event, about 200 bytes, while
-// within retention), the chunk listing of a backlog, and its dead and
-// rejected deliveries.
+// Runs leave with the entries of a spill (spillruns.go): but for the
+// newest 16, each run that no item in the document names, of independent
+// or exclusive mode and holding no lease, moves into a record of its own,
+// and its id into a list beside the chunk, whose listing counts and bounds
+// them (format 7). A step that names a run reads its record with the
+// entry records it reads anyway; a run a decision changes comes back.
+// Still in the document, and still growing with a long scope: its
+// supersede-mode runs (whether one is superseded asks about every newer
+// run), the chunk listing of a backlog, and its dead and rejected
+// deliveries.
 //
 // # Choices where the design leaves room
 //

@@ -13,9 +13,11 @@ import (
 )
 
 // A long scope stays cheap (issue #34): the document keeps what decisions
-// read on every write (runs, unsettled entries, queued deliveries, the
-// newest settled entries) and moves older settled entries out into side
-// records of the scope, written in the same store step:
+// read on every write (live and supersede-mode runs, unsettled entries,
+// queued deliveries, the newest settled entries) and moves older settled
+// entries out into side records of the scope, written in the same store
+// step (and the runs nothing in the document names with them:
+// spillruns.go):
 //
 //   - "x:{id}" holds one spilled entry, for the exact lookups of a claim,
 //     an enqueue, a settle or a check, with its finished queue item when it

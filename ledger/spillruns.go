@@ -3,6 +3,8 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"time"
@@ -20,7 +22,7 @@ import (
 // item in the document names. Supersede-mode runs stay, since whether a
 // run is superseded is a question about every newer run of the scope
 // (newerRun). Each spilled run is written to a record of its own,
-// "r:{id}", and the ids spilled with chunk n to "rs:{n}"; the chunk's
+// "r:{hash of its id}", and the ids spilled with chunk n to "rs:{n}"; the chunk's
 // listing counts them (Runs) and bounds their activity (RunsUntil), so
 // that the document's expiry and the chunk's retirement wait for them.
 //
@@ -44,7 +46,14 @@ const (
 	keepRuns = 16
 )
 
-func runBlob(id string) string { return "r:" + id }
+// runBlob names a spilled run's record by a hash of its id: a run id is
+// the caller's, of any length and any bytes, and a store's keys are not
+// (bolt refuses one past 32 KB). The record holds the id, which a read
+// checks.
+func runBlob(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return "r:" + hex.EncodeToString(h[:16])
+}
 
 func runListBlob(n uint64) string { return "rs:" + fmt.Sprint(n) }
 
@@ -205,6 +214,10 @@ func decodeRuns(scope string, ids []string, bs [][]byte) (map[string]*runState, 
 		var r runState
 		if err := unmarshalRecord(bs[i], &r); err != nil {
 			return nil, fmt.Errorf("%w: scope %q: spilled run %q: %w", ErrCorrupt, scope, id, err)
+		}
+		if r.ID != id {
+			out[id] = nil // another id under the same hash: never seen, but not this run
+			continue
 		}
 		out[id] = &r
 	}

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -16,6 +18,9 @@ import (
 // document (issue #34), whatever the ledger's threshold, as long as it
 // keeps fewer.
 const longRuns = 120
+
+// longRunID is a run id of 40,000 bytes, past bolt's largest key.
+var longRunID = "agent:" + strings.Repeat("x", 40000)
 
 // testLongScopeRuns: the runs of a conversation's finished deliveries
 // leave its document, and every step that names one still finds it, from
@@ -52,6 +57,12 @@ func testLongScopeRuns(t *testing.T, newStore NewStore) {
 		if i == 0 {
 			noErr(t, e.l.End(e.ctx, scope, "src:"+ev, "done by hand"))
 		}
+		if i == 1 {
+			// An agent's own run under an id longer than any store
+			// key may be, ended: it leaves with the others.
+			run := must(e.l.Begin(e.ctx, scope, ledger.RunOptions{RunID: longRunID, Mode: ledger.ModeIndependent}))
+			noErr(t, run.End(e.ctx, "done"))
+		}
 		must(e.l.Queue().FinishDelivery(e.ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered}))
 		e.clock.Advance(time.Second)
 	}
@@ -61,8 +72,14 @@ func testLongScopeRuns(t *testing.T, newStore NewStore) {
 	if err := json.Unmarshal(must(e.store.Read(e.ctx, scope)), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Runs) > longRuns/3 || doc.Runs["src:ev-000"] != nil || doc.Runs["src:ev-001"] != nil {
+	if len(doc.Runs) > longRuns/3 || doc.Runs["src:ev-000"] != nil || doc.Runs["src:ev-001"] != nil || doc.Runs[longRunID] != nil {
 		t.Fatalf("the document still holds %d of %d runs, the oldest among them", len(doc.Runs), longRuns)
+	}
+	if must(e.store.ReadBlob(e.ctx, scope, runRecord("src:ev-010"))) == nil {
+		t.Fatal("a run that left the document has no record")
+	}
+	if run := must(e.l.Begin(e.ctx, scope, ledger.RunOptions{RunID: longRunID})); run.CanWrite || run.Reason != ledger.ReasonRunEnded {
+		t.Fatalf("the ended run of a long id begins again: may write %v, %s", run.CanWrite, run.Reason)
 	}
 
 	// The same content under another id, long after the hold ran out:
@@ -138,13 +155,13 @@ func testLongScopeRuns(t *testing.T, newStore NewStore) {
 	for _, r := range conv.Runs {
 		fenced[r.ID] = r.Fenced
 	}
-	if len(conv.Runs) != longRuns || fenced["src:ev-000"] != ledger.ReasonRunEnded || fenced["src:ev-003"] != ledger.ReasonRunCancelled ||
+	if len(conv.Runs) != longRuns+1 || fenced[longRunID] != ledger.ReasonRunEnded || fenced["src:ev-000"] != ledger.ReasonRunEnded || fenced["src:ev-003"] != ledger.ReasonRunCancelled ||
 		fenced["src:ev-010"] != "" {
-		t.Fatalf("the conversation lists %d runs, want %d: ended %q, cancelled %q", len(conv.Runs), longRuns, fenced["src:ev-000"], fenced["src:ev-003"])
+		t.Fatalf("the conversation lists %d runs, want %d: ended %q, cancelled %q", len(conv.Runs), longRuns+1, fenced["src:ev-000"], fenced["src:ev-003"])
 	}
 	page, _ := must2(e.l.Views().ConversationPage(e.ctx, ledger.HistoryQuery{Scope: scope, Limit: 5}))
-	if len(page.Runs) != longRuns {
-		t.Fatalf("a conversation page lists %d runs, want %d", len(page.Runs), longRuns)
+	if len(page.Runs) != longRuns+1 {
+		t.Fatalf("a conversation page lists %d runs, want %d", len(page.Runs), longRuns+1)
 	}
 
 	// Retention passes while later events keep the conversation alive:
@@ -155,7 +172,7 @@ func testLongScopeRuns(t *testing.T, newStore NewStore) {
 		enqueue(t, e, scope, fmt.Sprint("late-", i), false)
 	}
 	for _, id := range []string{"src:ev-010", "src:ev-050"} {
-		if b := must(e.store.ReadBlob(e.ctx, scope, "r:"+id)); b != nil {
+		if b := must(e.store.ReadBlob(e.ctx, scope, runRecord(id))); b != nil {
 			t.Fatalf("run %s is still kept past retention: %s", id, b)
 		}
 	}
@@ -172,4 +189,10 @@ func testLongScopeRuns(t *testing.T, newStore NewStore) {
 	if old != 1 {
 		t.Fatalf("past retention the conversation lists %d runs of the first deliveries, want 1 (the one begun again)", old)
 	}
+}
+
+// runRecord is the name of a spilled run's record (ledger/spillruns.go).
+func runRecord(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return "r:" + hex.EncodeToString(h[:16])
 }

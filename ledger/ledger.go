@@ -186,6 +186,7 @@ func (l *Ledger) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if in.runID != "" {
 		lk.runs = []string{in.runID}
 	}
+	lk.replayed = replayedFrom(l.opts.Retention, &dec, &rerun)
 	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		if d.parkedEntry(lk.ids...) || d.parkedRun(in.runID) {
 			return false, errNeedAllWaits

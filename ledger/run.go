@@ -141,6 +141,12 @@ func (l *Ledger) BeginClaim(ctx context.Context, opts RunOptions, req ClaimReque
 	var rerun bool
 	lk := lookupFor(in.key)
 	lk.runs, lk.waits = bin.named(), true
+	replayed := replayedFrom(l.opts.Retention, &dec, &rerun)
+	lk.replayed = func(r *spillRecord, now time.Time) bool {
+		// The document's decision refuses a context too far ahead
+		// before it looks at the entry.
+		return checkContextAt(bin, now) == nil && replayed(r, now)
+	}
 	err = l.transactFind(ctx, in.key.scope, lk, func(d *document, now time.Time, _ *blobSet, v *spillView) (bool, error) {
 		run = nil
 		if d.parkedEntry(lk.ids...) || d.parkedRun(bin.runID) {

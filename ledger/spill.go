@@ -602,10 +602,34 @@ type lookup struct {
 	// runs are the runs the decision names, read with the entries
 	// (spillruns.go).
 	runs []string
+	// replayed, when set, may answer from the entry's record alone,
+	// read before the document (see replayedFrom).
+	replayed func(r *spillRecord, now time.Time) bool
 	// waits: the decision works on the document with its waiting events
 	// parked (waits.go) and returns errNeedAllWaits when it meets one;
 	// otherwise every parked event is put back before it decides.
 	waits bool
+}
+
+// replayedFrom answers a claim of a committed effect from its spilled
+// record alone, without the document: one store round trip instead of
+// two for a duplicate of an old effect on a long scope. It is the answer
+// the document would give. A record exists only while its entry is out of
+// the document: the write that brings an entry back and changes it deletes
+// the record in the same step (unload), and a committed entry changes only
+// so. Reading the record before such a write answers as of before it, as
+// a claim that reached the document first would have. It sets dec and
+// rerun, as the decision on the document does, when it answers.
+func replayedFrom(retention time.Duration, dec *decision, rerun *bool) func(r *spillRecord, now time.Time) bool {
+	return func(r *spillRecord, now time.Time) bool {
+		if r.State != StateCommitted || r.SettledAt.Before(now.Add(-retention)) {
+			return false
+		}
+		e := r.Entry
+		*dec = decision{result: Result{Status: StatusReplayed, Value: e.Value, Entry: &e}}
+		*rerun = r.Item != nil && !r.Item.Inline
+		return true
+	}
 }
 
 // names reports whether lk names records to read.
@@ -634,6 +658,9 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 		v.counter = c
 		if err := l.readSpilled(ctx, scope, lk.ids, lk.runs, &v); err != nil {
 			return err
+		}
+		if lk.replayed != nil && len(lk.ids) > 0 && v.entries[lk.ids[0]] != nil && lk.replayed(v.entries[lk.ids[0]], l.now()) {
+			return nil
 		}
 	}
 	for try := 0; ; try++ {

@@ -206,6 +206,10 @@ func testLongScopeRetention(t *testing.T, newStore NewStore) {
 	wantStatus(t, "within retention", must(e.l.Once(e.ctx, old, count(&n, nil))), ledger.StatusReplayed, "")
 	// Keep the scope alive past the first effects' retention.
 	e.clock.Advance(time.Hour - time.Duration(longScope/2)*time.Second)
+	// Before any write retires their records: a process that knows the
+	// scope spills reads the record first, and must not answer from it.
+	wantStatus(t, "past retention, before a write", must(e.l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "reply", Payload: 1},
+		count(&n, nil))), ledger.StatusExecuted, "")
 	must(e.l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "keepalive", Payload: 1}, count(&n, nil)))
 	if c := must(e.l.Check(e.ctx, old)); c.Done {
 		t.Fatalf("effect past retention still done: %+v", c.Entry)

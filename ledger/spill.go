@@ -91,11 +91,14 @@ type spillChunk struct {
 }
 
 // until is when c passes retention: its entries', items' and runs'.
-func (c spillChunk) until() time.Time {
-	if c.RunsUntil.After(c.Until) {
-		return c.RunsUntil
+func (c spillChunk) until() time.Time { return latest(c.Until, c.RunsUntil) }
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	return c.Until
+	return a
 }
 
 // spillRecord is what an "x:{id}" record and each element of an "s:{n}"

@@ -61,12 +61,7 @@ type spillPage struct {
 }
 
 // until is when p passes retention, as a chunk's until.
-func (p spillPage) until() time.Time {
-	if p.RunsUntil.After(p.Until) {
-		return p.RunsUntil
-	}
-	return p.Until
-}
+func (p spillPage) until() time.Time { return latest(p.Until, p.RunsUntil) }
 
 func spillPageBlob(n uint64) string { return "sp:" + strconv.FormatUint(n, 10) }
 
@@ -155,9 +150,7 @@ func (p *spillPage) widen(q spillPage) {
 		p.Until = q.Until
 	}
 	p.Runs += q.Runs
-	if q.RunsUntil.After(p.RunsUntil) {
-		p.RunsUntil = q.RunsUntil
-	}
+	p.RunsUntil = latest(p.RunsUntil, q.RunsUntil)
 	if q.Items > 0 {
 		if p.Items == 0 || q.RecvFirst < p.RecvFirst {
 			p.RecvFirst = q.RecvFirst
@@ -312,16 +305,15 @@ func (r *chunkReader) all(ctx context.Context, d *document) ([]*spillRecord, err
 }
 
 // spilledItems reports whether any chunk of d holds queue items.
-func (d *document) spilledItems() bool {
+func (d *document) spilledItems() bool { items, _ := d.spilledCounts(); return items > 0 }
+
+// spilledCounts counts the queue items and the runs d's chunks hold.
+func (d *document) spilledCounts() (items, runs int) {
 	for _, c := range d.Spilled {
-		if c.Items > 0 {
-			return true
-		}
+		items, runs = items+c.Items, runs+c.Runs
 	}
 	for _, p := range d.SpillPages {
-		if p.Items > 0 {
-			return true
-		}
+		items, runs = items+p.Items, runs+p.Runs
 	}
-	return false
+	return items, runs
 }

@@ -80,19 +80,7 @@ func (v *spillView) needRun(d *document, id string) error {
 }
 
 // spilledRuns reports whether any chunk of d lists spilled runs.
-func (d *document) spilledRuns() bool {
-	for _, c := range d.Spilled {
-		if c.Runs > 0 {
-			return true
-		}
-	}
-	for _, p := range d.SpillPages {
-		if p.Runs > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (d *document) spilledRuns() bool { _, runs := d.spilledCounts(); return runs > 0 }
 
 // runGone reports whether retention has dropped r at cutoff, as prune does.
 func runGone(r *runState, cutoff time.Time) bool {
@@ -102,15 +90,7 @@ func runGone(r *runState, cutoff time.Time) bool {
 }
 
 // runUntil is the last moment r was active, for its chunk's bounds.
-func runUntil(r *runState) time.Time {
-	t := r.LastActive
-	for _, u := range []time.Time{r.LeaseUntil, r.EndedAt} {
-		if u.After(t) {
-			t = u
-		}
-	}
-	return t
-}
+func runUntil(r *runState) time.Time { return latest(latest(r.LastActive, r.LeaseUntil), r.EndedAt) }
 
 // spillRuns moves the spillable runs but the newest keepRuns out with
 // chunk c, the last one this write spilled.
@@ -145,9 +125,7 @@ func (d *document) spillRuns(c *spillChunk, blobs *blobSet) error {
 		}
 		blobs.set(runBlob(r.ID), b)
 		ids[i] = r.ID
-		if u := runUntil(r); u.After(c.RunsUntil) {
-			c.RunsUntil = u
-		}
+		c.RunsUntil = latest(c.RunsUntil, runUntil(r))
 		delete(d.Runs, r.ID)
 	}
 	b, err := marshalRecord(ids)

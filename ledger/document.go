@@ -285,9 +285,7 @@ func (d *document) prune(now time.Time, retention time.Duration, blobs *blobSet)
 	// Only a front of the landing list may go: the mapping is by order.
 	d.pruneLandings(cutoff, blobs)
 	for id, r := range d.Runs {
-		finished := (r.Ended || r.Cancelled) && r.EndedAt.Before(cutoff)
-		idle := r.LastActive.Before(cutoff) && r.LeaseUntil.Before(cutoff)
-		if finished || idle {
+		if runGone(r, cutoff) {
 			delete(d.Runs, id)
 			if d.Holder == id {
 				d.Holder = ""

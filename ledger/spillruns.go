@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -55,7 +56,7 @@ func runBlob(id string) string {
 	return "r:" + hex.EncodeToString(h[:16])
 }
 
-func runListBlob(n uint64) string { return "rs:" + fmt.Sprint(n) }
+func runListBlob(n uint64) string { return "rs:" + strconv.FormatUint(n, 10) }
 
 // errNeedRun: the decision met a run that may be spilled and was not read.
 type errNeedRun struct {
@@ -82,7 +83,8 @@ func (v *spillView) needRun(d *document, id string) error {
 // spilledRuns reports whether any chunk of d lists spilled runs.
 func (d *document) spilledRuns() bool { _, runs := d.spilledCounts(); return runs > 0 }
 
-// runGone reports whether retention has dropped r at cutoff, as prune does.
+// runGone reports whether retention drops r at cutoff: prune deletes such a
+// run from the document, and a lookup ignores such a spilled one.
 func runGone(r *runState, cutoff time.Time) bool {
 	finished := (r.Ended || r.Cancelled) && r.EndedAt.Before(cutoff)
 	idle := r.LastActive.Before(cutoff) && r.LeaseUntil.Before(cutoff)

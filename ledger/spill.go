@@ -300,6 +300,19 @@ type spillView struct {
 	lands *landLoads
 }
 
+// absentView is a view of d in which no record lk names exists, for a
+// decision whose write the store checks (Write.Absent).
+func absentView(d *document, lk lookup) *spillView {
+	a := &spillView{counter: d.Spill, read: true, entries: map[string]*spillRecord{}}
+	if len(lk.runs) > 0 {
+		a.runs = make(map[string]*runState, len(lk.runs))
+		for _, id := range lk.runs {
+			a.runs[id] = nil
+		}
+	}
+	return a
+}
+
 // errSpillMoved: the document's counter is not the view's; read again.
 type errSpillMoved struct{ counter uint64 }
 
@@ -453,7 +466,16 @@ func (d *document) spilledCopyStale(id string, n uint64) bool {
 // store call (the first entry found in order counts: ids are one entry's
 // id and its format 1 id), as of counter.
 func (l *Ledger) readSpilled(ctx context.Context, scope string, ids, runs []string, v *spillView) error {
-	v.entries = map[string]*spillRecord{}
+	names := spilledNames(ids, runs)
+	bs, err := readRecords(ctx, l, scope, "spilled records", names, func(n string) string { return n })
+	if err != nil {
+		return err
+	}
+	return v.fill(scope, ids, runs, bs)
+}
+
+// spilledNames are the record names of ids' entries, then of runs.
+func spilledNames(ids, runs []string) []string {
 	names := make([]string, 0, len(ids)+len(runs))
 	for _, id := range ids {
 		names = append(names, entryBlob(id))
@@ -461,10 +483,13 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids, runs []stri
 	for _, id := range runs {
 		names = append(names, runBlob(id))
 	}
-	bs, err := readRecords(ctx, l, scope, "spilled records", names, func(n string) string { return n })
-	if err != nil {
-		return err
-	}
+	return names
+}
+
+// fill sets v's entries and runs from bs, the records spilledNames(ids,
+// runs) named (nil where one is missing), read as of v.counter.
+func (v *spillView) fill(scope string, ids, runs []string, bs [][]byte) error {
+	v.entries = map[string]*spillRecord{}
 	for i, id := range ids {
 		b := bs[i]
 		if b == nil {
@@ -477,6 +502,7 @@ func (l *Ledger) readSpilled(ctx context.Context, scope string, ids, runs []stri
 		v.entries[id] = &r
 		break
 	}
+	var err error
 	if v.runs, err = decodeRuns(scope, runs, bs[len(ids):]); err != nil {
 		return err
 	}
@@ -653,11 +679,15 @@ func lookupFor(k resolvedKey) lookup {
 // retires it.
 func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, decide func(d *document, now time.Time, blobs *blobSet, v *spillView) (bool, error)) error {
 	var v spillView
+	// A store that checks Write.Absent lets a step name records as
+	// missing instead of reading them first. Asked at each step: a store
+	// that opens late starts to check once it has.
+	checks := ChecksAbsent(l.store)
 	lands := &landLoads{}
 	chunks := chunkReader{l: l, scope: scope}
 	waits := waitLoads{}
 	allWaits := !lk.waits
-	if c := l.spills.get(scope); c > 0 && lk.names() && !lk.lazy {
+	if c := l.spills.get(scope); c > 0 && lk.names() && !lk.lazy && !checks {
 		v.counter = c
 		if err := l.readSpilled(ctx, scope, lk.ids, lk.runs, &v); err != nil {
 			return err
@@ -668,7 +698,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	}
 	for try := 0; ; try++ {
 		var retire bool
-		var counter uint64
+		var counter, assumedAt uint64
 		err := l.store.Transact(ctx, scope, func(current []byte) (*Write, error) {
 			now := l.now()
 			var blobs blobSet
@@ -686,32 +716,46 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			}
 			var put loaded
 			var putRuns loadedRuns
+			view := &v
+			var absent []string
 			if d.Spill != 0 {
-				missing := false
+				var missing []string
 				for _, id := range lk.ids {
 					if d.Entries[id] == nil {
-						missing = true
+						missing = append(missing, entryBlob(id))
 					}
 				}
 				for _, id := range lk.runs {
 					if v.needRun(d, id) != nil {
-						missing = true
+						missing = append(missing, runBlob(id))
 					}
 				}
-				if (missing && (!v.read || v.counter != d.Spill)) || (v.chunks && v.counter != d.Spill) {
+				stale := len(missing) > 0 && (!v.read || v.counter != d.Spill)
+				switch {
+				case stale && checks && !v.chunks:
+					// Decide as if none of them had a record: the
+					// store writes only if that is so, and otherwise
+					// hands them over (PresentError).
+					view, absent, assumedAt = absentView(d, lk), missing, d.Spill
+				case stale || (v.chunks && v.counter != d.Spill):
 					return nil, &errSpillMoved{counter: d.Spill}
 				}
-				put = v.inject(d, lk.ids, now, l.opts.Retention)
-				if v.read && v.counter == d.Spill {
-					putRuns = v.injectRuns(d, now, l.opts.Retention)
+				put = view.inject(d, lk.ids, now, l.opts.Retention)
+				if view.read && view.counter == d.Spill {
+					putRuns = view.injectRuns(d, now, l.opts.Retention)
 				}
 			}
-			v.lands, lands.need = lands, ""
-			changed, err := decide(d, now, &blobs, &v)
+			view.lands, lands.need = lands, ""
+			changed, err := decide(d, now, &blobs, view)
 			if lands.need != "" {
 				// The decision mapped a context through a landing
 				// record it did not have: whatever it decided is void.
 				return nil, &errNeedLanding{name: lands.need}
+			}
+			if absent != nil && (err != nil || !changed) {
+				// Only a write checks what it took as absent: any
+				// other answer is made again on the records read.
+				return nil, &errSpillMoved{counter: d.Spill}
 			}
 			if err != nil || !changed {
 				return nil, err
@@ -738,14 +782,41 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			}
 			retire = d.retirable(now.Add(-l.opts.Retention))
 			counter = d.Spill
-			return d.finish(now, l.opts.Retention, &blobs)
+			w, err := d.finish(now, l.opts.Retention, &blobs)
+			if w == nil && err == nil && absent != nil {
+				return nil, &errSpillMoved{counter: assumedAt}
+			}
+			if w != nil {
+				w.Absent = absent
+			}
+			return w, err
 		})
 		var moved *errSpillMoved
 		var need *errNeedChunks
 		var needLanding *errNeedLanding
 		var needWaits *errNeedWaits
 		var needRun *errNeedRun
+		var present *PresentError
 		switch {
+		case errors.As(err, &present) && try < spillTries:
+			// Records taken as absent exist: decide again with them, as
+			// read beside the document the decision was made on; a
+			// duplicate of a committed effect is answered by its
+			// record alone.
+			v = spillView{counter: assumedAt}
+			names := spilledNames(lk.ids, lk.runs)
+			bs := make([][]byte, len(names))
+			for i, n := range names {
+				bs[i] = present.Blobs[n]
+			}
+			if err := v.fill(scope, lk.ids, lk.runs, bs); err != nil {
+				return err
+			}
+			l.spills.put(scope, assumedAt)
+			if lk.replayed != nil && len(lk.ids) > 0 && v.entries[lk.ids[0]] != nil && lk.replayed(v.entries[lk.ids[0]], l.now()) {
+				return nil
+			}
+			continue
 		case errors.As(err, &needRun) && try < spillTries:
 			// The decision met a run it did not name: read it (again
 			// what it named), as of the counter it saw; whole chunks
@@ -808,7 +879,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				}
 			}
 			continue
-		case moved != nil || need != nil || needLanding != nil || needWaits != nil || needRun != nil:
+		case moved != nil || need != nil || needLanding != nil || needWaits != nil || needRun != nil || present != nil:
 			return fmt.Errorf("%w: scope %q: spilled records kept moving", ErrContention, scope)
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -135,6 +136,43 @@ type Write struct {
 	// in every read of the document (a queued event's body), so Transact
 	// never hands them to fn; ReadBlob reads one.
 	Blobs map[string][]byte
+
+	// Absent names side records of the scope that fn took as missing
+	// without reading them: a step on a long scope names an entry or a run
+	// that may have moved out of the document, and reading first would
+	// cost a round trip the common answer (a new id) does not need. A store
+	// that implements AbsenceChecker writes only if none of them exists,
+	// checked in the same atomic step as the document's compare-and-set
+	// and against the document fn was given; when one does, it writes
+	// nothing and Transact returns a *PresentError holding every one that
+	// exists. The ledger sets Absent only for such stores.
+	Absent []string
+}
+
+// AbsenceChecker is a Store whose Transact honours Write.Absent. A wrapper
+// of a store forwards it, reporting false when what it wraps does not
+// check: the ledger then reads the records before deciding, as it does for
+// a store that does not implement it.
+type AbsenceChecker interface {
+	ChecksAbsent() bool
+}
+
+// PresentError is Transact's answer to a Write whose Absent names records
+// that exist: nothing was written, and Blobs holds each of them as it was
+// beside the document fn decided on.
+type PresentError struct {
+	Blobs map[string][]byte
+}
+
+func (e *PresentError) Error() string {
+	return fmt.Sprintf("ledger: %d records taken as absent exist", len(e.Blobs))
+}
+
+// ChecksAbsent reports whether s honours Write.Absent, for the ledger and
+// for wrappers of a store that forward AbsenceChecker.
+func ChecksAbsent(s Store) bool {
+	c, ok := s.(AbsenceChecker)
+	return ok && c.ChecksAbsent()
 }
 
 // ErrContention is returned (wrapped) by stores that gave up after a bounded

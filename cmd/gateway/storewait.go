@@ -116,6 +116,12 @@ func (w *waitingStore) get() (ledger.Store, error) {
 	return nil, fmt.Errorf("%w: %w", errStoreNotOpen, *w.lastErr.Load())
 }
 
+// ChecksAbsent forwards ledger.AbsenceChecker once the store is open.
+func (w *waitingStore) ChecksAbsent() bool {
+	s, err := w.get()
+	return err == nil && ledger.ChecksAbsent(s)
+}
+
 func (w *waitingStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
 	s, err := w.get()
 	if err != nil {

@@ -70,6 +70,11 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 	if err != nil || w == nil {
 		return err
 	}
+	if cur != nil {
+		if present := presentOf(s.docs[scope].blobs, w.Absent); present != nil {
+			return present
+		}
+	}
 	r := record{doc: clone(w.Doc), reviewAt: w.ReviewAt, dueAt: w.DueAt, blobs: s.docs[scope].blobs}
 	r.received = w.ReceivedAt
 	if cur == nil {
@@ -90,6 +95,28 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 	}
 	s.set(scope, r, true)
 	return nil
+}
+
+// ChecksAbsent implements ledger.AbsenceChecker: Transact refuses a write
+// whose Absent names a record that exists.
+func (s *Store) ChecksAbsent() bool { return true }
+
+// presentOf is the error for a write that took names as absent when some
+// of blobs exist, or nil.
+func presentOf(blobs map[string][]byte, names []string) *ledger.PresentError {
+	var found map[string][]byte
+	for _, n := range names {
+		if b, ok := blobs[n]; ok {
+			if found == nil {
+				found = map[string][]byte{}
+			}
+			found[n] = clone(b)
+		}
+	}
+	if found == nil {
+		return nil
+	}
+	return &ledger.PresentError{Blobs: found}
 }
 
 // set stores (keep) or deletes scope's record and keeps the time sets in

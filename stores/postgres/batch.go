@@ -41,10 +41,12 @@ type pendingWrite struct {
 	w        *ledger.Write
 }
 
-// writeResult is its outcome: won with version, lost (ok false), or err.
+// writeResult is its outcome: won with version, lost (ok false), refused
+// because blobs it took as absent exist (present), or err.
 type writeResult struct {
 	version int64
 	ok      bool
+	present map[string][]byte
 	err     error
 }
 
@@ -68,8 +70,9 @@ type batcher = groupcommit.Batcher[pendingWrite, writeResult]
 func newBatcher(s *Store, maxBatch int, window time.Duration, maxInflight int) *batcher {
 	return groupcommit.New(groupcommit.Options{MaxBatch: maxBatch, MaxInflight: maxInflight, AloneBelow: 1, Window: window},
 		func(ctx context.Context, p pendingWrite) writeResult {
-			version, ok, err := s.write(ctx, s.pool, p.scope, p.expected, p.w)
-			return writeResult{version: version, ok: ok, err: err}
+			r, err := s.write(ctx, s.pool, p.scope, p.expected, p.w)
+			r.err = err
+			return r
 		},
 		s.writeBatch,
 		func(err error) writeResult { return writeResult{err: err} },
@@ -85,9 +88,8 @@ func newBatcher(s *Store, maxBatch int, window time.Duration, maxInflight int) *
 // took 2.8 % of all the CPU of a queued gateway bench run on Postgres
 // (load generator and sink included) once small bodies rode in the
 // document (issue #29). A bad one is found by the server; see writeBatch.
-func (s *Store) groupWrite(ctx context.Context, scope string, expected int64, w *ledger.Write) (version int64, ok bool, err error) {
-	r := s.batch.Do(ctx, pendingWrite{scope: scope, expected: expected, w: w})
-	return r.version, r.ok, r.err
+func (s *Store) groupWrite(ctx context.Context, scope string, expected int64, w *ledger.Write) writeResult {
+	return s.batch.Do(ctx, pendingWrite{scope: scope, expected: expected, w: w})
 }
 
 // writeBatch sends the batch's compare-and-sets, each the very statement a
@@ -109,8 +111,9 @@ func (s *Store) writeBatch(ctx context.Context, batch []*groupcommit.Item[pendin
 		// was written. Each write goes again alone, so only the bad one
 		// fails.
 		for _, it := range batch {
-			version, ok, err := s.write(ctx, s.pool, it.Write.scope, it.Write.expected, it.Write.w)
-			it.Result = writeResult{version: version, ok: ok, err: err}
+			r, err := s.write(ctx, s.pool, it.Write.scope, it.Write.expected, it.Write.w)
+			r.err = err
+			it.Result = r
 		}
 		return
 	}
@@ -137,16 +140,18 @@ func (s *Store) runBatch(ctx context.Context, batch []*groupcommit.Item[pendingW
 	}
 	results := s.pool.SendBatch(ctx, &b)
 	for _, it := range batch {
-		var version int64
-		switch err := results.QueryRow().Scan(&version); {
-		case errors.Is(err, pgx.ErrNoRows):
-			it.Result = writeResult{} // lost its compare-and-set
-		case err != nil:
+		var r writeResult
+		var err error
+		if checksAbsent(it.Write.expected, it.Write.w) {
+			r, err = scanChecked(results.Query())
+		} else {
+			r, err = scanWrite(results.QueryRow())
+		}
+		if err != nil {
 			_ = results.Close()
 			return err
-		default:
-			it.Result = writeResult{version: version, ok: true}
 		}
+		it.Result = r
 	}
 	// The commit happens at the batch's end: its failure shows here.
 	return results.Close()

@@ -88,6 +88,12 @@ type Store struct {
 
 var _ ledger.Store = (*Store)(nil)
 
+var _ ledger.AbsenceChecker = (*Store)(nil)
+
+// ChecksAbsent implements ledger.AbsenceChecker: the write's
+// compare-and-set refuses a write whose Absent names a record that exists.
+func (s *Store) ChecksAbsent() bool { return true }
+
 // statements are built once per Store; pgx prepares each on first use per
 // connection, so afterwards every one of them is a single round trip.
 type statements struct {
@@ -97,12 +103,16 @@ type statements struct {
 	// The same writes with blobs: one statement each, so the blobs land
 	// only with a won compare-and-set, in its transaction.
 	insertBlobs, updateBlobs string
-	review, due, dueBetween  string
-	countDue                 string
-	received                 string
-	readBlob                 string
-	readBlobAt               [2]string // ReadBlobs: the name's place goes between
-	deleteExpired            string
+	// updateChecked is update (blobs: updateBlobs) checking n names
+	// taken as absent; see buildStatements.
+	updateChecked           func(n int, blobs bool) string
+	checkedSQL              [2][5]string // updateChecked for the usual few names
+	review, due, dueBetween string
+	countDue                string
+	received                string
+	readBlob                string
+	readBlobAt              [2]string // ReadBlobs: the name's place goes between
+	deleteExpired           string
 }
 
 // New returns a Store using pool. It does not touch the database; call
@@ -180,10 +190,10 @@ RETURNING version`
 	// Compare-and-set on the version. Under READ COMMITTED a concurrent
 	// writer makes PostgreSQL re-check the WHERE against the newest row,
 	// so exactly one of two racing updates from the same version wins.
-	update := func(received string) string {
+	update := func(received, cond string) string {
 		return `UPDATE ` + t + ` SET doc = $2, version = ` + seq + `, expires_at = ` + expires + `,
     review_at = $4, due_at = $5, updated_at = now(), received_at = ` + received + `::timestamptz
-WHERE scope = $1 AND version = $6 AND ` + live + `
+WHERE scope = $1 AND version = $6 AND ` + live + cond + `
 RETURNING version`
 	}
 	// The blob statements wrap those: the puts (names, data) and
@@ -196,20 +206,50 @@ RETURNING version`
     SELECT $1, x.n, x.d FROM w, unnest(` + names + `::text[], ` + datas + `::bytea[]) AS x(n, d)
     ON CONFLICT (scope, name) DO UPDATE SET data = excluded.data)`
 	}
-	return statements{
+	st := statements{
 		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
 		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
 		loadMany:      `SELECT scope, version, doc, ` + live + ` FROM ` + t + ` WHERE scope = ANY($1::text[])`,
 		insert:        insert("$6"),
-		update:        update("$7"),
+		update:        update("$7", ""),
 		insertBlobs: `WITH w AS (` + insert("$8") + `),
 ` + puts("$6", "$7") + `,
 del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND NOT (name = ANY($6::text[])))
 SELECT version FROM w`,
-		updateBlobs: `WITH w AS (` + update("$10") + `),
+		updateBlobs: `WITH w AS (` + update("$10", "") + `),
 ` + puts("$7", "$8") + `,
 del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($9::text[]))
 SELECT version FROM w`,
+		// The writes that took blobs as absent (Write.Absent, the names
+		// in the last argument): p finds those that exist, if the row
+		// still has the version the decision saw, and the update runs
+		// only if it found none. The statement answers one row, its
+		// new version, when it wrote, one row per blob found when it
+		// did not, and none when it lost its compare-and-set. Each name
+		// is its own primary-key lookup, as in ReadBlobs below.
+		updateChecked: func(n int, blobs bool) string {
+			arg := "$8"
+			if blobs {
+				arg = "$11"
+			}
+			var found strings.Builder
+			for k := 1; k <= n; k++ {
+				if k > 1 {
+					found.WriteString("\n    UNION ALL ")
+				}
+				fmt.Fprintf(&found, "SELECT name, data FROM %s WHERE scope = $1 AND name = (%s::text[])[%d]", b, arg, k)
+			}
+			out := `WITH p AS (SELECT x.name, x.data FROM (` + found.String() + `) x
+    WHERE EXISTS (SELECT 1 FROM ` + t + ` WHERE scope = $1 AND version = $6 AND ` + live + `)),
+w AS (` + update(map[bool]string{false: "$7", true: "$10"}[blobs], ` AND NOT EXISTS (SELECT 1 FROM p)`) + `)`
+			if blobs {
+				out += `,
+` + puts("$7", "$8") + `,
+del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($9::text[]))`
+			}
+			return out + `
+SELECT version, NULL::text, NULL::bytea FROM w UNION ALL SELECT NULL, name, data FROM p`
+		},
 		review: `SELECT scope FROM ` + t + `
 WHERE review_at IS NOT NULL AND review_at <= $1 AND ` + live + `
 ORDER BY review_at, scope LIMIT $2`,
@@ -247,6 +287,10 @@ WHERE b.scope = $1 AND b.name = ($2::text[])[`, `] AND (t.expires_at IS NULL OR 
 blobs AS (DELETE FROM ` + b + ` WHERE scope IN (SELECT scope FROM gone))
 SELECT count(*) FROM gone`,
 	}
+	for n := range st.checkedSQL[0] {
+		st.checkedSQL[0][n], st.checkedSQL[1][n] = st.updateChecked(n, false), st.updateChecked(n, true)
+	}
+	return st
 }
 
 // writeArgs is the statement and arguments that save w for scope if its
@@ -264,9 +308,15 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 	if !w.ReceivedAt.IsZero() {
 		received = w.ReceivedAt
 	}
+	// A write that creates the scope (or revives an expired one) has no
+	// live blobs to find: what it took as absent is.
+	checked := expected != 0 && len(w.Absent) > 0
 	if len(w.Blobs) == 0 {
-		if expected == 0 {
+		switch {
+		case expected == 0:
 			return s.q.insert, []any{scope, w.Doc, ttl, review, due, received}
+		case checked:
+			return s.q.checked(len(w.Absent), false), []any{scope, w.Doc, ttl, review, due, expected, received, w.Absent}
 		}
 		return s.q.update, []any{scope, w.Doc, ttl, review, due, expected, received}
 	}
@@ -283,7 +333,22 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 	if expected == 0 {
 		return s.q.insertBlobs, []any{scope, w.Doc, ttl, review, due, names, datas, received}
 	}
+	if checked {
+		return s.q.checked(len(w.Absent), true), []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels, received, w.Absent}
+	}
 	return s.q.updateBlobs, []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels, received}
+}
+
+// checked is updateChecked for n names, built once for the usual few.
+func (q statements) checked(n int, blobs bool) string {
+	b := 0
+	if blobs {
+		b = 1
+	}
+	if n < len(q.checkedSQL[b]) {
+		return q.checkedSQL[b][n]
+	}
+	return q.updateChecked(n, blobs)
 }
 
 func escapeLiteral(s string) string {
@@ -358,7 +423,8 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
 		}
 
-		version, ok, err := s.groupWrite(ctx, scope, cur.version, w)
+		r := s.groupWrite(ctx, scope, cur.version, w)
+		version, ok, err := r.version, r.ok, r.err
 		if err != nil {
 			// The statement may or may not have committed; whatever we
 			// remembered is no longer known to be true.
@@ -368,6 +434,11 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 		if ok {
 			s.scopes.put(scope, version, bytes.Clone(w.Doc))
 			return nil
+		}
+		if r.present != nil {
+			// Found as of the version fn decided on, which the cache
+			// may keep.
+			return &ledger.PresentError{Blobs: r.present}
 		}
 		if cur, err = s.load(ctx, scope); err != nil {
 			return fmt.Errorf("postgres store: transact %q: %w", scope, err)
@@ -406,12 +477,16 @@ func (s *Store) transactLocked(ctx context.Context, scope string, fn func([]byte
 	if err := checkWrite(w); err != nil {
 		return false, fmt.Errorf("postgres store: transact %q: %w", scope, err)
 	}
-	version, ok, err := s.write(ctx, tx, scope, cur.version, w)
+	r, err := s.write(ctx, tx, scope, cur.version, w)
+	version := r.version
 	if err != nil {
 		s.scopes.drop(scope)
 		return false, fmt.Errorf("postgres store: transact %q: write: %w", scope, err)
 	}
-	if !ok {
+	if r.present != nil {
+		return false, &ledger.PresentError{Blobs: r.present}
+	}
+	if !r.ok {
 		return true, nil
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -443,6 +518,7 @@ type snapshot struct {
 // querier is what both the pool and a transaction offer.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
 // load reads the scope's row through the pool, sharing the statement with
@@ -474,18 +550,65 @@ func (s *Store) remember(scope string, r row, err error) (snapshot, error) {
 
 // write saves w if the scope's live row still has version expected (or, for
 // expected 0, if there is no live row). ok is false when it had moved on.
-func (s *Store) write(ctx context.Context, q querier, scope string, expected int64, w *ledger.Write) (version int64, ok bool, err error) {
+func (s *Store) write(ctx context.Context, q querier, scope string, expected int64, w *ledger.Write) (writeResult, error) {
 	sql, args := s.writeArgs(scope, expected, w)
-	row := q.QueryRow(ctx, sql, args...)
-	switch err := row.Scan(&version); {
-	case errors.Is(err, pgx.ErrNoRows), retryable(err):
-		// No row matched, or the server rolled the statement back (see
-		// retryable): nothing was written either way.
-		return 0, false, nil
-	case err != nil:
-		return 0, false, err
+	var r writeResult
+	var err error
+	if checksAbsent(expected, w) {
+		r, err = scanChecked(q.Query(ctx, sql, args...))
+	} else {
+		r, err = scanWrite(q.QueryRow(ctx, sql, args...))
 	}
-	return version, true, nil
+	if retryable(err) {
+		// The server rolled the statement back (see retryable):
+		// nothing was written.
+		return writeResult{}, nil
+	}
+	return r, err
+}
+
+// checksAbsent reports whether writeArgs checks w's Absent names.
+func checksAbsent(expected int64, w *ledger.Write) bool { return expected != 0 && len(w.Absent) > 0 }
+
+// scanWrite reads a write's answer: its new version, or no row when it
+// lost its compare-and-set.
+func scanWrite(row pgx.Row) (writeResult, error) {
+	var version int64
+	switch err := row.Scan(&version); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return writeResult{}, nil
+	case err != nil:
+		return writeResult{}, err
+	}
+	return writeResult{version: version, ok: true}, nil
+}
+
+// scanChecked reads the answer of a write that checked names taken as
+// absent (updateChecked): its new version, the blobs found, or nothing.
+func scanChecked(rows pgx.Rows, err error) (writeResult, error) {
+	if err != nil {
+		return writeResult{}, err
+	}
+	defer rows.Close()
+	var r writeResult
+	for rows.Next() {
+		var version *int64
+		var name *string
+		var data []byte
+		if err := rows.Scan(&version, &name, &data); err != nil {
+			return writeResult{}, err
+		}
+		switch {
+		case version != nil:
+			r.version, r.ok = *version, true
+		case name != nil:
+			if r.present == nil {
+				r.present = map[string][]byte{}
+			}
+			r.present[*name] = data
+		}
+	}
+	return r, rows.Err()
 }
 
 // ttlMicros rounds a positive TTL up to whole microseconds, PostgreSQL's

@@ -92,8 +92,8 @@ func (a casArgs) argv() []any {
 	if !a.w.DueAt.IsZero() {
 		due = strconv.FormatInt(a.w.DueAt.UnixMilli(), 10)
 	}
-	args := make([]any, 0, 9+2*len(a.w.Blobs))
-	args = append(args, a.expect, a.next, a.w.Doc, ttl, review, a.scope, due, 0)
+	args := make([]any, 0, 10+2*len(a.w.Blobs)+len(a.w.Absent))
+	args = append(args, a.expect, a.next, a.w.Doc, ttl, review, a.scope, due, 0, len(a.w.Absent))
 	puts := 0
 	for name, b := range a.w.Blobs {
 		if b != nil {
@@ -102,6 +102,9 @@ func (a casArgs) argv() []any {
 		}
 	}
 	args[7] = puts
+	for _, name := range a.w.Absent {
+		args = append(args, name)
+	}
 	for name, b := range a.w.Blobs {
 		if b == nil {
 			args = append(args, name)
@@ -115,13 +118,15 @@ func (a casArgs) argv() []any {
 }
 
 // casReply is what the write script answered: won, or lost with the
-// current token and document ("" and nil: no document), or an error after
-// which the write may or may not have landed.
+// current token and document ("" and nil: no document), or refused because
+// blobs it took as absent exist (present), or an error after which the
+// write may or may not have landed.
 type casReply struct {
-	won   bool
-	token string
-	doc   []byte
-	err   error
+	won     bool
+	token   string
+	doc     []byte
+	present map[string][]byte
+	err     error
 }
 
 // runCAS runs the write script alone, with EVALSHA and, when the server
@@ -144,6 +149,18 @@ func parseCASReply(cmd *goredis.Cmd) casReply {
 	}
 	if status == 1 {
 		return casReply{won: true}
+	}
+	if status == 2 {
+		present := make(map[string][]byte, (len(reply)-1)/2)
+		for j := 1; j+1 < len(reply); j += 2 {
+			n, ok1 := reply[j].(string)
+			d, ok2 := reply[j+1].(string)
+			if !ok1 || !ok2 {
+				return casReply{err: fmt.Errorf("compare-and-set script: unexpected blob in reply %T, %T", reply[j], reply[j+1])}
+			}
+			present[n] = []byte(d)
+		}
+		return casReply{present: present}
 	}
 	if len(reply) < 3 {
 		return casReply{} // no document

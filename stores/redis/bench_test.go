@@ -52,10 +52,10 @@ func BenchmarkClaimSettle(b *testing.B) {
 				scope := "stripe:evt_" + strconv.FormatInt(i, 10)
 				keys := casArgs{scope: scope, key: rawStore.docKey(scope)}.keys(rawStore)
 				claim := newToken()
-				if err := casScript.EvalSha(ctx, c, keys, "", claim, benchClaimDoc, "3600000", reviewArg, scope, "", 0).Err(); err != nil {
+				if err := casScript.EvalSha(ctx, c, keys, "", claim, benchClaimDoc, "3600000", reviewArg, scope, "", 0, 0, "").Err(); err != nil {
 					return err
 				}
-				return casScript.EvalSha(ctx, c, keys, claim, newToken(), benchSettleDoc, "3600000", "", scope, "", 0).Err()
+				return casScript.EvalSha(ctx, c, keys, claim, newToken(), benchSettleDoc, "3600000", "", scope, "", 0, 0, "").Err()
 			}
 			s := New(c, Options{KeyPrefix: testPrefix(b, c)})
 			claim := func([]byte) (*ledger.Write, error) {

@@ -15,6 +15,8 @@ import goredis "github.com/redis/go-redis/v9"
 //	{0}            conflict: the scope has no document
 //	{0, tok, doc}  conflict: the current token and document, so the caller
 //	               can decide again without another round trip
+//	{2, name, data, ...}  not written: the blobs the write took as absent
+//	               (Write.Absent) that exist, each name with its data
 //
 // Absent values are encoded by the reply's length, never by Lua false, which
 // reaches RESP3 clients as a boolean rather than a nil.
@@ -48,9 +50,10 @@ import goredis "github.com/redis/go-redis/v9"
 // ARGV[1] expected token ("" = no document), ARGV[2] new token, ARGV[3] doc,
 // ARGV[4] TTL in ms ("0" = no expiry), ARGV[5] review time in unix ms
 // ("" = none), ARGV[6] scope (the index member), ARGV[7] due time in unix
-// ms ("" = none), ARGV[8] n, the number of blobs to put; then n name, data
-// pairs; then the names of blobs to delete; last, the received time in
-// unix ms ("" = none), kept like the due time in KEYS[5].
+// ms ("" = none), ARGV[8] n, the number of blobs to put, ARGV[9] m, the
+// number of blobs taken as absent; then n name, data pairs; then the m
+// names taken as absent; then the names of blobs to delete; last, the
+// received time in unix ms ("" = none), kept like the due time in KEYS[5].
 var casScript = goredis.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 't', 'x')
 local tok = cur[1] or ''
@@ -87,6 +90,25 @@ end
 local function has(flag)
   return math.floor(held / flag) % 2 == 1
 end
+local puts, absents = tonumber(ARGV[8]), tonumber(ARGV[9])
+if absents > 0 and has(8) then
+  local first = 10 + 2 * puts
+  local names = {}
+  for j = 1, absents do
+    names[j] = ARGV[first + j - 1]
+  end
+  local found = redis.call('HMGET', KEYS[4], unpack(names))
+  local out = {2}
+  for j = 1, absents do
+    if found[j] then
+      out[#out + 1] = names[j]
+      out[#out + 1] = found[j]
+    end
+  end
+  if #out > 1 then
+    return out
+  end
+end
 local left = 0
 local function index(flag, key, at)
   if at ~= '' then
@@ -102,13 +124,13 @@ index(1, KEYS[2], ARGV[5])
 index(2, KEYS[3], ARGV[7])
 index(4, KEYS[5], ARGV[#ARGV])
 local blobs = has(8)
-local puts = tonumber(ARGV[8])
-local i = 9
+local i = 10
 for _ = 1, puts do
   redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
   i = i + 2
   blobs = true
 end
+i = i + absents
 if blobs then
   left = left + 8
   while i < #ARGV do

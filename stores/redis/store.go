@@ -139,6 +139,12 @@ type Store struct {
 
 var _ ledger.Store = (*Store)(nil)
 
+var _ ledger.AbsenceChecker = (*Store)(nil)
+
+// ChecksAbsent implements ledger.AbsenceChecker: the write's
+// compare-and-set refuses a write whose Absent names a record that exists.
+func (s *Store) ChecksAbsent() bool { return true }
+
 // ContentionError is returned when a Transact lost the race for one scope
 // more than Options.MaxRetries times in a row. It matches
 // ledger.ErrContention with errors.Is. It is a store failure, never a
@@ -329,6 +335,11 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 		if r.won {
 			s.cache.put(scope, next, bytes.Clone(w.Doc))
 			return nil
+		}
+		if r.present != nil {
+			// The document was the one fn decided on (the token
+			// matched), so the cached guess stays.
+			return &ledger.PresentError{Blobs: r.present}
 		}
 		s.remember(scope, cur, curDoc)
 		wasFresh := fresh

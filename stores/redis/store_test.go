@@ -474,12 +474,12 @@ func TestRetriedWriteIsIdempotent(t *testing.T) {
 	ctx := ctxT(t)
 	keys := casArgs{scope: "i", key: s.docKey("i")}.keys(s)
 	for range 2 {
-		r, err := casScript.Run(ctx, c, keys, "", "tok1", `{"n":1}`, "0", "", "i", "", 0).Slice()
+		r, err := casScript.Run(ctx, c, keys, "", "tok1", `{"n":1}`, "0", "", "i", "", 0, 0, "").Slice()
 		if err != nil || len(r) != 1 || r[0] != int64(1) {
 			t.Fatalf("reply %v, %v; want [1]", r, err)
 		}
 	}
-	r, err := casScript.Run(ctx, c, keys, "", "tok2", `{"n":2}`, "0", "", "i", "", 0).Slice()
+	r, err := casScript.Run(ctx, c, keys, "", "tok2", `{"n":2}`, "0", "", "i", "", 0, 0, "").Slice()
 	if err != nil || len(r) != 3 || r[1] != "tok1" || r[2] != `{"n":1}` {
 		t.Fatalf("conflict reply %v, %v; want [0 tok1 {\"n\":1}]", r, err)
 	}

@@ -439,42 +439,73 @@ func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 	}
 }
 
-// A keyed claim on a scope whose entries have spilled looks its entry up
-// among the spilled records, under its id and its format 1 id, before it
-// decides: one store call, whether the key is new or a duplicate of a
-// spilled effect; its settle finds the entry in the document and reads
-// none.
+// A keyed claim on a scope whose entries have spilled must learn whether
+// its entry is among the spilled records, under its id and its format 1
+// id. On a store that checks Write.Absent it decides as if it were not,
+// and the write says otherwise if it is: one store call whether the key is
+// new or a duplicate of a spilled effect, and no read. Otherwise it reads
+// the records before it decides: one read, and for a duplicate of a
+// committed effect nothing else. Its settle finds the entry in the
+// document and reads none.
 func testLongScopeClaimReads(t *testing.T, newStore NewStore) {
 	e := setup(t, newStore, ledger.Options{})
 	fillScope(t, e, "long", longScope)
-	cs := &watchStore{Store: e.store}
-	l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
-	calls := func(what string, want int64, f func()) {
-		t.Helper()
-		cs.blobCalls.Store(0)
-		f()
-		if n := cs.blobCalls.Load(); n != want {
-			t.Fatalf("%s made %d reads of spilled records, want %d", what, n, want)
+	for _, absent := range []bool{false, true} {
+		// A store that checks Write.Absent answers both with the
+		// write itself; otherwise the claim reads the record first.
+		wantReads := int64(1)
+		if absent {
+			if c, ok := e.store.(ledger.AbsenceChecker); !ok || !c.ChecksAbsent() {
+				t.Fatalf("%T does not check Write.Absent; every store of this project does", e.store)
+			}
+			wantReads = 0
 		}
-	}
-	for i := range 3 {
-		var c ledger.Claim
-		calls(fmt.Sprintf("new claim %d", i), 1, func() {
-			c = must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: -1 - i}}))
+		t.Run(fmt.Sprintf("absent=%v", absent), func(t *testing.T) {
+			cs := &watchStore{Store: e.store, absent: absent}
+			l := ledger.New(cs, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+			calls := func(what string, wantReads, wantTransacts int64, f func()) {
+				t.Helper()
+				cs.blobCalls.Store(0)
+				cs.transacts.Store(0)
+				f()
+				if n := cs.blobCalls.Load(); n != wantReads {
+					t.Fatalf("%s made %d reads of spilled records, want %d", what, n, wantReads)
+				}
+				if n := cs.transacts.Load(); n != wantTransacts {
+					t.Fatalf("%s made %d store transactions, want %d", what, n, wantTransacts)
+				}
+			}
+			base := 0
+			if absent {
+				base = 10
+			}
+			// The ledger learns from its first step that the scope has
+			// records out of its document.
+			must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: base + 5}}))
+			for i := range 3 {
+				var c ledger.Claim
+				calls(fmt.Sprintf("new claim %d", i), wantReads, 1, func() {
+					c = must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: -1 - base - i}}))
+				})
+				if !c.Acquired() {
+					t.Fatalf("new claim %d: %s %s", i, c.Status, c.Reason)
+				}
+				calls(fmt.Sprintf("settle %d", i), 0, 1, func() {
+					must(l.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil))
+				})
+				var d ledger.Claim
+				wantTransacts := int64(0) // the record alone answers
+				if absent {
+					wantTransacts = 1 // the write it refused answers
+				}
+				calls(fmt.Sprintf("duplicate of spilled effect %d", i), wantReads, wantTransacts, func() {
+					d = must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: base + i}}))
+				})
+				if d.Status != ledger.StatusReplayed {
+					t.Fatalf("duplicate of spilled effect %d: %s, want replayed", i, d.Status)
+				}
+			}
 		})
-		if !c.Acquired() {
-			t.Fatalf("new claim %d: %s %s", i, c.Status, c.Reason)
-		}
-		calls(fmt.Sprintf("settle %d", i), 0, func() {
-			must(l.Settle(e.ctx, c.Ref(), ledger.OutcomeCommitted, "ok", nil))
-		})
-		var d ledger.Claim
-		calls(fmt.Sprintf("duplicate of spilled effect %d", i), 1, func() {
-			d = must(l.Claim(e.ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: "long", Intent: "reply", Payload: i}}))
-		})
-		if d.Status != ledger.StatusReplayed {
-			t.Fatalf("duplicate of spilled effect %d: %s, want replayed", i, d.Status)
-		}
 	}
 }
 

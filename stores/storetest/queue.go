@@ -652,3 +652,59 @@ func testTrialChangesNothingButItsRecord(t *testing.T, newStore NewStore) {
 		t.Fatal("a pruned delivery's trial record is still stored")
 	}
 }
+
+// testAbsentRecords: a write that took side records as absent (Write.Absent)
+// lands only if none of them exists beside the document it was decided on;
+// otherwise nothing is written and Transact hands over those that exist.
+func testAbsentRecords(t *testing.T, newStore NewStore) {
+	s := newStore(t)
+	c, ok := s.(ledger.AbsenceChecker)
+	if !ok || !c.ChecksAbsent() {
+		t.Fatalf("%T does not check Write.Absent; every store of this project does", s)
+	}
+	ctx := context.Background()
+	scope := "absent"
+	write := func(doc string, absent []string, blobs map[string][]byte, ttl time.Duration) error {
+		t.Helper()
+		return s.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+			return &ledger.Write{Doc: []byte(doc), TTL: ttl, Blobs: blobs, Absent: absent}, nil
+		})
+	}
+	present := func(err error, want map[string]string) {
+		t.Helper()
+		var p *ledger.PresentError
+		if !errors.As(err, &p) {
+			t.Fatalf("write that took existing records as absent: %v, want a PresentError", err)
+		}
+		got := map[string]string{}
+		for n, b := range p.Blobs {
+			got[n] = string(b)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("PresentError holds %v, want %v", got, want)
+		}
+	}
+	noErr(t, write(`{"n":1}`, []string{"a", "b"}, map[string][]byte{"a": []byte("A"), "c": []byte("C")}, time.Hour))
+	present(write(`{"n":2}`, []string{"b", "a", "c", "d"}, map[string][]byte{"b": []byte("B")}, time.Hour),
+		map[string]string{"a": "A", "c": "C"})
+	assertJSON(t, must(s.Read(ctx, scope)), `{"n":1}`)
+	if got := must(s.ReadBlob(ctx, scope, "b")); got != nil {
+		t.Fatalf("a refused write stored blob %q", got)
+	}
+	noErr(t, write(`{"n":3}`, []string{"b", "d"}, map[string][]byte{"b": []byte("B"), "a": nil}, time.Hour))
+	present(write(`{"n":4}`, []string{"b"}, nil, time.Hour), map[string]string{"b": "B"})
+	noErr(t, write(`{"n":5}`, []string{"a"}, nil, time.Hour)) // deleted by the write before
+	many := []string{"m1", "m2", "m3", "m4", "m5", "b", "m6"}
+	present(write(`{"n":6}`, many, nil, time.Hour), map[string]string{"b": "B"})
+	present(write(`{"n":6}`, many, map[string][]byte{"m7": []byte("7")}, time.Hour), map[string]string{"b": "B"})
+	noErr(t, write(`{"n":6}`, many[:5], map[string][]byte{"m7": []byte("7")}, time.Hour))
+	if got := must(s.ReadBlob(ctx, scope, "m7")); string(got) != "7" {
+		t.Fatalf("a write whose absent records were absent stored blob m7 as %q", got)
+	}
+	assertJSON(t, must(s.Read(ctx, scope)), `{"n":6}`)
+	// Records of a document that expired went with it.
+	noErr(t, write(`{"n":7}`, nil, nil, time.Millisecond))
+	time.Sleep(20 * time.Millisecond)
+	noErr(t, write(`{"n":8}`, []string{"b", "c"}, nil, time.Hour))
+	assertJSON(t, must(s.Read(ctx, scope)), `{"n":8}`)
+}

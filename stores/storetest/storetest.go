@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"BeginClaim", testBeginClaim},
 		{"BadInputChangesNothing", testBadInput},
 		{"Blobs", testBlobs},
+		{"AbsentRecords", testAbsentRecords},
 		{"DueIndex", testDueIndex},
 		{"IndexesAfterExpiry", testIndexesAfterExpiry},
 		{"DueBetween", testDueBetween},

@@ -9,15 +9,20 @@ import (
 )
 
 // watchStore is a store that counts the side records read through it
-// (blobReads) and the calls that read them (blobCalls), and remembers the
-// names of those its writes carried.
+// (blobReads), the calls that read them (blobCalls) and its Transact
+// calls, and remembers the names of the records its writes carried. It
+// checks Write.Absent only when absent is set and the store it wraps does.
 type watchStore struct {
 	ledger.Store
+	absent    bool
 	blobReads atomic.Int64
 	blobCalls atomic.Int64
+	transacts atomic.Int64
 	mu        sync.Mutex
 	written   []string
 }
+
+func (s *watchStore) ChecksAbsent() bool { return s.absent && ledger.ChecksAbsent(s.Store) }
 
 func (s *watchStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
 	s.blobReads.Add(1)
@@ -34,6 +39,7 @@ func (s *watchStore) ReadBlobs(ctx context.Context, scope string, names []string
 // Transact records the side records of the write that landed: fn may run
 // more than once, and only its last run's write is saved.
 func (s *watchStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
+	s.transacts.Add(1)
 	var names []string
 	err := s.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
 		out, err := fn(cur)

@@ -39,6 +39,9 @@ func newTimedStore(s ledger.Store, now func() time.Time) *timedStore {
 	return &timedStore{store: s, now: now}
 }
 
+// ChecksAbsent forwards ledger.AbsenceChecker.
+func (s *timedStore) ChecksAbsent() bool { return ledger.ChecksAbsent(s.store) }
+
 // Transact forwards to the store and, within a recorded request, times it.
 // The time includes the ledger's decision function, which the store runs
 // inside the call (again after an optimistic store lost a race).

@@ -86,9 +86,9 @@
 // A stored document the ledger cannot read (bad JSON, another format, a
 // null entry or run) is reported as an error wrapping ErrCorrupt.
 //
-// A long scope keeps its document small: once 32 settled entries with no
+// A long scope keeps its document small: once 24 settled entries with no
 // queued delivery still to go (and outside any cap's window) pile up, all
-// but the newest 16 move into side records of the scope in the same store
+// but the newest 8 move into side records of the scope in the same store
 // step, and the document, now format 2, counts and lists them (spill.go).
 // A delivered, coalesced or superseded delivery moves out with its deliver
 // entry, inline ones included (format 4: an older build would take the
@@ -122,11 +122,20 @@
 // decision and every list first puts every parked event back, and decides
 // and answers as it would have.
 // Runs leave with the entries of a spill (spillruns.go): but for the
-// newest 16, each run that no item in the document names, of independent
+// newest 8, each run that no item in the document names, of independent
 // or exclusive mode and holding no lease, moves into a record of its own,
 // and its id into a list beside the chunk, whose listing counts and bounds
 // them (format 7). A step that names a run reads its record with the
 // entry records it reads anyway; a run a decision changes comes back.
+// On a store that checks Write.Absent (AbsenceChecker: every store of
+// this module) a step that names an entry or a run the document does not
+// hold does not read first: it decides as if the record were absent, and
+// the store's compare-and-set writes only if it is, in the same atomic
+// step; otherwise the write hands the records over (PresentError) and the
+// step decides again with them. A new claim on a long scope is then one
+// round trip, as on a short one, and so is a duplicate of an effect that
+// moved out (its committed record answers it). A decision that writes
+// nothing is made again on records read.
 // Still in the document, and still growing with a long scope: its
 // supersede-mode runs (whether one is superseded asks about every newer
 // run), the chunk listing of a backlog, and its dead and rejected

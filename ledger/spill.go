@@ -54,8 +54,8 @@ import (
 const (
 	// keepSettled is how many spillable entries a spill leaves in the
 	// document; spillAt is how many make a write spill.
-	keepSettled = 16
-	spillAt     = 2 * keepSettled
+	keepSettled = 8
+	spillAt     = 3 * keepSettled
 	// chunkMax bounds one chunk record.
 	chunkMax = 256
 	// spillTries bounds the reads again when spills keep moving.

@@ -44,7 +44,7 @@ import (
 const (
 	// keepRuns is how many spillable runs a spill leaves in the
 	// document, the most recently active.
-	keepRuns = 16
+	keepRuns = 8
 )
 
 // runBlob names a spilled run's record by a hash of its id: a run id is

@@ -31,6 +31,13 @@
 // make each other miss. After Options.MaxAttempts the call fails with an
 // error wrapping ledger.ErrContention; nothing has been written then.
 //
+// A write that took side records as absent (ledger.Write.Absent: a claim
+// on a long scope naming an entry that may have moved out) looks each up
+// by primary key in the same statement, if the row still has the version
+// decided on, and updates only if it found none; otherwise it answers the
+// records it found, and Transact returns them as a *ledger.PresentError.
+// The check costs no round trip of its own.
+//
 // # Group commit
 //
 // With synchronous_commit on, every commit waits for a WAL flush, and that

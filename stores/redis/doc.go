@@ -55,6 +55,11 @@
 // are retried with jittered backoff up to Options.MaxRetries times, then
 // Transact fails with a *ContentionError, which matches ledger.ErrContention.
 //
+// A write that took side records as absent (ledger.Write.Absent) has the
+// script look them up in the scope's blob hash (one HMGET) once the token
+// matches; if one exists the script writes nothing and answers them, and
+// Transact returns them as a *ledger.PresentError, in the same round trip.
+//
 // When the function decides not to write, or refuses with an error, on a
 // copy from the cache, Transact reads the scope once before believing it:
 // a write from another process could change the answer. A function error is

@@ -426,7 +426,7 @@ func testLongScopeHistoryPageReads(t *testing.T, newStore NewStore) {
 		cs.blobReads.Store(0)
 		p := must(l.Views().HistoryPage(e.ctx, q))
 		pages++
-		if n := cs.blobReads.Load(); n > 5 || n*4 > whole {
+		if n := cs.blobReads.Load(); n > 6 || n*4 > whole {
 			t.Fatalf("page %d read %d records; the whole history reads %d", pages, n, whole)
 		}
 		if p.Next == "" {

@@ -106,10 +106,11 @@
 // document and moves older ones out in chunks of 32, listed in pages of 16
 // (landings.go); such a document is format 3. A run whose context predates
 // the landings still in the document reads the one chunk (and page) its
-// context falls in. The chunk listings fold into pages of 16 once 32 are
+// context falls in. The chunk listings fold into pages of 8 once 16 are
 // listed (spillpages.go; format 3 too), and pages of either kind into
 // pages of pages the same way, level by level (format 5), so what a long
-// history leaves in the document is at most 31 page listings per level.
+// history leaves in the document is at most 15 listings of spilled
+// entries and 31 of landings per level.
 // Events waiting under order: scope behind a delivery in flight (a
 // backlog behind a hung agent) are parked the same way (waits.go): past
 // the scope's head and the newest few, each with its deliver entry and

@@ -32,7 +32,7 @@ import (
 // Documents with such pages are format 5: an older build would read a
 // page of pages as a page of chunks.
 
-const spillPageSize = 16
+const spillPageSize = 8
 
 // spillPage is one page record as the document lists it.
 type spillPage struct {

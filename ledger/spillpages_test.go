@@ -14,8 +14,9 @@ import (
 )
 
 // pagedDeliveries is enough effects on one scope for its page listings to
-// fold into a page of pages (32 pages of 16 chunks of 16); every
-// deliveryEvery-th is an inline delivery, whose item spills with it.
+// fold into a page of pages (16 pages of 8 chunks of 16, with room to
+// spare); every deliveryEvery-th is an inline delivery, whose item spills
+// with it.
 const (
 	pagedDeliveries = 8800
 	deliveryEvery   = 16

@@ -36,7 +36,11 @@ const (
 	procRoutines = 6
 	procScopes   = 3
 	procEach     = 12 // increments per goroutine per scope
-	onceKeys     = 20 // effects per scope in the "once" run
+	// onceKeys is the "once" run's effects per scope: more than the 24
+	// settled effects at which a scope's oldest leave its document, so
+	// that claims race the moves and the write's check that what they
+	// name has no record (ledger.Write.Absent).
+	onceKeys = 60
 )
 
 // runChildren starts procs copies of the test binary in the given mode,

@@ -30,7 +30,11 @@ const (
 	procGoroutines = 4
 	procScopes     = 3
 	procRounds     = 20 // counter mode: increments per goroutine per scope
-	procKeys       = 20 // once mode: effects per scope
+	// procKeys is the once mode's effects per scope: more than the 24
+	// settled effects at which a scope's oldest leave its document, so
+	// that claims race the moves and the write's check that what they
+	// name has no record (ledger.Write.Absent).
+	procKeys = 60
 )
 
 // TestHelperProcess is the child's entry point; run directly it skips.

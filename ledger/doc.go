@@ -128,15 +128,17 @@
 // and its id into a list beside the chunk, whose listing counts and bounds
 // them (format 7). A step that names a run reads its record with the
 // entry records it reads anyway; a run a decision changes comes back.
-// On a store that checks Write.Absent (AbsenceChecker: every store of
-// this module) a step that names an entry or a run the document does not
-// hold does not read first: it decides as if the record were absent, and
-// the store's compare-and-set writes only if it is, in the same atomic
-// step; otherwise the write hands the records over (PresentError) and the
-// step decides again with them. A new claim on a long scope is then one
-// round trip, as on a short one, and so is a duplicate of an effect that
-// moved out (its committed record answers it). A decision that writes
-// nothing is made again on records read.
+// On a store that checks Write.Absent (AbsenceChecker: Postgres, Redis,
+// and memory, which stands in for them in tests) a step that names an
+// entry or a run the document does not hold does not read first: it
+// decides as if the record were absent, and the store's compare-and-set
+// writes only if it is, in the same atomic step; otherwise the write
+// hands the records over (PresentError) and the step decides again with
+// them. A new claim on a long scope is then one round trip, as on a short
+// one, and so is a duplicate of an effect that moved out (its committed
+// record, which the refused write hands over, answers it; deciding and
+// encoding that write is the price). A decision that writes nothing is
+// made again on records read.
 // Still in the document, and still growing with a long scope: its
 // supersede-mode runs (whether one is superseded asks about every newer
 // run), the chunk listing of a backlog, and its dead and rejected

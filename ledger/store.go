@@ -153,6 +153,15 @@ type Write struct {
 // of a store forwards it, reporting false when what it wraps does not
 // check: the ledger then reads the records before deciding, as it does for
 // a store that does not implement it.
+//
+// It pays where a read is a round trip of its own (a server): a step that
+// names a new entry or run, by far the common case, saves that round
+// trip. A step naming one that did move out (a duplicate of an older
+// effect) now decides and encodes the document for a write the store
+// refuses, where the read alone would have answered it: on Postgres and
+// Redis about twice what the read cost (docs/performance.md). A store in
+// the process saves nothing by it, and bbolt would pay a commit for each
+// refused write, so bolt does not implement it.
 type AbsenceChecker interface {
 	ChecksAbsent() bool
 }

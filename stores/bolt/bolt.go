@@ -181,10 +181,6 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 	return fnErr
 }
 
-// ChecksAbsent implements ledger.AbsenceChecker: Transact refuses a write
-// whose Absent names a record that exists.
-func (s *Store) ChecksAbsent() bool { return true }
-
 func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 	key := []byte(scope)
 	metas, reviews := tx.Bucket(bucketMeta), tx.Bucket(bucketReview)

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -126,39 +125,12 @@ func (c *committer) commitQueued() {
 // in the function is that caller's error too, so the others are not left
 // waiting.
 func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
-	cur := s.current(tx, p.scope)
-	w, err := safely(p.fn, cur)
+	w, err := safely(p.fn, s.current(tx, p.scope))
 	if err != nil || w == nil {
 		p.fnErr = err
 		return nil
 	}
-	if cur != nil && len(w.Absent) > 0 {
-		if present := presentIn(tx, p.scope, w.Absent); present != nil {
-			p.fnErr = present
-			return nil
-		}
-	}
 	return s.put(tx, p.scope, w)
-}
-
-// presentIn is the error for a write that took names as absent when some
-// of scope's blobs by those names exist, or nil. The caller knows the
-// scope's document is live: an expired one's blobs count as gone.
-func presentIn(tx *bbolt.Tx, scope string, names []string) *ledger.PresentError {
-	blobs := tx.Bucket(bucketBlobs)
-	var found map[string][]byte
-	for _, n := range names {
-		if b := blobs.Get(blobKey(scope, n)); b != nil {
-			if found == nil {
-				found = map[string][]byte{}
-			}
-			found[n] = bytes.Clone(b)
-		}
-	}
-	if found == nil {
-		return nil
-	}
-	return &ledger.PresentError{Blobs: found}
 }
 
 func safely(fn func([]byte) (*ledger.Write, error), doc []byte) (w *ledger.Write, err error) {

@@ -656,11 +656,16 @@ func testTrialChangesNothingButItsRecord(t *testing.T, newStore NewStore) {
 // testAbsentRecords: a write that took side records as absent (Write.Absent)
 // lands only if none of them exists beside the document it was decided on;
 // otherwise nothing is written and Transact hands over those that exist.
+//
+// A store that does not implement ledger.AbsenceChecker (bolt: a read
+// before the decision costs it no round trip, and a refused write would
+// cost it a commit) never gets such a write: the ledger reads the records
+// first, which the rest of the suite covers.
 func testAbsentRecords(t *testing.T, newStore NewStore) {
 	s := newStore(t)
-	c, ok := s.(ledger.AbsenceChecker)
-	if !ok || !c.ChecksAbsent() {
-		t.Fatalf("%T does not check Write.Absent; every store of this project does", s)
+	if !ledger.ChecksAbsent(s) {
+		t.Logf("%T reads records before deciding: Write.Absent is not its contract", s)
+		return
 	}
 	ctx := context.Background()
 	scope := "absent"

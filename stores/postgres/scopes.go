@@ -5,20 +5,24 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+
+	"github.com/replyonce/gateway/stores/internal/scopelock"
 )
 
-// shardCount spreads the per-scope bookkeeping over several mutexes so that
-// goroutines working on different scopes rarely wait for each other here.
+// shardCount spreads the cache over several mutexes so that goroutines
+// working on different scopes rarely wait for each other here.
 const shardCount = 32
 
 // scopeTable is the store's in-process state per scope: a lock that
-// serialises this process's Transacts on one scope, and a bounded LRU cache
-// of the version and document this process last saw for it.
+// serialises this process's Transacts on one scope (scopelock), and a
+// bounded LRU cache of the version and document this process last saw for
+// it.
 //
 // The lock is what keeps hot scopes cheap: goroutines of one process queue
-// here instead of racing each other's compare-and-set in the database, and
+// there instead of racing each other's compare-and-set in the database, and
 // each one finds the cache already holding what the previous one wrote.
 type scopeTable struct {
+	locks    *scopelock.Table
 	seed     maphash.Seed
 	perShard int // cache entries per shard; 0 disables the cache
 	shards   [shardCount]shard
@@ -26,16 +30,8 @@ type scopeTable struct {
 
 type shard struct {
 	mu    sync.Mutex
-	locks map[string]*scopeLock
 	lru   list.List // of *cacheEntry, most recently used first
 	items map[string]*list.Element
-}
-
-// scopeLock is a channel rather than a sync.Mutex so that waiting for it
-// gives up when the caller's context does.
-type scopeLock struct {
-	ch   chan struct{}
-	refs int // goroutines holding or waiting; the entry is removed at zero
 }
 
 type cacheEntry struct {
@@ -45,12 +41,11 @@ type cacheEntry struct {
 }
 
 func newScopeTable(cacheSize int) *scopeTable {
-	t := &scopeTable{seed: maphash.MakeSeed()}
+	t := &scopeTable{locks: scopelock.New(), seed: maphash.MakeSeed()}
 	if cacheSize > 0 {
 		t.perShard = (cacheSize + shardCount - 1) / shardCount
 	}
 	for i := range t.shards {
-		t.shards[i].locks = make(map[string]*scopeLock)
 		t.shards[i].items = make(map[string]*list.Element)
 	}
 	return t
@@ -63,34 +58,7 @@ func (t *scopeTable) shard(scope string) *shard {
 // lock waits until this goroutine is the only one in the process working on
 // scope, or until ctx ends. The returned function releases it.
 func (t *scopeTable) lock(ctx context.Context, scope string) (func(), error) {
-	sh := t.shard(scope)
-	sh.mu.Lock()
-	l := sh.locks[scope]
-	if l == nil {
-		l = &scopeLock{ch: make(chan struct{}, 1)}
-		sh.locks[scope] = l
-	}
-	l.refs++
-	sh.mu.Unlock()
-
-	forget := func() {
-		sh.mu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(sh.locks, scope)
-		}
-		sh.mu.Unlock()
-	}
-	select {
-	case l.ch <- struct{}{}:
-		return func() {
-			<-l.ch
-			forget()
-		}, nil
-	case <-ctx.Done():
-		forget()
-		return nil, ctx.Err()
-	}
+	return t.locks.Lock(ctx, scope)
 }
 
 // get returns the cached version and document of scope. ok is false when

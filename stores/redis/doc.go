@@ -65,6 +65,13 @@
 // a write from another process could change the answer. A function error is
 // then returned unchanged, and nothing is written.
 //
+// Goroutines of one process that write the same scope take turns
+// (stores/internal/scopelock), each deciding on the document the one
+// before wrote, as the Postgres store's do: on a hot scope they would
+// otherwise make each other's script fail, decide again and back off (a
+// conversation with many deliveries in flight spent more round trips
+// losing than writing). Other processes still race through the script.
+//
 // Under load, writes share round trips: once four are in flight from one
 // Store, further writes queue and leave together in one pipeline of up to
 // Options.MaxBatch scripts as soon as a round trip is free. Redis runs each

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replyonce/gateway/ledger"
+	"github.com/replyonce/gateway/stores/internal/scopelock"
 )
 
 // Defaults for the zero values of Options.
@@ -122,6 +123,7 @@ type Store struct {
 	prefix     string
 	maxRetries int
 	cache      *docCache
+	locks      *scopelock.Table // this process's Transacts, one per scope at a time
 	ownsClient bool
 	batch      *batcher
 
@@ -182,6 +184,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		prefix:          opts.KeyPrefix,
 		maxRetries:      opts.MaxRetries,
 		cache:           newDocCache(opts.CacheSize),
+		locks:           scopelock.New(),
 		replicas:        opts.Replicas,
 		replicasTimeout: opts.ReplicasTimeout,
 	}
@@ -272,6 +275,14 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func(current []by
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redis store: transact %q: %w", scope, err)
 	}
+	// Goroutines of this process that write one scope take turns, each
+	// deciding on what the one before wrote, instead of making each
+	// other's compare-and-set fail (see scopelock).
+	unlock, err := s.locks.Lock(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("redis store: transact %q: waiting for other goroutines on this scope: %w", scope, err)
+	}
+	defer unlock()
 	key := s.docKey(scope)
 	// An unknown scope is guessed to be absent: token "" asks the script
 	// for "no document", so a wrong guess costs one extra round trip.

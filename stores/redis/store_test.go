@@ -435,13 +435,22 @@ func TestNoScriptFallback(t *testing.T) {
 	}
 }
 
+// Writers in several processes (here Stores of their own) race through
+// the script; past MaxRetries lost races a write gives up with a
+// ContentionError and writes nothing.
 func TestContentionError(t *testing.T) {
-	s, _ := newTestStore(t, Options{MaxRetries: 1})
+	s, c := newTestStore(t, Options{MaxRetries: 1})
+	stores := []*Store{s}
+	for range 7 {
+		other, _ := newTestStoreOn(t, c, Options{KeyPrefix: s.prefix, MaxRetries: 1})
+		stores = append(stores, other)
+	}
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	var ok, contended atomic.Int64
-	for range 32 {
+	for g := range 32 {
 		wg.Go(func() {
+			s := stores[g%len(stores)]
 			for range 30 {
 				err := increment(ctx, s, "hammered")
 				var ce *ContentionError
@@ -458,13 +467,37 @@ func TestContentionError(t *testing.T) {
 	}
 	wg.Wait()
 	if contended.Load() == 0 {
-		t.Fatal("no ContentionError with MaxRetries 1 and 32 writers on one scope")
+		t.Fatal("no ContentionError with MaxRetries 1 and 32 writers in 8 processes on one scope")
 	}
 	doc, _ := s.Read(ctx, "hammered")
 	if got := decodeCounter(t, doc).N; int64(got) != ok.Load() {
 		t.Fatalf("counter = %d; want exactly the %d successful increments", got, ok.Load())
 	}
 	t.Logf("%d increments succeeded, %d gave up with contention", ok.Load(), contended.Load())
+}
+
+// Goroutines of one process that write one scope take turns: each decides
+// on what the one before wrote, so none loses a race to another and none
+// gives up, even allowed a single retry.
+func TestOneProcessTakesTurnsOnAScope(t *testing.T) {
+	s, _ := newTestStore(t, Options{MaxRetries: 1})
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 30 {
+				if err := increment(ctx, s, "hot"); err != nil {
+					t.Errorf("increment of a scope only this process writes: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	doc, _ := s.Read(ctx, "hot")
+	if got := decodeCounter(t, doc).N; got != 32*30 {
+		t.Fatalf("counter = %d, want %d", got, 32*30)
+	}
 }
 
 // The write script is idempotent for its own attempt: a client-level retry

@@ -29,8 +29,10 @@ import (
 //
 // A step that names a run (Begin, BeginClaim, Enqueue, Claim, Heartbeat,
 // End, Cancel: lookup.runs) reads its record beside the entry records it
-// reads anyway, in the same store call, and a decision that meets a run it
-// did not name (a take of a replayed event) asks for it (errNeedRun). The
+// reads anyway, in the same store call (or, on a store that checks
+// Write.Absent, takes both as absent and lets its write check), and a
+// decision that meets a run it did not name (a take of a replayed event)
+// asks for it (errNeedRun). The
 // record is put back into the document for the decision, under the Spill
 // counter as an entry's is: one the decision changes stays in the document
 // and its record goes; one it does not change leaves again. A run is

@@ -52,10 +52,17 @@ func (vw Views) Conversation(ctx context.Context, scope string) (Conversation, e
 	return conversationOf(d, d.history()), nil
 }
 
-// ConversationPage is Conversation with one page of the scope's entries
-// (see HistoryPage), oldest first, instead of all of them; the page's
-// Next continues with older entries. Runs and queued deliveries are all
-// there, as in Conversation.
+// ConversationPage is Conversation a page at a time, so that a long scope
+// costs a page to show: one page of the scope's entries (see HistoryPage),
+// oldest first, whose Next continues with older entries; the queued
+// deliveries received in the page's span of time, from its oldest entry's
+// claim on (from the start on the last page) up to where the newer page's
+// span begins (open on the first page), so that the pages together list
+// every delivery once; and the runs the page's entries and deliveries
+// name, with those the scope's document holds (the live and recent ones).
+// A run that has left the document and that no entry or delivery names
+// (one that began and ended without writing) is listed by Conversation
+// only.
 func (vw Views) ConversationPage(ctx context.Context, q HistoryQuery) (Conversation, string, error) {
 	l := vw.l
 	limit, cur, err := q.parse()
@@ -66,15 +73,34 @@ func (vw Views) ConversationPage(ctx context.Context, q HistoryQuery) (Conversat
 	if err != nil {
 		return Conversation{}, "", err
 	}
-	if err := l.loadAllRuns(ctx, d); err != nil {
-		return Conversation{}, "", err
-	}
 	p, err := l.historyPage(ctx, d, limit, cur)
 	if err != nil {
 		return Conversation{}, "", err
 	}
-	items, err := l.queueItems(ctx, d, time.Time{}, time.Time{})
+	var since, until time.Time
+	if p.Next != "" && len(p.Entries) > 0 {
+		since = p.Entries[len(p.Entries)-1].ClaimedAt
+	}
+	if cur != nil {
+		until = cur.at
+	}
+	items, err := l.queueItems(ctx, d, since, until)
 	if err != nil {
+		return Conversation{}, "", err
+	}
+	// queueItems reads the chunks that meet the span and may answer more;
+	// the span's edges are the pages'.
+	items = slices.DeleteFunc(items, func(q QueueItem) bool {
+		return (!since.IsZero() && q.ReceivedAt.Before(since)) || (!until.IsZero() && !q.ReceivedAt.Before(until))
+	})
+	named := make([]string, 0, len(p.Entries)+len(items))
+	for _, e := range p.Entries {
+		named = append(named, e.RunID)
+	}
+	for _, q := range items {
+		named = append(named, q.RunID)
+	}
+	if err := l.loadRuns(ctx, d, named); err != nil {
 		return Conversation{}, "", err
 	}
 	slices.Reverse(p.Entries)

@@ -263,14 +263,8 @@ func (l *Ledger) spilledRunIDs(ctx context.Context, scope string, chunks []spill
 // that no write has pruned yet, so that a view lists the same runs
 // whether they spilled or not. It changes nothing in the store.
 func (l *Ledger) loadAllRuns(ctx context.Context, d *document) error {
-	cutoff := l.now().Add(-l.opts.Retention)
-	for id, r := range d.Runs {
-		if runGone(r, cutoff) {
-			delete(d.Runs, id)
-		}
-	}
 	if !d.spilledRuns() {
-		return nil
+		return l.loadRuns(ctx, d, nil)
 	}
 	chunks, err := l.runChunks(ctx, d)
 	if err != nil {
@@ -280,9 +274,26 @@ func (l *Ledger) loadAllRuns(ctx context.Context, d *document) error {
 	if err != nil {
 		return err
 	}
+	return l.loadRuns(ctx, d, ids)
+}
+
+// loadRuns is loadAllRuns for the spilled runs among ids only (those a
+// page names), one record each.
+func (l *Ledger) loadRuns(ctx context.Context, d *document, ids []string) error {
+	cutoff := l.now().Add(-l.opts.Retention)
+	for id, r := range d.Runs {
+		if runGone(r, cutoff) {
+			delete(d.Runs, id)
+		}
+	}
+	if !d.spilledRuns() {
+		return nil
+	}
 	var want []string
+	seen := map[string]bool{}
 	for _, id := range ids {
-		if d.Runs[id] == nil {
+		if id != "" && d.Runs[id] == nil && !seen[id] {
+			seen[id] = true
 			want = append(want, id)
 		}
 	}

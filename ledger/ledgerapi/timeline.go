@@ -183,8 +183,10 @@ type TimelineRequest struct {
 	Before  string
 }
 
-// TimelinePage is Timeline with one page of the scope's entries (oldest
-// first, like Timeline's) instead of all of them.
+// TimelinePage is Timeline one page at a time (ledger.Views.ConversationPage):
+// a page of the scope's entries (oldest first, like Timeline's), the
+// deliveries received in the page's span of time and the runs they name,
+// instead of all of them.
 func (c *Client) TimelinePage(ctx context.Context, tr TimelineRequest) (TimelineJSON, error) {
 	q := url.Values{}
 	q.Set("entries", strconv.Itoa(cmp.Or(tr.Entries, ledger.DefaultHistoryPage)))

@@ -130,8 +130,11 @@ func testLongScopeDeliveries(t *testing.T, newStore NewStore) {
 	}
 	same("QueueItems", must(e.l.Queue().QueueItems(e.ctx, scope)), want(nil))
 	same("Conversation", must(e.l.Views().Conversation(e.ctx, scope)).Queue, want(nil))
-	page, _ := must2(e.l.Views().ConversationPage(e.ctx, ledger.HistoryQuery{Scope: scope, Limit: 10}))
-	same("ConversationPage", page.Queue, want(nil))
+	paged, _, _, pages := conversationPages(t, e, scope, 10)
+	same("ConversationPage, every page", paged, want(nil))
+	if pages < 2 {
+		t.Fatalf("the conversation took %d page of 10 entries", pages)
+	}
 	for _, ev := range []string{"ev-000", "ev-001", "ev-002", "ev-010", "ev-020", "ev-101", "ev-199"} {
 		q := must(e.l.Queue().FindDelivery(e.ctx, scope, "src", ev))
 		same("FindDelivery "+ev, []ledger.QueueItem{q}, []ledger.QueueItem{items[ev]})
@@ -329,5 +332,28 @@ func testLongScopeDeliveryPageReads(t *testing.T, newStore NewStore) {
 	}
 	if len(seen) != n {
 		t.Fatalf("the walk lists %d deliveries, want %d", len(seen), n)
+	}
+
+	// So does a page of the conversation: its entries, the deliveries of
+	// its span of time and their runs.
+	cs.blobReads.Store(0)
+	must(l.Views().Conversation(e.ctx, scope))
+	whole = cs.blobReads.Load()
+	q := ledger.HistoryQuery{Scope: scope, Limit: 20}
+	listed := 0
+	for pages = 1; ; pages++ {
+		cs.blobReads.Store(0)
+		c, next := must2(l.Views().ConversationPage(e.ctx, q))
+		if r := cs.blobReads.Load(); r > 12 || r*4 > whole {
+			t.Fatalf("conversation page %d read %d records; the whole conversation reads %d", pages, r, whole)
+		}
+		listed += len(c.Queue)
+		if next == "" {
+			break
+		}
+		q.Before = next
+	}
+	if listed != n {
+		t.Fatalf("the conversation's pages list %d deliveries, want %d", listed, n)
 	}
 }

@@ -691,3 +691,61 @@ func testLongScopeOldContextsRace(t *testing.T, newStore NewStore) {
 		t.Error(err)
 	}
 }
+
+// conversationPages walks scope's conversation pages of limit entries,
+// newest first, checking that each page lists every run its entries and
+// deliveries name and only deliveries of its span of time, none twice. It
+// returns the deliveries oldest first, as Conversation lists them, the
+// runs the pages list and the ids the pages name, and how many pages.
+func conversationPages(t *testing.T, e *env, scope string, limit int) ([]ledger.QueueItem, map[string]ledger.RunInfo, map[string]bool, int) {
+	t.Helper()
+	var pages [][]ledger.QueueItem
+	runs := map[string]ledger.RunInfo{}
+	named := map[string]bool{}
+	seen := map[string]bool{}
+	q := ledger.HistoryQuery{Scope: scope, Limit: limit}
+	for n := 1; ; n++ {
+		if n > 10000 {
+			t.Fatal("the conversation's pages do not end")
+		}
+		page, next := must2(e.l.Views().ConversationPage(e.ctx, q))
+		listed := map[string]bool{}
+		for _, r := range page.Runs {
+			listed[r.ID] = true
+			runs[r.ID] = r
+		}
+		name := func(what, id, run string) {
+			t.Helper()
+			if run == "" {
+				return
+			}
+			named[run] = true
+			if !listed[run] {
+				t.Fatalf("page %d: %s %s names a run the page does not list (%.60s)", n, what, id, run)
+			}
+		}
+		for _, en := range page.Entries {
+			name("entry", en.ID, en.RunID)
+		}
+		for _, it := range page.Queue {
+			name("delivery", it.EventID, it.RunID)
+			if seen[it.EntryID] {
+				t.Fatalf("page %d lists delivery %s again", n, it.EventID)
+			}
+			seen[it.EntryID] = true
+			if next != "" && len(page.Entries) > 0 && it.ReceivedAt.Before(page.Entries[0].ClaimedAt) {
+				t.Fatalf("page %d lists delivery %s received %s, before its oldest entry's claim %s", n, it.EventID, it.ReceivedAt, page.Entries[0].ClaimedAt)
+			}
+		}
+		pages = append(pages, page.Queue)
+		if next == "" {
+			break
+		}
+		q.Before = next
+	}
+	var items []ledger.QueueItem
+	for i := len(pages) - 1; i >= 0; i-- {
+		items = append(items, pages[i]...)
+	}
+	return items, runs, named, len(pages)
+}

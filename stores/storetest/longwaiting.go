@@ -96,8 +96,8 @@ func testLongWaitingQueue(t *testing.T, newStore NewStore) {
 	all := listed(nil, oldestFirst)
 	sameItems("QueueItems", must(e.l.Queue().QueueItems(e.ctx, scope)), all)
 	sameItems("Conversation", must(e.l.Views().Conversation(e.ctx, scope)).Queue, all)
-	page, _ := must2(e.l.Views().ConversationPage(e.ctx, ledger.HistoryQuery{Scope: scope, Limit: 10}))
-	sameItems("ConversationPage", page.Queue, all)
+	paged, _, _, _ := conversationPages(t, e, scope, 10)
+	sameItems("ConversationPage, every page", paged, all)
 	waiting := func(q ledger.QueueItem) bool { return q.Status == ledger.DeliveryQueued }
 	sameItems("ListDeliveries queued", must(e.l.Queue().ListDeliveries(e.ctx, ledger.DeliveryFilter{Scope: scope, Status: ledger.DeliveryQueued})),
 		listed(waiting, oldestFirst))

@@ -423,10 +423,11 @@ func (c *Console) conversation(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	lines := tl
 	if before != "" {
-		// A page of older entries: their claims and outcomes only. The
-		// events, attempts, runs and refusals are the first page's (the
-		// scope keeps them beside its newest entries).
-		lines = ledgerapi.TimelineJSON{Scope: tl.Scope, Entries: tl.Entries}
+		// A page of older entries, with the events received in its span
+		// of time and their runs. Attempts and refusals are the newest
+		// page's: the attempts of the newest deliveries, the refusals
+		// this process answered lately.
+		lines = ledgerapi.TimelineJSON{Scope: tl.Scope, Entries: tl.Entries, Deliveries: tl.Deliveries, Runs: tl.Runs}
 	}
 	all := moments(lines, c.now())
 	shown, earlier := all, 0

@@ -294,3 +294,59 @@ func TestConversationPagesThroughEntries(t *testing.T) {
 		}
 	}
 }
+
+// A long conversation's pages show each event received once, on the page
+// whose span of time it arrived in, with its run: the newest page does not
+// carry the whole conversation's events.
+func TestConversationPagesThroughEvents(t *testing.T) {
+	e := newEnv(t, "", false)
+	ctx := context.Background()
+	const scope, n = "chat:events", 250
+	for i := range n {
+		id := fmt.Sprintf("m%03d", i)
+		q, err := e.ledger.Queue().Enqueue(ctx, ledger.EnqueueRequest{
+			Event: ledger.QueuedEvent{Source: "gh", EventID: id, Scope: scope, Body: []byte(`{}`), ReceivedAt: e.clock.Now()},
+			Run:   ledger.RunOptions{RunID: "gh:" + id, Mode: ledger.ModeIndependent},
+			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "gh", "eventId": id}}, PendingTTL: time.Minute},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := e.ledger.Queue().TakeDelivery(ctx, scope, q.Item.EntryID, time.Minute)
+		if err != nil || !tk.OK {
+			t.Fatalf("take %s: %+v %v", id, tk, err)
+		}
+		if _, err := e.ledger.Queue().FinishDelivery(ctx, ledger.Finish{Taken: tk, Status: ledger.DeliveryDelivered,
+			Record: ledger.AttemptRecord{AgentStatus: 200, Outcome: "delivered"}}); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Add(time.Second)
+	}
+	seen := map[string]int{}
+	path := "/scope?scope=" + scope
+	for page := 1; path != ""; page++ {
+		resp, body := e.get(t, path+"&all=1") // every moment, not the latest 500
+		if resp.StatusCode != http.StatusOK || page > 2 {
+			t.Fatalf("page %d (%s): %d", page, path, resp.StatusCode)
+		}
+		events := 0
+		for _, m := range momentRE.FindAllStringSubmatch(body, -1) {
+			if m[1] == "event received" {
+				events++
+				seen[regexp.MustCompile(`m\d{3}`).FindString(m[3])]++
+				if !strings.Contains(m[3], "gh:m") {
+					t.Fatalf("page %d shows an event without its run: %s", page, m[3])
+				}
+			}
+		}
+		if want := map[int]int{1: 200, 2: n - 200}[page]; events != want {
+			t.Fatalf("page %d shows %d events received, want %d", page, events, want)
+		}
+		path = hrefOf(t, body, "older-entries")
+	}
+	for i := range n {
+		if id := fmt.Sprintf("m%03d", i); seen[id] != 1 {
+			t.Errorf("event %s shown %d times", id, seen[id])
+		}
+	}
+}

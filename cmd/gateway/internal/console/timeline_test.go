@@ -262,32 +262,11 @@ func TestConversationPagesThroughEntries(t *testing.T) {
 		e.clock.Add(time.Second)
 	}
 	seen := map[string]int{}
-	path := "/scope?scope=" + scope
-	for page := 1; path != ""; page++ {
-		resp, body := e.get(t, path)
-		if resp.StatusCode != http.StatusOK || page > 2 {
-			t.Fatalf("page %d (%s): %d", page, path, resp.StatusCode)
+	walkConversation(t, e, scope, "", n, func(page int, body string, m []string) {
+		if m[1] == "claim" {
+			seen[regexp.MustCompile(`r\d{3}`).FindString(m[3])]++
 		}
-		claims := 0
-		for _, m := range momentRE.FindAllStringSubmatch(body, -1) {
-			if m[1] == "claim" {
-				claims++
-				intent := regexp.MustCompile(`r\d{3}`).FindString(m[3])
-				seen[intent]++
-			}
-		}
-		want := map[int]int{1: 200, 2: n - 200}[page]
-		if claims != want {
-			t.Fatalf("page %d shows %d claims, want %d", page, claims, want)
-		}
-		if older := strings.Contains(body, `id="older-page"`); older != (page > 1) {
-			t.Fatalf("page %d says it is an older page: %v", page, older)
-		}
-		path = hrefOf(t, body, "older-entries")
-		if page == 1 && (path == "" || !strings.Contains(body, "the newest 200 effect entries")) {
-			t.Fatalf("the first page links to no older entries:\n%.2000s", body)
-		}
-	}
+	}, func(m []string) bool { return m[1] == "claim" })
 	for i := range n {
 		if k := fmt.Sprintf("r%03d", i); seen[k] != 1 {
 			t.Errorf("entry %s shown %d times", k, seen[k])
@@ -323,30 +302,51 @@ func TestConversationPagesThroughEvents(t *testing.T) {
 		e.clock.Add(time.Second)
 	}
 	seen := map[string]int{}
-	path := "/scope?scope=" + scope
-	for page := 1; path != ""; page++ {
-		resp, body := e.get(t, path+"&all=1") // every moment, not the latest 500
-		if resp.StatusCode != http.StatusOK || page > 2 {
-			t.Fatalf("page %d (%s): %d", page, path, resp.StatusCode)
-		}
-		events := 0
-		for _, m := range momentRE.FindAllStringSubmatch(body, -1) {
-			if m[1] == "event received" {
-				events++
-				seen[regexp.MustCompile(`m\d{3}`).FindString(m[3])]++
-				if !strings.Contains(m[3], "gh:m") {
-					t.Fatalf("page %d shows an event without its run: %s", page, m[3])
-				}
+	received := func(m []string) bool { return m[1] == "event received" }
+	walkConversation(t, e, scope, "&all=1", n, func(page int, body string, m []string) {
+		if received(m) {
+			seen[regexp.MustCompile(`m\d{3}`).FindString(m[3])]++
+			if !strings.Contains(m[3], "gh:m") {
+				t.Fatalf("page %d shows an event without its run: %s", page, m[3])
 			}
 		}
-		if want := map[int]int{1: 200, 2: n - 200}[page]; events != want {
-			t.Fatalf("page %d shows %d events received, want %d", page, events, want)
-		}
-		path = hrefOf(t, body, "older-entries")
-	}
+	}, received)
 	for i := range n {
 		if id := fmt.Sprintf("m%03d", i); seen[id] != 1 {
 			t.Errorf("event %s shown %d times", id, seen[id])
+		}
+	}
+}
+
+// walkConversation follows a conversation's pages of 200 entries from the
+// newest (query added to each page's address), calling each on every
+// moment, and checks that the first page says it shows the newest 200 and
+// links on, the second says it is an older page, and that the pages show
+// 200 and n-200 of the moments counted.
+func walkConversation(t *testing.T, e *env, scope, query string, n int, each func(page int, body string, m []string), counted func(m []string) bool) {
+	t.Helper()
+	path := "/scope?scope=" + scope
+	for page := 1; path != ""; page++ {
+		resp, body := e.get(t, path+query)
+		if resp.StatusCode != http.StatusOK || page > 2 {
+			t.Fatalf("page %d (%s): %d", page, path, resp.StatusCode)
+		}
+		shown := 0
+		for _, m := range momentRE.FindAllStringSubmatch(body, -1) {
+			each(page, body, m)
+			if counted(m) {
+				shown++
+			}
+		}
+		if want := map[int]int{1: 200, 2: n - 200}[page]; shown != want {
+			t.Fatalf("page %d shows %d of the moments counted, want %d", page, shown, want)
+		}
+		if older := strings.Contains(body, `id="older-page"`); older != (page > 1) {
+			t.Fatalf("page %d says it is an older page: %v", page, older)
+		}
+		path = hrefOf(t, body, "older-entries")
+		if page == 1 && (path == "" || !strings.Contains(body, "the newest 200 effect entries")) {
+			t.Fatalf("the first page links to no older entries:\n%.2000s", body)
 		}
 	}
 }

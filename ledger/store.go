@@ -159,7 +159,7 @@ type Write struct {
 // trip. A step naming one that did move out (a duplicate of an older
 // effect) now decides and encodes the document for a write the store
 // refuses, where the read alone would have answered it: on Postgres and
-// Redis about twice what the read cost (docs/performance.md). A store in
+// Redis two to three times what the read cost (docs/performance.md). A store in
 // the process saves nothing by it, and bbolt would pay a commit for each
 // refused write, so bolt does not implement it.
 type AbsenceChecker interface {

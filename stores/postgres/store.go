@@ -106,7 +106,7 @@ type statements struct {
 	// updateChecked is update (blobs: updateBlobs) checking n names
 	// taken as absent; see buildStatements.
 	updateChecked           func(n int, blobs bool) string
-	checkedSQL              [2][5]string // updateChecked for the usual few names
+	checkedSQL              [2][5]string // updateChecked for 1 to 4 names
 	review, due, dueBetween string
 	countDue                string
 	received                string
@@ -228,9 +228,9 @@ SELECT version FROM w`,
 		// did not, and none when it lost its compare-and-set. Each name
 		// is its own primary-key lookup, as in ReadBlobs below.
 		updateChecked: func(n int, blobs bool) string {
-			arg := "$8"
+			arg, received := "$8", "$7"
 			if blobs {
-				arg = "$11"
+				arg, received = "$11", "$10"
 			}
 			var found strings.Builder
 			for k := 1; k <= n; k++ {
@@ -241,7 +241,7 @@ SELECT version FROM w`,
 			}
 			out := `WITH p AS (SELECT x.name, x.data FROM (` + found.String() + `) x
     WHERE EXISTS (SELECT 1 FROM ` + t + ` WHERE scope = $1 AND version = $6 AND ` + live + `)),
-w AS (` + update(map[bool]string{false: "$7", true: "$10"}[blobs], ` AND NOT EXISTS (SELECT 1 FROM p)`) + `)`
+w AS (` + update(received, ` AND NOT EXISTS (SELECT 1 FROM p)`) + `)`
 			if blobs {
 				out += `,
 ` + puts("$7", "$8") + `,
@@ -287,7 +287,7 @@ WHERE b.scope = $1 AND b.name = ($2::text[])[`, `] AND (t.expires_at IS NULL OR 
 blobs AS (DELETE FROM ` + b + ` WHERE scope IN (SELECT scope FROM gone))
 SELECT count(*) FROM gone`,
 	}
-	for n := range st.checkedSQL[0] {
+	for n := 1; n < len(st.checkedSQL[0]); n++ {
 		st.checkedSQL[0][n], st.checkedSQL[1][n] = st.updateChecked(n, false), st.updateChecked(n, true)
 	}
 	return st
@@ -308,9 +308,7 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 	if !w.ReceivedAt.IsZero() {
 		received = w.ReceivedAt
 	}
-	// A write that creates the scope (or revives an expired one) has no
-	// live blobs to find: what it took as absent is.
-	checked := expected != 0 && len(w.Absent) > 0
+	checked := checksAbsent(expected, w)
 	if len(w.Blobs) == 0 {
 		switch {
 		case expected == 0:
@@ -345,7 +343,7 @@ func (q statements) checked(n int, blobs bool) string {
 	if blobs {
 		b = 1
 	}
-	if n < len(q.checkedSQL[b]) {
+	if n > 0 && n < len(q.checkedSQL[b]) {
 		return q.checkedSQL[b][n]
 	}
 	return q.updateChecked(n, blobs)
@@ -567,7 +565,9 @@ func (s *Store) write(ctx context.Context, q querier, scope string, expected int
 	return r, err
 }
 
-// checksAbsent reports whether writeArgs checks w's Absent names.
+// checksAbsent reports whether writeArgs checks w's Absent names. A write
+// that creates the scope (or revives an expired one) has no live blobs to
+// find: what it took as absent is.
 func checksAbsent(expected int64, w *ledger.Write) bool { return expected != 0 && len(w.Absent) > 0 }
 
 // scanWrite reads a write's answer: its new version, or no row when it

@@ -72,15 +72,3 @@ func (t *Table) Lock(ctx context.Context, scope string) (func(), error) {
 		return nil, ctx.Err()
 	}
 }
-
-// held counts the scopes with a holder or a waiter, for tests.
-func (t *Table) held() int {
-	n := 0
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		n += len(sh.locks)
-		sh.mu.Unlock()
-	}
-	return n
-}

@@ -95,3 +95,15 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("%d scopes left in the table", n)
 	}
 }
+
+// held counts the scopes with a holder or a waiter.
+func (t *Table) held() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += len(sh.locks)
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -7,3 +7,6 @@ func ReplayCacheLen(l *Ledger) int { return l.replays.len() }
 // documents, as a ledger did before it parked them (waits.go) and spilled
 // runs (spillruns.go).
 func KeepWaitingInDocument(l *Ledger) { l.noPark = true }
+
+// JSONStringLen is jsonStringLen, for its test against encoding/json.
+var JSONStringLen = jsonStringLen

@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,21 +79,53 @@ type QueueItem struct {
 	// EventText is the event's record (encodeEvent) when it rides in the
 	// item instead of a blob of its own, and Event the same when it is not
 	// UTF-8 (a JSON string would not keep it byte for byte; base64 does,
-	// a third larger and opaque to the store's compression). Records are
-	// attempt records that ride with it. See embedsEvent.
+	// a third larger and opaque to the store's compression) or when its
+	// escapes would make the string longer than base64 (see embed).
+	// Records are attempt records that ride with it. See embedsEvent.
 	EventText string          `json:"eventText,omitempty"`
 	Event     []byte          `json:"event,omitempty"`
 	Records   []AttemptRecord `json:"records,omitempty"`
 }
 
-// embed keeps the event record rec in the item.
+// embed keeps the event record rec in the item, as a JSON string when
+// that is no longer than base64. A JSON, form or XML body is text with few
+// escapes; a body of control bytes would be six times its size as a string
+// (each "\u0000"), and a form or XML body can be HTML-escaped ("&" is
+// "\u0026") past a third larger, so those ride as base64.
 func (q *QueueItem) embed(rec []byte) {
-	if utf8.Valid(rec) {
+	if utf8.Valid(rec) && jsonStringLen(rec) <= base64.StdEncoding.EncodedLen(len(rec)) {
 		q.EventText = string(rec)
 		return
 	}
 	q.Event = rec
 }
+
+// jsonStringLen is how many bytes encoding/json writes between the quotes
+// of the valid UTF-8 text b: two for the escapes it has a letter for, six
+// for the other control bytes, for the HTML-sensitive "<", ">" and "&",
+// and for U+2028 and U+2029 (three bytes raw). Every queued event's record
+// passes through it, so it reads a table rather than branching per byte.
+func jsonStringLen(b []byte) int {
+	n := len(b)
+	for i, c := range b {
+		n += int(jsonEscapeExtra[c])
+		if c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && b[i+2]&^1 == 0xA8 {
+			n += 3 // U+2028 or U+2029
+		}
+	}
+	return n
+}
+
+// jsonEscapeExtra is, for each byte, how many bytes encoding/json adds to
+// it in a string.
+const jsonEscapeExtra = "\x05\x05\x05\x05\x05\x05\x05\x05\x01\x01\x01\x05\x01\x01\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05" +
+	"\x00\x00\x01\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05\x00\x05\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" +
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
 // carriesEvent reports whether the item holds its event record.
 func (q *QueueItem) carriesEvent() bool { return q.EventText != "" || q.Event != nil }

@@ -36,8 +36,8 @@ import (
 // any landing moved out.
 //
 // Pages fold too, level by level, as spilled chunk listings do
-// (spillpages.go): once the document lists 2*landPage pages of one level,
-// the oldest landPage of them fold into a page of the next, "lp{level}:{n}"
+// (spillpages.go): once the document lists more than landPage pages of one
+// level, the oldest landPage of them fold into a page of the next, "lp{level}:{n}"
 // (n its first chunk), whose record lists them; so the page list stays
 // short however many writes retention keeps (it grew by one listing per
 // 512 writes). Every fold takes exactly landPage of the level below, so a
@@ -247,7 +247,7 @@ func (d *document) seqAt(t time.Time, lands *landLoads) uint64 {
 
 // moveLandings moves the oldest landings out of the document once it
 // holds 2*landTail of them, and folds the oldest landPage chunk listings
-// into a page once it lists 2*landPage chunks.
+// into a page once it lists more than landPage chunks.
 func (d *document) moveLandings(blobs *blobSet) error {
 	for len(d.Landings) >= 2*landTail {
 		part := d.Landings[:landTail]
@@ -261,7 +261,7 @@ func (d *document) moveLandings(blobs *blobSet) error {
 		d.LandChunks = append(d.LandChunks, g)
 		d.Landings = append([]landing(nil), d.Landings[landTail:]...)
 	}
-	for len(d.LandChunks) >= 2*landPage {
+	for len(d.LandChunks) > landPage {
 		part := d.LandChunks[:landPage]
 		p := landGroup{N: part[0].N, Count: len(part), To: part[len(part)-1].To}
 		for i, c := range part {

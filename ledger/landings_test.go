@@ -41,12 +41,15 @@ func (r *refLandings) prune(cutoff time.Time) {
 // new: every answer must be the whole list's, reading only records the
 // document lists, and the records left must be exactly those it lists.
 func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
-	// A minute's retention keeps about 600 landings: chunks come and go
-	// with no page; three minutes keep about 1,800: pages come and go;
+	// Half a minute's retention keeps about 300 landings: chunks come and
+	// go with no page; three minutes keep about 1,800: pages come and go;
 	// forty minutes of 40,000 writes keep about 24,000: pages of pages
 	// come and go.
 	for seed := uint64(1); seed <= 8; seed++ {
-		retention := time.Duration(1+2*(seed%2)) * time.Minute
+		retention := 30 * time.Second
+		if seed%2 == 1 {
+			retention = 3 * time.Minute
+		}
 		wantPages := seed%2 == 1
 		writes, wantLevels := 3000, seed > 6
 		if wantLevels {

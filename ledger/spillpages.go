@@ -10,8 +10,8 @@ import (
 // A scope grown one effect at a time spills 16 entries at a time, so its
 // chunk list (Spilled) grew by one listing per 16 effects: 625 listings,
 // 74 KB of an 84 KB document, for 10,000 effects (issue #34). Once the
-// list holds 2*spillPageSize chunks, the oldest spillPageSize listings
-// fold into a page: a record "sp:{n}" holding them, which the document
+// list holds more than spillPageSize chunks, the oldest spillPageSize
+// listings fold into a page: a record "sp:{n}" holding them, which the document
 // lists (SpillPages) with the bounds of all its chunks, so that what asks
 // whether any chunk qualifies (spilledAfter, retirable, the expiry) reads
 // only the page listing, and what reads chunks (History, a conflict check
@@ -20,13 +20,15 @@ import (
 // under a number of the Spill counter, which never goes back, and deleted
 // with their chunks.
 //
-// Pages fold the same way, level by level: once the document lists
-// 2*spillPageSize pages of one level, the oldest spillPageSize of them
+// Pages fold the same way, level by level: once the document lists more
+// than spillPageSize pages of one level, the oldest spillPageSize of them
 // fold into a page of the next level, whose record holds their listings
 // (Level > 0). Without it the page list grew by one listing per 256
 // effects, 5.4 KB of a 17 KB document after 10,000 (issue #34: bytes moved
 // per step must not grow with the scope's history); now each level lists
-// at most 2*spillPageSize-1. A page of any level carries the bounds of
+// at most spillPageSize (2*spillPageSize-1 before the listings counted
+// against the issue's bytes per step; a document listing more folds at
+// its next write). A page of any level carries the bounds of
 // everything under it, so what reads only bounds never reads a record,
 // and what reads a page's chunks (readPage) reads down through the levels.
 // Documents with such pages are format 5: an older build would read a
@@ -66,10 +68,11 @@ func (p spillPage) until() time.Time { return latest(p.Until, p.RunsUntil) }
 func spillPageBlob(n uint64) string { return "sp:" + strconv.FormatUint(n, 10) }
 
 // foldSpilled folds the oldest chunk listings into pages while the document
-// lists 2*spillPageSize chunks or more, then the oldest pages of each level
-// into a page of the next while it lists 2*spillPageSize of that level.
+// lists more than spillPageSize chunks, then the oldest pages of each level
+// into a page of the next while it lists more than spillPageSize of that
+// level.
 func (d *document) foldSpilled(blobs *blobSet) error {
-	for len(d.Spilled) >= 2*spillPageSize {
+	for len(d.Spilled) > spillPageSize {
 		part := d.Spilled[:spillPageSize]
 		d.Spill++
 		p := spillPage{N: d.Spill, Chunks: len(part), Low: part[0].N, First: part[0].First, Last: part[0].Last}
@@ -109,7 +112,9 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 
 // foldLevels folds, from level 0 up, the oldest size entries of a level
 // into one entry of the next (made by fold, which must not keep part)
-// while the list holds 2*size of that level. The list runs from the
+// while the list holds more than size of that level: every listing is
+// bytes that each step of the scope moves, and a fold takes exactly size
+// whenever it happens, so what a page spans stays known from its level. The list runs from the
 // highest level down, oldest first within a level, and stays so, since
 // only the oldest of a level ever fold. Spilled chunk pages and landing
 // pages fold alike.
@@ -127,7 +132,7 @@ func foldLevels[T any](list []T, size int, levelOf func(T) int, fold func(part [
 		if first < 0 {
 			return list, nil
 		}
-		for ; n >= 2*size; n -= size {
+		for ; n > size; n -= size {
 			p, err := fold(list[first:first+size], level+1)
 			if err != nil {
 				return nil, err

@@ -242,8 +242,8 @@
 // step leaves neither. A small record (up to 4 KiB) rides in the item
 // itself while its scope holds fewer than four items that carry theirs;
 // any other is a blob (Write.Blobs). It rides as a JSON string or as
-// base64, whichever is shorter (QueueItem.embed). Riding along spares the store a
-// second record on the accept and the settle, which is most of what made
+// base64, whichever is shorter (QueueItem.embed). Riding along spares the
+// store a second record on the accept and the settle, which is most of what made
 // a queued event cost more than an inline one (issue #29); the bound keeps
 // a scope with many events (a supersede conversation) from carrying their
 // bodies in every read. The QueueItem alone is about 400 bytes.

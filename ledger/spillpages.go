@@ -11,8 +11,8 @@ import (
 // chunk list (Spilled) grew by one listing per 16 effects: 625 listings,
 // 74 KB of an 84 KB document, for 10,000 effects (issue #34). Once the
 // list holds more than spillPageSize chunks, the oldest spillPageSize
-// listings fold into a page: a record "sp:{n}" holding them, which the document
-// lists (SpillPages) with the bounds of all its chunks, so that what asks
+// listings fold into a page: a record "sp:{n}" holding them, which the
+// document lists (SpillPages) with the bounds of all its chunks, so that what asks
 // whether any chunk qualifies (spilledAfter, retirable, the expiry) reads
 // only the page listing, and what reads chunks (History, a conflict check
 // that needs the spilled history, a history page whose bounds it needs,
@@ -26,10 +26,9 @@ import (
 // (Level > 0). Without it the page list grew by one listing per 256
 // effects, 5.4 KB of a 17 KB document after 10,000 (issue #34: bytes moved
 // per step must not grow with the scope's history); now each level lists
-// at most spillPageSize (2*spillPageSize-1 before the listings counted
-// against the issue's bytes per step; a document listing more folds at
-// its next write). A page of any level carries the bounds of
-// everything under it, so what reads only bounds never reads a record,
+// at most spillPageSize (a document written when levels folded at twice
+// that folds at its next write). A page of any level carries the bounds
+// of everything under it, so what reads only bounds never reads a record,
 // and what reads a page's chunks (readPage) reads down through the levels.
 // Documents with such pages are format 5: an older build would read a
 // page of pages as a page of chunks.
@@ -114,8 +113,8 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 // into one entry of the next (made by fold, which must not keep part)
 // while the list holds more than size of that level: every listing is
 // bytes that each step of the scope moves, and a fold takes exactly size
-// whenever it happens, so what a page spans stays known from its level. The list runs from the
-// highest level down, oldest first within a level, and stays so, since
+// whenever it happens, so what a page spans stays known from its level.
+// The list runs from the highest level down, oldest first within a level, and stays so, since
 // only the oldest of a level ever fold. Spilled chunk pages and landing
 // pages fold alike.
 func foldLevels[T any](list []T, size int, levelOf func(T) int, fold func(part []T, level int) (T, error)) ([]T, error) {

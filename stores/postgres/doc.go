@@ -38,6 +38,14 @@
 // records it found, and Transact returns them as a *ledger.PresentError.
 // The check costs no round trip of its own.
 //
+// A write reads only the side records it names. Each one it checks or
+// deletes is a primary-key lookup of its own in the statement (the names
+// in parameters of their own, up to four deletes; past that, rare, one
+// array), so that the plan PostgreSQL caches for the statement cannot
+// trade the name for a walk through every record of the scope. A plan
+// made while the table was small, or never analyzed, did just that with
+// name = ANY($n): a step on a scope of 10,000 records read all of them.
+//
 // # Group commit
 //
 // With synchronous_commit on, every commit waits for a WAL flush, and that

@@ -1,5 +1,7 @@
 package postgres
 
+import "github.com/replyonce/gateway/ledger"
+
 // GroupCommits reports how many transactions carried more than one write
 // and how many writes they carried, since the store was made.
 func GroupCommits(s *Store) (batches, writes int64) { return s.batch.Stats() }
@@ -21,3 +23,9 @@ func HoldReads(s *Store) (release func()) { return s.reads.Hold() }
 
 // QueuedReads returns how many reads are waiting to be sent.
 func QueuedReads(s *Store) int { return s.reads.Queued() }
+
+// WriteStatement is the statement and arguments that save w for scope if
+// its live row still has version expected.
+func WriteStatement(s *Store, scope string, expected int64, w *ledger.Write) (string, []any) {
+	return s.writeArgs(scope, expected, w)
+}

@@ -36,6 +36,10 @@ const (
 	// deleteBatch bounds the rows one DeleteExpired statement removes, so a
 	// large backlog never holds many row locks in one long transaction.
 	deleteBatch = 1000
+
+	// delSlots is how many blob deletes a write makes as lookups of their
+	// own (see buildStatements): the steps of a delivery delete a few.
+	delSlots = 4
 )
 
 // Options configures a Store. The zero value is usable.
@@ -102,11 +106,14 @@ type statements struct {
 	insert, update      string
 	// The same writes with blobs: one statement each, so the blobs land
 	// only with a won compare-and-set, in its transaction.
-	insertBlobs, updateBlobs string
-	// updateChecked is update (blobs: updateBlobs) checking n names
-	// taken as absent; see buildStatements.
-	updateChecked           func(n int, blobs bool) string
-	checkedSQL              [2][5]string // updateChecked for 1 to 4 names
+	insertBlobs string
+	// updateChecked is update checking n names taken as absent;
+	// blobWrite(n, k) is the update with blobs, checking n names (none
+	// for 0) and deleting k blobs; see buildStatements.
+	updateChecked           func(n int) string
+	blobWrite               func(n, k int) string
+	checkedSQL              [5]string               // updateChecked for 1 to 4 names
+	blobSQL                 [5][delSlots + 2]string // blobWrite for 0 to 4 names, and 0 to delSlots deletes or more
 	review, due, dueBetween string
 	countDue                string
 	received                string
@@ -206,6 +213,36 @@ RETURNING version`
     SELECT $1, x.n, x.d FROM w, unnest(` + names + `::text[], ` + datas + `::bytea[]) AS x(n, d)
     ON CONFLICT (scope, name) DO UPDATE SET data = excluded.data)`
 	}
+	// deletes removes k blobs, the names in parameters from $first on,
+	// each its own primary-key lookup. Written as name = ANY($n) the
+	// delete took, in a generic plan made while the table was small or
+	// not yet analyzed, only scope for its index condition and filtered
+	// the names: every write of a scope of 10,000 records read them all
+	// (issue #34). Past delSlots names, rare and off the fast path, the
+	// names go as one array. A write that deletes nothing has no delete.
+	deletes := func(k, first int) string {
+		if k > delSlots {
+			return fmt.Sprintf(",\ndel AS (DELETE FROM %s WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($%d::text[]))", b, first)
+		}
+		var out strings.Builder
+		for i := range k {
+			fmt.Fprintf(&out, ",\ndel%d AS (DELETE FROM %s WHERE scope = $1 AND name = $%d::text AND EXISTS (SELECT 1 FROM w))", i+1, b, first+i)
+		}
+		return out.String()
+	}
+	// found looks up each of n names, the array in arg, in the blobs of
+	// a row that still has the version the decision saw.
+	found := func(n int, arg string) string {
+		var out strings.Builder
+		for k := 1; k <= n; k++ {
+			if k > 1 {
+				out.WriteString("\n    UNION ALL ")
+			}
+			fmt.Fprintf(&out, "SELECT name, data FROM %s WHERE scope = $1 AND name = (%s::text[])[%d]", b, arg, k)
+		}
+		return `SELECT x.name, x.data FROM (` + out.String() + `) x
+    WHERE EXISTS (SELECT 1 FROM ` + t + ` WHERE scope = $1 AND version = $6 AND ` + live + `)`
+	}
 	st := statements{
 		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
 		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
@@ -216,39 +253,38 @@ RETURNING version`
 ` + puts("$6", "$7") + `,
 del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND NOT (name = ANY($6::text[])))
 SELECT version FROM w`,
-		updateBlobs: `WITH w AS (` + update("$10", "") + `),
-` + puts("$7", "$8") + `,
-del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($9::text[]))
-SELECT version FROM w`,
 		// The writes that took blobs as absent (Write.Absent, the names
-		// in the last argument): p finds those that exist, if the row
+		// in their argument): p finds those that exist, if the row
 		// still has the version the decision saw, and the update runs
 		// only if it found none. The statement answers one row, its
 		// new version, when it wrote, one row per blob found when it
 		// did not, and none when it lost its compare-and-set. Each name
 		// is its own primary-key lookup, as in ReadBlobs below.
-		updateChecked: func(n int, blobs bool) string {
-			arg, received := "$8", "$7"
-			if blobs {
-				arg, received = "$11", "$10"
+		updateChecked: func(n int) string {
+			return `WITH p AS (` + found(n, "$8") + `),
+w AS (` + update("$7", ` AND NOT EXISTS (SELECT 1 FROM p)`) + `)
+SELECT version, NULL::text, NULL::bytea FROM w UNION ALL SELECT NULL, name, data FROM p`
+		},
+		// The update with blobs: $7 and $8 the puts' names and data, $9
+		// received_at, then the names taken as absent when n > 0 (an
+		// array, as in updateChecked), then the deletes.
+		blobWrite: func(n, k int) string {
+			first := 10
+			var out string
+			if n > 0 {
+				out = `WITH p AS (` + found(n, "$10") + `),
+w AS (` + update("$9", ` AND NOT EXISTS (SELECT 1 FROM p)`) + `)`
+				first = 11
+			} else {
+				out = `WITH w AS (` + update("$9", "") + `)`
 			}
-			var found strings.Builder
-			for k := 1; k <= n; k++ {
-				if k > 1 {
-					found.WriteString("\n    UNION ALL ")
-				}
-				fmt.Fprintf(&found, "SELECT name, data FROM %s WHERE scope = $1 AND name = (%s::text[])[%d]", b, arg, k)
-			}
-			out := `WITH p AS (SELECT x.name, x.data FROM (` + found.String() + `) x
-    WHERE EXISTS (SELECT 1 FROM ` + t + ` WHERE scope = $1 AND version = $6 AND ` + live + `)),
-w AS (` + update(received, ` AND NOT EXISTS (SELECT 1 FROM p)`) + `)`
-			if blobs {
-				out += `,
-` + puts("$7", "$8") + `,
-del AS (DELETE FROM ` + b + ` WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($9::text[]))`
+			out += ",\n" + puts("$7", "$8") + deletes(k, first)
+			if n > 0 {
+				return out + `
+SELECT version, NULL::text, NULL::bytea FROM w UNION ALL SELECT NULL, name, data FROM p`
 			}
 			return out + `
-SELECT version, NULL::text, NULL::bytea FROM w UNION ALL SELECT NULL, name, data FROM p`
+SELECT version FROM w`
 		},
 		review: `SELECT scope FROM ` + t + `
 WHERE review_at IS NOT NULL AND review_at <= $1 AND ` + live + `
@@ -287,8 +323,13 @@ WHERE b.scope = $1 AND b.name = ($2::text[])[`, `] AND (t.expires_at IS NULL OR 
 blobs AS (DELETE FROM ` + b + ` WHERE scope IN (SELECT scope FROM gone))
 SELECT count(*) FROM gone`,
 	}
-	for n := 1; n < len(st.checkedSQL[0]); n++ {
-		st.checkedSQL[0][n], st.checkedSQL[1][n] = st.updateChecked(n, false), st.updateChecked(n, true)
+	for n := range st.blobSQL {
+		if n > 0 {
+			st.checkedSQL[n] = st.updateChecked(n)
+		}
+		for k := range st.blobSQL[n] {
+			st.blobSQL[n][k] = st.blobWrite(n, k)
+		}
 	}
 	return st
 }
@@ -314,7 +355,7 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 		case expected == 0:
 			return s.q.insert, []any{scope, w.Doc, ttl, review, due, received}
 		case checked:
-			return s.q.checked(len(w.Absent), false), []any{scope, w.Doc, ttl, review, due, expected, received, w.Absent}
+			return s.q.checked(len(w.Absent)), []any{scope, w.Doc, ttl, review, due, expected, received, w.Absent}
 		}
 		return s.q.update, []any{scope, w.Doc, ttl, review, due, expected, received}
 	}
@@ -331,22 +372,39 @@ func (s *Store) writeArgs(scope string, expected int64, w *ledger.Write) (string
 	if expected == 0 {
 		return s.q.insertBlobs, []any{scope, w.Doc, ttl, review, due, names, datas, received}
 	}
+	args := []any{scope, w.Doc, ttl, review, due, expected, names, datas, received}
+	n := 0
 	if checked {
-		return s.q.checked(len(w.Absent), true), []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels, received, w.Absent}
+		n = len(w.Absent)
+		args = append(args, w.Absent)
 	}
-	return s.q.updateBlobs, []any{scope, w.Doc, ttl, review, due, expected, names, datas, dels, received}
+	if len(dels) > delSlots {
+		args = append(args, dels)
+	} else {
+		for _, name := range dels {
+			args = append(args, name)
+		}
+	}
+	return s.q.blobs(n, len(dels)), args
 }
 
 // checked is updateChecked for n names, built once for the usual few.
-func (q statements) checked(n int, blobs bool) string {
-	b := 0
-	if blobs {
-		b = 1
+func (q statements) checked(n int) string {
+	if n > 0 && n < len(q.checkedSQL) {
+		return q.checkedSQL[n]
 	}
-	if n > 0 && n < len(q.checkedSQL[b]) {
-		return q.checkedSQL[b][n]
+	return q.updateChecked(n)
+}
+
+// blobs is blobWrite for n names and k deletes, built once for the usual
+// few; past delSlots deletes the statement is the same whatever their
+// number.
+func (q statements) blobs(n, k int) string {
+	k = min(k, delSlots+1)
+	if n < len(q.blobSQL) {
+		return q.blobSQL[n][k]
 	}
-	return q.updateChecked(n, blobs)
+	return q.blobWrite(n, k)
 }
 
 func escapeLiteral(s string) string {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -150,7 +151,13 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 // Issue #34's target is the same cost at every size, so compare each
 // size's ns/op with the smallest's in the same run. doc-B is the size of
 // the scope's document after the step: what every Transact of the scope
-// reads and writes (on Postgres and Redis, over the network).
+// reads and writes (on Postgres and Redis, over the network). written-B
+// and read-B are the bytes per operation the steps handed to the store
+// (documents and side records of the writes that landed) and read back
+// from it (documents and side records read, and records a refused write
+// handed over): what a server store moves per step, but for the document
+// a Transact reads, which a store that caches it reads only after
+// another process wrote.
 //
 //   - effects=N/claim-settle: Claim and Settle of a new effect;
 //   - effects=N/duplicate: Claim of one of the N settled effects
@@ -166,7 +173,11 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 // size and only the seeded history differs; run with -benchtime=100x or so.
 func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 	ctx := context.Background()
-	l := ledger.New(store, ledger.Options{ReplayCache: -1})
+	moved := &movedStore{Store: store}
+	l := ledger.New(moved, ledger.Options{ReplayCache: -1})
+	// stop and start pause the timer and the byte counts together.
+	stop := func(b *testing.B) { b.StopTimer(); moved.counting.Store(false) }
+	start := func(b *testing.B) { moved.counting.Store(true); b.StartTimer() }
 	var scopes atomic.Int64
 	fresh := func(b *testing.B, kind string, n int) string {
 		b.Helper()
@@ -183,13 +194,18 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 		}
 		return scope
 	}
-	docSize := func(b *testing.B, scope string) {
+	// report stops the timer and reports scope's document and the bytes
+	// moved per operation.
+	report := func(b *testing.B, scope string) {
 		b.Helper()
+		stop(b)
 		raw, err := store.Read(ctx, scope)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(len(raw)), "doc-B")
+		b.ReportMetric(float64(moved.written.Load())/float64(b.N), "written-B/op")
+		b.ReportMetric(float64(moved.read.Load())/float64(b.N), "read-B/op")
 	}
 	body := make([]byte, 1024)
 	enqueue := func(scope, id string, order ledger.Order) (ledger.Enqueued, error) {
@@ -224,17 +240,17 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 	// operations, at every size, and reports the last scope's document.
 	const reseed = 10
 	reseeded := func(b *testing.B, seed func(b *testing.B) string, step func(b *testing.B, scope string, i int)) {
+		moved.reset()
 		var scope string
 		for i := range b.N {
 			if i%reseed == 0 {
-				b.StopTimer()
+				stop(b)
 				scope = seed(b)
-				b.StartTimer()
+				start(b)
 			}
 			step(b, scope, i)
 		}
-		b.StopTimer()
-		docSize(b, scope)
+		report(b, scope)
 	}
 	for _, n := range []int{10, 1000, 10000} {
 		b.Run(fmt.Sprintf("effects=%d/claim-settle", n), func(b *testing.B) {
@@ -250,6 +266,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 		})
 		b.Run(fmt.Sprintf("effects=%d/duplicate", n), func(b *testing.B) {
 			scope := fresh(b, "dup", n)
+			moved.reset()
 			b.ResetTimer()
 			for i := range b.N {
 				c, err := l.Claim(ctx, ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "reply", Payload: i % n}})
@@ -257,8 +274,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 					b.Fatalf("duplicate: %v %v", c.Status, err)
 				}
 			}
-			b.StopTimer()
-			docSize(b, scope)
+			report(b, scope)
 		})
 		b.Run(fmt.Sprintf("effects=%d/accept-take-finish", n), func(b *testing.B) {
 			reseeded(b, func(b *testing.B) string { return fresh(b, "atf", n) }, acceptTakeFinish)
@@ -287,9 +303,10 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 			var head ledger.Taken
 			var ids []string
 			next := 0
+			moved.reset()
 			for i := range b.N {
 				if i%reseed == 0 {
-					b.StopTimer()
+					stop(b)
 					// n deliveries under order: scope, the first taken.
 					scope = fmt.Sprintf("long:wait:%d:%d", n, scopes.Add(1))
 					ids = ids[:0]
@@ -305,7 +322,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 					if head, err = l.Queue().TakeDelivery(ctx, scope, ids[0], time.Minute); err != nil || !head.OK {
 						b.Fatalf("take head: %v %v", head.OK, err)
 					}
-					b.StartTimer()
+					start(b)
 				}
 				q, err := enqueue(scope, fmt.Sprintf("ev-%d", i), ledger.OrderScope)
 				if err != nil || q.Status != ledger.EnqueueQueued {
@@ -320,8 +337,7 @@ func BenchmarkLongScope(b *testing.B, store ledger.Store) {
 				}
 				next++
 			}
-			b.StopTimer()
-			docSize(b, scope)
+			report(b, scope)
 		})
 	}
 }
@@ -404,4 +420,76 @@ func seedDelivered(ctx context.Context, store ledger.Store, scope string, n int,
 	return store.Transact(ctx, scope, func([]byte) (*ledger.Write, error) {
 		return &ledger.Write{Doc: doc, TTL: 7 * 24 * time.Hour, ReceivedAt: now.Add(-time.Millisecond)}, nil
 	})
+}
+
+// movedStore counts the bytes BenchmarkLongScope's steps move through a
+// store while counting is on (see written-B and read-B there). It honours
+// Write.Absent exactly when the store it wraps does.
+type movedStore struct {
+	ledger.Store
+	counting      atomic.Bool
+	written, read atomic.Int64
+}
+
+func (s *movedStore) ChecksAbsent() bool { return ledger.ChecksAbsent(s.Store) }
+
+// reset zeroes the counts and turns counting on.
+func (s *movedStore) reset() {
+	s.written.Store(0)
+	s.read.Store(0)
+	s.counting.Store(true)
+}
+
+func (s *movedStore) add(c *atomic.Int64, n int) {
+	if s.counting.Load() {
+		c.Add(int64(n))
+	}
+}
+
+func (s *movedStore) Read(ctx context.Context, scope string) ([]byte, error) {
+	b, err := s.Store.Read(ctx, scope)
+	s.add(&s.read, len(b))
+	return b, err
+}
+
+func (s *movedStore) ReadBlob(ctx context.Context, scope, name string) ([]byte, error) {
+	b, err := s.Store.ReadBlob(ctx, scope, name)
+	s.add(&s.read, len(b))
+	return b, err
+}
+
+func (s *movedStore) ReadBlobs(ctx context.Context, scope string, names []string) ([][]byte, error) {
+	bs, err := s.Store.ReadBlobs(ctx, scope, names)
+	for _, b := range bs {
+		s.add(&s.read, len(b))
+	}
+	return bs, err
+}
+
+// Transact counts the write that landed (fn may run more than once; the
+// last run's write is the one saved) or the records a refused write
+// handed over.
+func (s *movedStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
+	n := 0
+	err := s.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
+		w, err := fn(cur)
+		n = 0
+		if w != nil && err == nil {
+			n = len(w.Doc)
+			for _, b := range w.Blobs {
+				n += len(b)
+			}
+		}
+		return w, err
+	})
+	var present *ledger.PresentError
+	switch {
+	case err == nil:
+		s.add(&s.written, n)
+	case errors.As(err, &present):
+		for _, b := range present.Blobs {
+			s.add(&s.read, len(b))
+		}
+	}
+	return err
 }

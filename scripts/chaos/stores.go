@@ -195,15 +195,5 @@ func (s *Store) Heal() {
 func dropTable(pool *pgxpool.Pool, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	// The queued events' blobs live in table_blobs, which SchemaObjects
-	// does not list.
-	objects := append(postgres.SchemaObjects(table), postgres.SchemaObject{Kind: "table", Name: table + "_blobs"})
-	for _, o := range objects {
-		switch o.Kind {
-		case "table":
-			_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+o.Name+" CASCADE")
-		case "sequence":
-			_, _ = pool.Exec(ctx, "DROP SEQUENCE IF EXISTS "+o.Name)
-		}
-	}
+	_, _ = pool.Exec(ctx, postgres.DropSQL(table))
 }

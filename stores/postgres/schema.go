@@ -69,7 +69,15 @@ func SchemaObjects(table string) []SchemaObject {
 	if i := strings.IndexByte(n.table, '.'); i >= 0 && strings.HasPrefix(n.table, `"`) {
 		schema = n.table[:i+1]
 	}
-	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}, {"index", schema + n.due}, {"index", schema + n.received}, {"table", n.control}}
+	return []SchemaObject{{"table", n.table}, {"sequence", n.sequence}, {"index", schema + n.review}, {"index", schema + n.expires}, {"index", schema + n.due}, {"index", schema + n.received}, {"table", n.blobs}, {"table", n.control}}
+}
+
+// DropSQL returns the statement that drops everything SchemaSQL(table)
+// creates, for tools and tests that make a table of their own and must
+// leave nothing behind. The sequence goes with the table that owns it.
+func DropSQL(table string) string {
+	n := parseTable(table)
+	return "DROP TABLE IF EXISTS " + n.table + ", " + n.blobs + ", " + n.control + " CASCADE"
 }
 
 // SchemaSQL returns the DDL that Migrate runs for the given table name

@@ -107,6 +107,45 @@ func TestSchemaSQL(t *testing.T) {
 	}
 }
 
+// TestSchemaObjectsAndDropSQLCoverTheSchema checks that SchemaObjects
+// names every relation Migrate makes (gateway migrate reports what it
+// created from it) and that DropSQL leaves none of them behind.
+func TestSchemaObjectsAndDropSQLCoverTheSchema(t *testing.T) {
+	pool := newPool(t, testDSN(t), 0)
+	table := newTable(t, pool) // migrated, in a schema of its own
+	ctx := testContext(t)
+	schema := table[:strings.IndexByte(table, '.')]
+	relations := func() []string {
+		rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind IN ('r', 'S', 'i') AND c.relname NOT LIKE '%_pkey' ORDER BY 1`, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	made := relations()
+	listed := map[string]bool{}
+	for _, o := range postgres.SchemaObjects(table) {
+		name := o.Name[strings.LastIndexByte(o.Name, '.')+1:]
+		listed[strings.Trim(name, `"`)] = true
+	}
+	for _, name := range made {
+		if !listed[name] {
+			t.Errorf("Migrate made %s, which SchemaObjects does not list (it lists %v)", name, listed)
+		}
+	}
+	if _, err := pool.Exec(ctx, postgres.DropSQL(table)); err != nil {
+		t.Fatal(err)
+	}
+	if left := relations(); len(left) > 0 {
+		t.Errorf("DropSQL left %v", left)
+	}
+}
+
 func TestTransactCreatesThenUpdatesByteForByte(t *testing.T) {
 	s, _ := setup(t, postgres.Options{})
 	// Odd spacing and key order: jsonb would normalise both away.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores"
+	"github.com/replyonce/gateway/stores/postgres"
 )
 
 // openedStore is a store made for one run, and how to clean up after it:
@@ -123,13 +124,14 @@ func measurePostgres(ctx context.Context, op *stores.Opened, table string) (*ope
 		size: size, sizeHow: "pg_total_relation_size of the table and its blobs table (indexes and TOAST included)"}, nil
 }
 
-// dropTable removes the run's table; its version sequence is owned by the
-// table and goes with it. It has its own deadline because it runs on the
-// way out, possibly after the run's context was cancelled.
+// dropTable removes the run's tables (the scopes, their records and the
+// control records; the version sequence goes with the table that owns
+// it). It has its own deadline because it runs on the way out, possibly
+// after the run's context was cancelled.
 func dropTable(pool *pgxpool.Pool, table string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()+" CASCADE")
+	_, _ = pool.Exec(ctx, postgres.DropSQL(table))
 }
 
 // measureRedis notes the server's persistence and reads its CPU and the

@@ -238,14 +238,14 @@
 // redeliverable), a QueueItem in the document's "queue" map keyed by that
 // entry's id, and the event record, its JSON metadata then the raw body.
 // The record is written by the same store step as the document, so an
-// acknowledged event always has its record and its claim, and a failed
-// step leaves neither. A small record (up to 4 KiB) rides in the item
-// itself while its scope holds fewer than four items that carry theirs;
-// any other is a blob (Write.Blobs). It rides as a JSON string or as
-// base64, whichever is shorter (QueueItem.embed). Riding along spares the
-// store a second record on the accept and the settle, which is most of what made
-// a queued event cost more than an inline one (issue #29); the bound keeps
-// a scope with many events (a supersede conversation) from carrying their
+// acknowledged event always has its record and its claim, and a failed step
+// leaves neither. A small record (up to 4 KiB) rides in the item itself
+// while its scope holds fewer than four items that carry theirs; any other
+// is a blob (Write.Blobs). It rides as a JSON string or as base64,
+// whichever is shorter (QueueItem.embed). Riding along spares the store a
+// second record on the accept and the settle, which is most of what made a
+// queued event cost more than an inline one (issue #29); the bound keeps a
+// scope with many events (a supersede conversation) from carrying their
 // bodies in every read. The QueueItem alone is about 400 bytes.
 //
 // A QueueItem is due when it is queued and its NextAt has come, or

@@ -36,14 +36,14 @@ import (
 // any landing moved out.
 //
 // Pages fold too, level by level, as spilled chunk listings do
-// (spillpages.go): once the document lists more than landPage pages of
-// one level, the oldest landPage of them fold into a page of the next,
-// "lp{level}:{n}" (n its first chunk), whose record lists them; so the page list stays
-// short however many writes retention keeps (it grew by one listing per
-// 512 writes). Every fold takes exactly landPage of the level below, so a
-// page of level L spans landPage^(L+1) chunks and the pages under it are
-// known from its listing alone, which dropping one needs. Such documents
-// are format 5.
+// (spillpages.go): once the document lists more than landPage pages of one
+// level, the oldest landPage of them fold into a page of the next,
+// "lp{level}:{n}" (n its first chunk), whose record lists them; so the page
+// list stays short however many writes retention keeps (it grew by one
+// listing per 512 writes). Every fold takes exactly landPage of the level
+// below, so a page of level L spans landPage^(L+1) chunks and the pages
+// under it are known from its listing alone, which dropping one needs. Such
+// documents are format 5.
 
 const (
 	landTail = 32

@@ -8,11 +8,11 @@ import (
 )
 
 // A scope grown one effect at a time spills 16 entries at a time, so its
-// chunk list (Spilled) grew by one listing per 16 effects: 625 listings,
-// 74 KB of an 84 KB document, for 10,000 effects (issue #34). Once the
-// list holds more than spillPageSize chunks, the oldest spillPageSize
-// listings fold into a page: a record "sp:{n}" holding them, which the
-// document lists (SpillPages) with the bounds of all its chunks, so that what asks
+// chunk list (Spilled) grew by one listing per 16 effects: 625 listings, 74
+// KB of an 84 KB document, for 10,000 effects (issue #34). Once the list
+// holds more than spillPageSize chunks, the oldest spillPageSize listings
+// fold into a page: a record "sp:{n}" holding them, which the document
+// lists (SpillPages) with the bounds of all its chunks, so that what asks
 // whether any chunk qualifies (spilledAfter, retirable, the expiry) reads
 // only the page listing, and what reads chunks (History, a conflict check
 // that needs the spilled history, a history page whose bounds it needs,
@@ -110,13 +110,13 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 }
 
 // foldLevels folds, from level 0 up, the oldest size entries of a level
-// into one entry of the next (made by fold, which must not keep part)
-// while the list holds more than size of that level: every listing is
-// bytes that each step of the scope moves, and a fold takes exactly size
-// whenever it happens, so what a page spans stays known from its level.
-// The list runs from the highest level down, oldest first within a level, and stays so, since
-// only the oldest of a level ever fold. Spilled chunk pages and landing
-// pages fold alike.
+// into one entry of the next (made by fold, which must not keep part) while
+// the list holds more than size of that level: every listing is bytes that
+// each step of the scope moves, and a fold takes exactly size whenever it
+// happens, so what a page spans stays known from its level. The list runs
+// from the highest level down, oldest first within a level, and stays so,
+// since only the oldest of a level ever fold. Spilled chunk pages and
+// landing pages fold alike.
 func foldLevels[T any](list []T, size int, levelOf func(T) int, fold func(part []T, level int) (T, error)) ([]T, error) {
 	for level := 0; ; level++ {
 		first, n := -1, 0

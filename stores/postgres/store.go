@@ -113,7 +113,7 @@ type statements struct {
 	updateChecked           func(n int) string
 	blobWrite               func(n, k int) string
 	checkedSQL              [5]string               // updateChecked for 1 to 4 names
-	blobSQL                 [5][delSlots + 2]string // blobWrite for 0 to 4 names, and 0 to delSlots deletes or more
+	blobSQL                 [5][delSlots + 2]string // blobWrite by names (0-4) and deletes (0-delSlots, then more)
 	review, due, dueBetween string
 	countDue                string
 	received                string

@@ -13,9 +13,10 @@ import (
 // would take a spilled event for a new one), and format5 into one that
 // lists pages of pages (spillpages.go, landings.go), and format6 into one
 // that has parked waiting events (waits.go), and format7 into one that has
-// spilled runs (spillruns.go), so that a build that would not look for them
-// refuses it; a document that did none of these is still
-// written as format 1, which every build reads.
+// spilled runs (spillruns.go), and format8 into one that lists a page of
+// parked chunks (waits.go: an older build would read a page as a chunk),
+// so that a build that would not look for them refuses it; a document that
+// did none of these is still written as format 1, which every build reads.
 const (
 	formatVersion = 2
 	format1       = 1
@@ -24,6 +25,7 @@ const (
 	format5       = 5
 	format6       = 6
 	format7       = 7
+	format8       = 8
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -165,8 +167,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format7)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format8)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -210,10 +212,11 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 				blobs.set(spillPageBlob(p.N), nil)
 			}
 			d.dropLandings(blobs)
-			// Parked events' own blobs go with the scope's other
-			// records when the store expires it, as a page's do.
+			// Parked events' own blobs, and the chunks of a page
+			// of them, go with the scope's other records when the
+			// store expires it, as a spill page's do.
 			for _, c := range d.Waits {
-				blobs.set(waitBlob(c.N), nil)
+				blobs.set(c.record(), nil)
 			}
 		}
 		return fresh, nil
@@ -375,6 +378,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.waitPages():
+		d.Format = format8
 	case d.spilledRuns():
 		d.Format = format7
 	case len(d.Waits) > 0:

@@ -10,3 +10,10 @@ func KeepWaitingInDocument(l *Ledger) { l.noPark = true }
 
 // JSONStringLen is jsonStringLen, for its test against encoding/json.
 var JSONStringLen = jsonStringLen
+
+// The sizes of parked chunks and of their pages (waits.go).
+const (
+	WaitChunk = waitChunk
+	WaitPage  = waitPage
+	WaitHead  = waitHead
+)

@@ -685,7 +685,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	checks := ChecksAbsent(l.store)
 	lands := &landLoads{}
 	chunks := chunkReader{l: l, scope: scope}
-	waits := waitLoads{}
+	waits := newWaitLoads()
 	allWaits := !lk.waits
 	if c := l.spills.get(scope); c > 0 && lk.names() && !lk.lazy && !checks {
 		v.counter = c
@@ -779,6 +779,9 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				if err := d.park(now, l.opts.Retention, l.opts, &blobs); err != nil {
 					return nil, err
 				}
+				if err := d.foldWaits(&blobs); err != nil {
+					return nil, err
+				}
 			}
 			retire = d.retirable(now.Add(-l.opts.Retention))
 			counter = d.Spill
@@ -834,7 +837,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			allWaits = true
 			continue
 		case errors.As(err, &needWaits) && try < spillTries:
-			if err := l.readWaits(ctx, scope, needWaits.ns, waits); err != nil {
+			if _, err := l.readWaits(ctx, scope, needWaits, waits); err != nil {
 				return err
 			}
 			continue

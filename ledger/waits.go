@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,16 @@ import (
 //     covers every chunk's events (WaitUntil), and the key of the last
 //     parked event (WaitLast) is where the next chunk may start.
 //
+// Past the first waitHead listings, every waitPage chunk listings in a row
+// fold into a page (foldWaits): a record "wp:{n}" that holds them, listed
+// in their place with what they say together, so that every question
+// above is asked of a page without reading it, and a thousand waiting
+// events cost the document some 10 KB of listings instead of 16 (half of
+// it the hashes, which a page keeps). A write reads a page back and lists
+// its chunks in its place (expand) only when it must read one of them:
+// the head reaches it, or retention drops an event in it. Documents with
+// a page are format 8: an older build would read a page as a chunk.
+//
 // Only the steps of a delivery and of its agent decide on the document as
 // it is (Enqueue, TakeDelivery, FinishDelivery, Begin, Claim, BeginClaim,
 // Settle, Heartbeat and the ends of a run: transactFind with
@@ -69,8 +80,17 @@ const (
 	// an event arriving slightly out of order still finds its place
 	// among the document's (an event ordered before the last chunk's
 	// last stays in the document until the chunks before it drain).
-	waitChunk = 16
-	waitKeep  = 8
+	// Each step of the scope moves the events in the document, about
+	// waitChunk/2 at its head and waitKeep+waitChunk/2 at its tail on
+	// average: with pages, small chunks cost the listing little, and 8
+	// and 4 moved the fewest bytes per step of the sizes measured
+	// (docs/performance.md).
+	waitChunk = 8
+	waitKeep  = 4
+	// waitPage is how many chunk listings fold into a page, and
+	// waitHead how many listings at the head never fold (foldWaits).
+	waitPage = 8
+	waitHead = 2
 	// waitHashLen is the length of the id hashes a chunk lists: 24
 	// bits in base64, so that a thousand parked events cost 8 KB of
 	// hashes, and a lookup of an id that is not parked meets a false
@@ -125,6 +145,13 @@ type waitChunkRef struct {
 	// Embedded counts its items that carry their event record
 	// (embedsEvent counts them as it counts the document's).
 	Embedded int `json:"m,omitempty"`
+	// Page, when not zero, makes this listing a page: its record
+	// "wp:{N}" lists Page chunks in scope order, and the fields above
+	// are theirs together (the first's First, the earliest Drop, the
+	// newest Recv, the hashes one after another, the counts summed), so
+	// that every question asked of the listings is asked of a page
+	// without reading it.
+	Page int `json:"p,omitempty"`
 }
 
 // waitRecord is one parked event, as a "w:{n}" record lists it.
@@ -135,6 +162,16 @@ type waitRecord struct {
 }
 
 func waitBlob(n uint64) string { return "w:" + strconv.FormatUint(n, 10) }
+
+func waitPageBlob(n uint64) string { return "wp:" + strconv.FormatUint(n, 10) }
+
+// record is the name of the record c stands for.
+func (c waitChunkRef) record() string {
+	if c.Page > 0 {
+		return waitPageBlob(c.N)
+	}
+	return waitBlob(c.N)
+}
 
 // waitHash is the first 24 bits of id's SHA-256, in base64: ids that
 // differ in one character (src:e1, src:e2) hash apart.
@@ -198,45 +235,76 @@ func (d *document) parkedCount() int {
 	return n
 }
 
-// errNeedWaits: the decision needs these chunks read first.
-type errNeedWaits struct{ ns []uint64 }
+// errNeedWaits: the decision needs these chunks and pages read first.
+type errNeedWaits struct{ ns, pages []uint64 }
 
 func (e *errNeedWaits) Error() string {
-	return fmt.Sprintf("ledger: decision needs %d chunks of parked events", len(e.ns))
+	return fmt.Sprintf("ledger: decision needs %d chunks and %d pages of parked events", len(e.ns), len(e.pages))
 }
 
 // errNeedAllWaits: a decision of the fast path met a parked event (or a
 // hash that may be one): it must decide with every chunk read back.
 var errNeedAllWaits = errors.New("ledger: decision needs every parked event")
 
-// waitLoads are the chunks read so far by one decision's tries. A chunk
-// is never rewritten, so a copy read once stays good while it is listed.
-type waitLoads map[uint64][]waitRecord
+// waitLoads are the chunks and pages read so far by one decision's tries.
+// Neither is ever rewritten, so a copy read once stays good while it is
+// listed.
+type waitLoads struct {
+	chunks map[uint64][]waitRecord
+	pages  map[uint64][]waitChunkRef
+}
 
-// missing lists the chunks of cs not loaded yet.
-func (w waitLoads) missing(cs []waitChunkRef) []uint64 {
-	var out []uint64
-	for _, c := range cs {
-		if _, ok := w[c.N]; !ok {
-			out = append(out, c.N)
+func newWaitLoads() waitLoads {
+	return waitLoads{chunks: map[uint64][]waitRecord{}, pages: map[uint64][]waitChunkRef{}}
+}
+
+// missing lists what of cs is not loaded yet: the chunks, and the pages
+// (the chunks of a page not read yet are not known yet).
+func (w waitLoads) missing(cs []waitChunkRef) *errNeedWaits {
+	var need errNeedWaits
+	var walk func(cs []waitChunkRef)
+	walk = func(cs []waitChunkRef) {
+		for _, c := range cs {
+			if c.Page > 0 {
+				if refs, ok := w.pages[c.N]; ok {
+					walk(refs)
+				} else {
+					need.pages = append(need.pages, c.N)
+				}
+			} else if _, ok := w.chunks[c.N]; !ok {
+				need.ns = append(need.ns, c.N)
+			}
 		}
 	}
-	return out
+	walk(cs)
+	if len(need.ns)+len(need.pages) == 0 {
+		return nil
+	}
+	return &need
 }
 
 // unparkAll puts every parked event back into d (for a decision, or a
-// read, that may look at any of them). The chunks' records go with the
-// next write; a write that still finds events to park writes fresh ones.
+// read, that may look at any of them). The chunks' and pages' records go
+// with the next write; a write that still finds events to park writes
+// fresh ones.
 func (d *document) unparkAll(w waitLoads, blobs *blobSet) error {
-	if need := w.missing(d.Waits); len(need) > 0 {
-		return &errNeedWaits{ns: need}
+	if need := w.missing(d.Waits); need != nil {
+		return need
 	}
-	for _, c := range d.Waits {
-		d.putBack(w[c.N])
-		if blobs != nil {
-			blobs.set(waitBlob(c.N), nil)
+	var put func(cs []waitChunkRef)
+	put = func(cs []waitChunkRef) {
+		for _, c := range cs {
+			if c.Page > 0 {
+				put(w.pages[c.N])
+			} else {
+				d.putBack(w.chunks[c.N])
+			}
+			if blobs != nil {
+				blobs.set(c.record(), nil)
+			}
 		}
 	}
+	put(d.Waits)
 	d.noWaits()
 	return nil
 }
@@ -244,7 +312,7 @@ func (d *document) unparkAll(w waitLoads, blobs *blobSet) error {
 // unparkAt puts chunk i back into d and deletes its record with the write.
 func (d *document) unparkAt(i int, w waitLoads, blobs *blobSet) error {
 	c := d.Waits[i]
-	recs, ok := w[c.N]
+	recs, ok := w.chunks[c.N]
 	if !ok {
 		return &errNeedWaits{ns: []uint64{c.N}}
 	}
@@ -253,6 +321,56 @@ func (d *document) unparkAt(i int, w waitLoads, blobs *blobSet) error {
 	d.Waits = append(d.Waits[:i:i], d.Waits[i+1:]...)
 	if len(d.Waits) == 0 {
 		d.noWaits()
+	}
+	return nil
+}
+
+// expand lists the chunks of page i in its place, and deletes its record
+// with the write.
+func (d *document) expand(i int, w waitLoads, blobs *blobSet) error {
+	p := d.Waits[i]
+	refs, ok := w.pages[p.N]
+	if !ok {
+		return &errNeedWaits{pages: []uint64{p.N}}
+	}
+	blobs.set(waitPageBlob(p.N), nil)
+	d.Waits = slices.Concat(d.Waits[:i:i], refs, d.Waits[i+1:])
+	return nil
+}
+
+// foldWaits folds every waitPage chunk listings in a row, past the first
+// waitHead listings, into a page: a chunk listing is some 260 bytes of the
+// document, half of them its hashes, and a page of waitPage chunks lists
+// their hashes and the rest once (issue #34: a thousand waiting events
+// listed 16 KB, which every step of the scope moved). The first listings
+// stay as they are, so that the next chunks to read back as the head
+// drains are listed without reading a page; a page read back at the head
+// lists its chunks before the next page, so they do not fold again.
+func (d *document) foldWaits(blobs *blobSet) error {
+	for i := waitHead; i+waitPage <= len(d.Waits); i++ {
+		part := d.Waits[i : i+waitPage]
+		if j := slices.IndexFunc(part, func(c waitChunkRef) bool { return c.Page > 0 }); j >= 0 {
+			i += j
+			continue
+		}
+		d.WaitN++
+		p := waitChunkRef{N: d.WaitN, Page: len(part), First: part[0].First, Drop: part[0].Drop}
+		var entries, runs strings.Builder
+		for _, c := range part {
+			p.Count += c.Count
+			p.Drop = min(p.Drop, c.Drop)
+			p.Recv = max(p.Recv, c.Recv)
+			p.Embedded += c.Embedded
+			entries.WriteString(c.Entries)
+			runs.WriteString(c.Runs)
+		}
+		p.Entries, p.Runs = entries.String(), runs.String()
+		b, err := marshalRecord(part)
+		if err != nil {
+			return fmt.Errorf("ledger: encode a page of parked chunks: %w", err)
+		}
+		blobs.set(waitPageBlob(p.N), b)
+		d.Waits = slices.Concat(d.Waits[:i:i], []waitChunkRef{p}, d.Waits[i+waitPage:])
 	}
 	return nil
 }
@@ -306,27 +424,53 @@ func (d *document) refold(was parkedAs, w waitLoads, o Options, blobs *blobSet) 
 		b, err2 := marshalRecord(cur)
 		return err1 == nil && err2 == nil && bytes.Equal(a, b)
 	}
-	var back []waitChunkRef
-	for _, c := range was.chunks {
-		recs, ok := w[c.N]
+	// kept reports whether chunk c's events are still as it holds them.
+	kept := func(c waitChunkRef) bool {
+		recs, ok := w.chunks[c.N]
 		for _, r := range recs {
 			q, e, run := d.Queue[r.Item.EntryID], d.Entries[r.Entry.ID], d.Runs[r.Run.ID]
 			if !ok || q == nil || e == nil || run == nil || !d.parkable(q, runs, o) ||
 				!same(r.Item, q) || !same(r.Entry, e) || !same(r.Run, run) {
-				ok = false
-				break
+				return false
 			}
 		}
-		if !ok {
-			continue
-		}
-		for _, r := range recs {
+		return ok
+	}
+	// keep parks c's events again under its record.
+	keep := func(c waitChunkRef) {
+		for _, r := range w.chunks[c.N] {
 			delete(d.Queue, r.Item.EntryID)
 			delete(d.Entries, r.Entry.ID)
 			delete(d.Runs, r.Run.ID)
 		}
 		delete(blobs.m, waitBlob(c.N))
-		back = append(back, c)
+	}
+	var back []waitChunkRef
+	for _, c := range was.chunks {
+		if c.Page == 0 {
+			if kept(c) {
+				keep(c)
+				back = append(back, c)
+			}
+			continue
+		}
+		// A page stays whole when all its chunks do; otherwise those
+		// that do are listed in its place.
+		refs := w.pages[c.N]
+		if len(refs) > 0 && !slices.ContainsFunc(refs, func(r waitChunkRef) bool { return !kept(r) }) {
+			for _, r := range refs {
+				keep(r)
+			}
+			delete(blobs.m, waitPageBlob(c.N))
+			back = append(back, c)
+			continue
+		}
+		for _, r := range refs {
+			if kept(r) {
+				keep(r)
+				back = append(back, r)
+			}
+		}
 	}
 	if len(back) > 0 {
 		// The bounds of every chunk there was still bound those kept.
@@ -366,17 +510,36 @@ func (d *document) headBefore(k waitKey) bool {
 // the document holds the scope's head. A chunk read back from the middle
 // stays in the document: its events are before the last parked one.
 func (d *document) restoreWaits(w waitLoads, now time.Time, retention time.Duration, blobs *blobSet) error {
+	nowN := now.UnixNano()
+	// The pages that hold such a chunk are listed in full first.
+	var pages []uint64
+	for _, c := range d.Waits {
+		if _, ok := w.pages[c.N]; c.Page > 0 && c.Drop < nowN && !ok {
+			pages = append(pages, c.N)
+		}
+	}
+	if len(pages) > 0 {
+		return &errNeedWaits{pages: pages}
+	}
+	for i := 0; i < len(d.Waits); i++ {
+		if d.Waits[i].Page > 0 && d.Waits[i].Drop < nowN {
+			if err := d.expand(i, w, blobs); err != nil {
+				return err
+			}
+			i-- // its first chunk is at i now
+		}
+	}
 	var dropping []waitChunkRef
 	for _, c := range d.Waits {
-		if c.Drop < now.UnixNano() {
+		if c.Drop < nowN {
 			dropping = append(dropping, c)
 		}
 	}
-	if need := w.missing(dropping); len(need) > 0 {
-		return &errNeedWaits{ns: need} // all at once: one read, one try
+	if need := w.missing(dropping); need != nil {
+		return need // all at once: one read, one try
 	}
 	for i := 0; i < len(d.Waits); {
-		if d.Waits[i].Drop >= now.UnixNano() {
+		if d.Waits[i].Drop >= nowN {
 			i++
 			continue
 		}
@@ -386,6 +549,12 @@ func (d *document) restoreWaits(w waitLoads, now time.Time, retention time.Durat
 	}
 	d.prune(now, retention, blobs)
 	for len(d.Waits) > 0 && !d.headBefore(d.Waits[0].First) {
+		if d.Waits[0].Page > 0 {
+			if err := d.expand(0, w, blobs); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := d.unparkAt(0, w, blobs); err != nil {
 			return err
 		}
@@ -515,25 +684,51 @@ func decodeWaits(scope string, n uint64, b []byte) ([]waitRecord, error) {
 	return recs, nil
 }
 
-// readWaits reads chunks ns into w, in one store call.
-func (l *Ledger) readWaits(ctx context.Context, scope string, ns []uint64, w waitLoads) error {
-	bs, err := readRecords(ctx, l, scope, "parked chunks", ns, waitBlob)
+// decodeWaitPage decodes a page record.
+func decodeWaitPage(scope string, n uint64, b []byte) ([]waitChunkRef, error) {
+	var refs []waitChunkRef
+	if err := unmarshalRecord(b, &refs); err != nil {
+		return nil, fmt.Errorf("%w: scope %q: page of parked chunks %d: %w", ErrCorrupt, scope, n, err)
+	}
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("%w: scope %q: page of parked chunks %d lists none", ErrCorrupt, scope, n)
+	}
+	return refs, nil
+}
+
+// readWaits reads the chunks and pages need names into w, in one store
+// call. gone reports that one of them is missing: the document that
+// listed it is not the scope's any more.
+func (l *Ledger) readWaits(ctx context.Context, scope string, need *errNeedWaits, w waitLoads) (gone bool, err error) {
+	refs := make([]waitChunkRef, 0, len(need.ns)+len(need.pages))
+	for _, n := range need.ns {
+		refs = append(refs, waitChunkRef{N: n})
+	}
+	for _, n := range need.pages {
+		refs = append(refs, waitChunkRef{N: n, Page: 1})
+	}
+	bs, err := readRecords(ctx, l, scope, "parked chunks", refs, waitChunkRef.record)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for i, b := range bs {
-		if b == nil {
+		c := refs[i]
+		switch {
+		case b == nil:
 			// Gone meanwhile: the document no longer lists it, and
 			// the next try reads the one that does.
-			continue
+			gone = true
+		case c.Page > 0:
+			if w.pages[c.N], err = decodeWaitPage(scope, c.N, b); err != nil {
+				return false, err
+			}
+		default:
+			if w.chunks[c.N], err = decodeWaits(scope, c.N, b); err != nil {
+				return false, err
+			}
 		}
-		recs, err := decodeWaits(scope, ns[i], b)
-		if err != nil {
-			return err
-		}
-		w[ns[i]] = recs
 	}
-	return nil
+	return gone, nil
 }
 
 // readFull reads a scope's document with its parked events put back, for
@@ -543,21 +738,35 @@ func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) 
 	if err != nil || len(d.Waits) == 0 {
 		return d, err
 	}
-	w := waitLoads{}
+	w := newWaitLoads()
 	for try := 0; ; try++ {
-		if need := w.missing(d.Waits); len(need) > 0 {
-			if err := l.readWaits(ctx, scope, need, w); err != nil {
+		need := w.missing(d.Waits)
+		if need == nil {
+			if err := d.unparkAll(w, nil); err != nil {
+				return nil, err
+			}
+			return d, nil
+		}
+		if try >= 2*spillTries {
+			return nil, fmt.Errorf("%w: scope %q: parked events kept moving", ErrContention, scope)
+		}
+		// Pages first, then the chunks they list: two reads at most
+		// while nothing moves.
+		gone, err := l.readWaits(ctx, scope, need, w)
+		if err != nil {
+			return nil, err
+		}
+		if gone {
+			// A record went between the reads: read the document
+			// again.
+			if d, err = l.read(ctx, scope); err != nil {
 				return nil, err
 			}
 		}
-		if err := d.unparkAll(w, nil); err == nil {
-			return d, nil
-		} else if try >= spillTries {
-			return nil, fmt.Errorf("%w: scope %q: parked events kept moving", ErrContention, scope)
-		}
-		// A chunk went between the two reads: read the document again.
-		if d, err = l.read(ctx, scope); err != nil {
-			return nil, err
-		}
 	}
+}
+
+// waitPages reports whether d lists a page of parked chunks.
+func (d *document) waitPages() bool {
+	return slices.ContainsFunc(d.Waits, func(c waitChunkRef) bool { return c.Page > 0 })
 }

@@ -95,7 +95,7 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 	}
 	var events []sent
 	lastCtx := now
-	sawParked, sawRuns := 0, 0
+	sawParked, sawRuns, sawPages := 0, 0, 0
 
 	// same runs op on both twins and fails unless their answers match.
 	same := func(step int, what string, op func(tw *parkedTwin) (any, error)) {
@@ -128,8 +128,9 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 	}
 
 	for step := range steps {
-		// Phases: let a queue build behind a held head, then drain.
-		filling := (step/300)%2 == 0
+		// Phases: let a queue build behind a held head, then drain;
+		// long enough that chunk listings fold into pages.
+		filling := (step/500)%2 == 0
 		if wantRuns {
 			// Mostly draining: events finish and leave.
 			filling = (step/300)%4 == 0
@@ -275,7 +276,9 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 			}
 			if raw, _ := parked.st.Read(ctx, scope); raw != nil {
 				var d struct {
-					Waits   []json.RawMessage `json:"waits"`
+					Waits []struct {
+						Page int `json:"p"`
+					} `json:"waits"`
 					Spilled []struct {
 						Runs int `json:"runs"`
 					} `json:"spilled"`
@@ -286,7 +289,14 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 				if err := json.Unmarshal(raw, &d); err != nil {
 					t.Fatal(err)
 				}
-				sawParked = max(sawParked, len(d.Waits))
+				chunks := 0
+				for _, c := range d.Waits {
+					chunks += max(1, c.Page)
+					if c.Page > 0 {
+						sawPages++
+					}
+				}
+				sawParked = max(sawParked, chunks)
 				runs := 0
 				for _, c := range d.Spilled {
 					runs += c.Runs
@@ -300,6 +310,9 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 	}
 	if sawParked < 3 {
 		t.Fatalf("the parked ledger listed at most %d chunks: the history never let enough events wait", sawParked)
+	}
+	if !wantRuns && sawPages == 0 {
+		t.Fatalf("the parked ledger never listed a page of chunks: the history never let enough events wait")
 	}
 	if wantRuns && sawRuns < 20 {
 		t.Fatalf("the parked ledger listed at most %d spilled runs: the history never finished enough events", sawRuns)
@@ -344,10 +357,10 @@ func normalizeParked(t *testing.T, v any, err error) string {
 
 // TestParkedWaitingKeepsTheDocumentSmall: 400 events waiting behind a
 // delivery in flight leave a document that holds a few dozen of them and
-// lists the rest in chunks, about 16 bytes each; the drain reads
-// the chunks back one at a time, in order, and leaves no chunk behind. It
-// fails if waiting events stay in the document, or if the drain loses or
-// reorders one.
+// lists the rest in chunks, most of them folded into pages, a few bytes
+// an event; the drain reads the pages and chunks back in order, and
+// leaves none behind. It fails if waiting events stay in the document, if
+// every chunk is listed on its own, or if the drain loses or reorders one.
 func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
@@ -381,7 +394,10 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	var doc struct {
 		Format int                        `json:"format"`
 		Queue  map[string]json.RawMessage `json:"queue"`
-		Waits  []json.RawMessage          `json:"waits"`
+		Waits  []struct {
+			Count int `json:"c"`
+			Page  int `json:"p"`
+		} `json:"waits"`
 	}
 	raw, err := st.Read(ctx, scope)
 	if err != nil {
@@ -390,9 +406,17 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d waiting: document %d bytes, %d items in it, %d chunks", waiting, len(raw), len(doc.Queue), len(doc.Waits))
-	if len(doc.Queue) > 48 || len(raw) > 40<<10 || len(doc.Waits) < (waiting-48)/16 || doc.Format != 6 {
-		t.Fatalf("%d waiting left %d items in a %d-byte format %d document", waiting, len(doc.Queue), len(raw), doc.Format)
+	parked, pages := 0, 0
+	for _, c := range doc.Waits {
+		parked += c.Count
+		if c.Page > 0 {
+			pages++
+		}
+	}
+	t.Logf("%d waiting: document %d bytes, %d items in it, %d parked under %d listings, %d of them pages", waiting, len(raw), len(doc.Queue), parked, len(doc.Waits), pages)
+	if len(doc.Queue) > 48 || len(raw) > 24<<10 || parked+len(doc.Queue) != waiting+1 || pages == 0 ||
+		len(doc.Waits) > ledger.WaitHead+parked/ledger.WaitChunk/ledger.WaitPage+ledger.WaitPage-1 || doc.Format != 8 {
+		t.Fatalf("%d waiting left %d items in a %d-byte format %d document, %d parked under %d listings", waiting, len(doc.Queue), len(raw), doc.Format, parked, len(doc.Waits))
 	}
 	for i := 0; i <= waiting; i++ {
 		if _, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: held, Status: ledger.DeliveryDelivered}); err != nil {
@@ -417,7 +441,7 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Waits) != 0 || doc.Format == 6 {
+	if len(doc.Waits) != 0 || doc.Format == 6 || doc.Format == 8 {
 		t.Fatalf("drained, the document still lists %d chunks (format %d)", len(doc.Waits), doc.Format)
 	}
 }

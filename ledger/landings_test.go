@@ -41,13 +41,15 @@ func (r *refLandings) prune(cutoff time.Time) {
 // new: every answer must be the whole list's, reading only records the
 // document lists, and the records left must be exactly those it lists.
 func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
-	// Half a minute's retention keeps about 300 landings: chunks come and
-	// go with no page; three minutes keep about 1,800: pages come and go;
-	// forty minutes of 40,000 writes keep about 24,000: pages of pages
-	// come and go.
+	// Fifteen seconds' retention, one write every 200 ms on average,
+	// keeps about 75 landings (150 with the skew below): chunks come and
+	// go with no page; at 100 ms a write, three minutes keep about
+	// 1,800: pages come and go; forty minutes of 40,000 writes keep
+	// about 24,000: pages of pages come and go.
 	for seed := uint64(1); seed <= 8; seed++ {
-		retention := 30 * time.Second
+		retention, gap := 15*time.Second, 400
 		if seed%2 == 1 {
+			gap = 200
 			retention = 3 * time.Minute
 		}
 		wantPages := seed%2 == 1
@@ -82,7 +84,7 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 		}
 		moved, read, paged, leveled, pruned := 0, 0, 0, 0, 0
 		for w := range writes {
-			now = now.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+			now = now.Add(time.Duration(rng.IntN(gap)) * time.Millisecond)
 			if rng.IntN(60) == 0 {
 				behind = !behind
 			}

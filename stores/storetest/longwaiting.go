@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -63,8 +64,32 @@ func testLongWaitingQueue(t *testing.T, newStore NewStore) {
 		}
 		ids = append(ids, id)
 	}
-	if raw := must(e.store.Read(e.ctx, scope)); len(raw) > 0 {
-		t.Logf("document with %d events waiting: %d bytes", longWaiting, len(raw))
+	// The case exists to run the long-queue layout on every store: past
+	// a few dozen waiting events the document lists pages of parked
+	// chunks ("wp:{n}" records). Were the sizes raised so far that it
+	// lists none, this case would stop testing them; fail instead.
+	raw := must(e.store.Read(e.ctx, scope))
+	t.Logf("document with %d events waiting: %d bytes", longWaiting, len(raw))
+	var doc struct {
+		Waits []struct {
+			N    uint64 `json:"n"`
+			Page int    `json:"p"`
+		} `json:"waits"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	pages := 0
+	for _, w := range doc.Waits {
+		if w.Page > 0 {
+			pages++
+			if b := must(e.store.ReadBlob(e.ctx, scope, fmt.Sprintf("wp:%d", w.N))); b == nil {
+				t.Fatalf("the document lists page %d of parked chunks, and the store holds no record wp:%d", w.N, w.N)
+			}
+		}
+	}
+	if pages == 0 {
+		t.Fatalf("%d events waiting and the document lists no page of parked chunks (%d listings): the case no longer tests pages", longWaiting, len(doc.Waits))
 	}
 
 	items := map[string]ledger.QueueItem{}

@@ -685,7 +685,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	checks := ChecksAbsent(l.store)
 	lands := &landLoads{}
 	chunks := chunkReader{l: l, scope: scope}
-	waits := newWaitLoads()
+	var waits waitLoads
 	allWaits := !lk.waits
 	if c := l.spills.get(scope); c > 0 && lk.names() && !lk.lazy && !checks {
 		v.counter = c
@@ -837,7 +837,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			allWaits = true
 			continue
 		case errors.As(err, &needWaits) && try < spillTries:
-			if _, err := l.readWaits(ctx, scope, needWaits, waits); err != nil {
+			if _, err := l.readWaits(ctx, scope, needWaits, &waits); err != nil {
 				return err
 			}
 			continue

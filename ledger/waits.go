@@ -248,14 +248,11 @@ var errNeedAllWaits = errors.New("ledger: decision needs every parked event")
 
 // waitLoads are the chunks and pages read so far by one decision's tries.
 // Neither is ever rewritten, so a copy read once stays good while it is
-// listed.
+// listed. The zero value holds none; readWaits makes the maps on its
+// first read, so a step that reads no parked record allocates nothing.
 type waitLoads struct {
 	chunks map[uint64][]waitRecord
 	pages  map[uint64][]waitChunkRef
-}
-
-func newWaitLoads() waitLoads {
-	return waitLoads{chunks: map[uint64][]waitRecord{}, pages: map[uint64][]waitChunkRef{}}
 }
 
 // missing lists what of cs is not loaded yet: the chunks, and the pages
@@ -699,7 +696,7 @@ func decodeWaitPage(scope string, n uint64, b []byte) ([]waitChunkRef, error) {
 // readWaits reads the chunks and pages need names into w, in one store
 // call. gone reports that one of them is missing: the document that
 // listed it is not the scope's any more.
-func (l *Ledger) readWaits(ctx context.Context, scope string, need *errNeedWaits, w waitLoads) (gone bool, err error) {
+func (l *Ledger) readWaits(ctx context.Context, scope string, need *errNeedWaits, w *waitLoads) (gone bool, err error) {
 	refs := make([]waitChunkRef, 0, len(need.ns)+len(need.pages))
 	for _, n := range need.ns {
 		refs = append(refs, waitChunkRef{N: n})
@@ -710,6 +707,9 @@ func (l *Ledger) readWaits(ctx context.Context, scope string, need *errNeedWaits
 	bs, err := readRecords(ctx, l, scope, "parked chunks", refs, waitChunkRef.record)
 	if err != nil {
 		return false, err
+	}
+	if w.chunks == nil {
+		w.chunks, w.pages = map[uint64][]waitRecord{}, map[uint64][]waitChunkRef{}
 	}
 	for i, b := range bs {
 		c := refs[i]
@@ -738,7 +738,7 @@ func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) 
 	if err != nil || len(d.Waits) == 0 {
 		return d, err
 	}
-	w := newWaitLoads()
+	var w waitLoads
 	for try := 0; ; try++ {
 		need := w.missing(d.Waits)
 		if need == nil {
@@ -752,7 +752,7 @@ func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) 
 		}
 		// Pages first, then the chunks they list: two reads at most
 		// while nothing moves.
-		gone, err := l.readWaits(ctx, scope, need, w)
+		gone, err := l.readWaits(ctx, scope, need, &w)
 		if err != nil {
 			return nil, err
 		}

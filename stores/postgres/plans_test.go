@@ -58,6 +58,10 @@ func TestBlobWritesReadOnlyTheRecordsTheyName(t *testing.T) {
 		{"a put", putAndDelete(0), 0, nil},
 		{"a put and a delete", putAndDelete(1), 1, nil},
 		{"a put and four deletes", putAndDelete(4), 4, nil},
+		// Past four, the names go as one array: a chunk of parked
+		// events read back deletes its record and its 16 markers.
+		{"a put and seventeen deletes", putAndDelete(17), 17, nil},
+		{"two names checked, a put and seventeen deletes", putAndDelete(17), 17, []string{"x:1", "x:2"}},
 		{"two names checked, a put and a delete", putAndDelete(1), 1, []string{"x:1", "x:2"}},
 		{"four names checked, a put and two deletes", putAndDelete(2), 2, []string{"x:1", "x:2", "x:3", "x:4"}},
 	}

@@ -218,11 +218,18 @@ RETURNING version`
 	// delete took, in a generic plan made while the table was small or
 	// not yet analyzed, only scope for its index condition and filtered
 	// the names: every write of a scope of 10,000 records read them all
-	// (issue #34). Past delSlots names, rare and off the fast path, the
-	// names go as one array. A write that deletes nothing has no delete.
+	// (issue #34). Past delSlots names (a chunk of parked events read
+	// back deletes its record and its events' markers) the names go as
+	// one array. Joined to the table, or as name = ANY, a generic plan
+	// on a table not yet analyzed hashes the whole scope; each name is
+	// looked up instead by a subquery of its own, which can only be a
+	// primary-key lookup, and the rows found are deleted by their
+	// ctids, read in the same statement. A write that deletes nothing
+	// has no delete.
 	deletes := func(k, first int) string {
 		if k > delSlots {
-			return fmt.Sprintf(",\ndel AS (DELETE FROM %s WHERE scope = $1 AND EXISTS (SELECT 1 FROM w) AND name = ANY($%d::text[]))", b, first)
+			return fmt.Sprintf(",\ndel AS (DELETE FROM %[1]s WHERE ctid = ANY (ARRAY(SELECT (SELECT x.ctid FROM %[1]s x WHERE x.scope = $1 AND x.name = u.name)"+
+				" FROM unnest($%[2]d::text[]) AS u(name))) AND EXISTS (SELECT 1 FROM w))", b, first)
 		}
 		var out strings.Builder
 		for i := range k {

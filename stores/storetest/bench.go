@@ -153,7 +153,8 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 // the scope's document after the step: what every Transact of the scope
 // reads and writes (on Postgres and Redis, over the network). written-B
 // and read-B are the bytes per operation the steps handed to the store
-// (documents and side records of the writes that landed) and read back
+// (documents and side records of the writes that landed, with the names
+// of the records written, deleted or checked as absent) and read back
 // from it (documents and side records read, and records a refused write
 // handed over): what a server store moves per step, but for the document
 // a Transact reads, which a store that caches it reads only after
@@ -467,17 +468,22 @@ func (s *movedStore) ReadBlobs(ctx context.Context, scope string, names []string
 }
 
 // Transact counts the write that landed (fn may run more than once; the
-// last run's write is the one saved) or the records a refused write
-// handed over.
+// last run's write is the one saved), its records' names included, or
+// the records a refused write handed over.
 func (s *movedStore) Transact(ctx context.Context, scope string, fn func([]byte) (*ledger.Write, error)) error {
 	n := 0
 	err := s.Store.Transact(ctx, scope, func(cur []byte) (*ledger.Write, error) {
 		w, err := fn(cur)
 		n = 0
 		if w != nil && err == nil {
+			// The names too: a server is sent each record's name,
+			// deleted ones and those checked as absent included.
 			n = len(w.Doc)
-			for _, b := range w.Blobs {
-				n += len(b)
+			for name, b := range w.Blobs {
+				n += len(name) + len(b)
+			}
+			for _, name := range w.Absent {
+				n += len(name)
 			}
 		}
 		return w, err

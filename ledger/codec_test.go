@@ -105,6 +105,9 @@ func fillRandom(t *testing.T, rng *rand.Rand, v reflect.Value, path string, dept
 		fillRandom(t, rng, v.Elem(), path, depth+1)
 	case reflect.Struct:
 		for i := range v.NumField() {
+			if f := v.Type().Field(i); !f.IsExported() && f.Tag.Get("json") == "-" {
+				continue // declared a step's own state, not stored
+			}
 			fillRandom(t, rng, v.Field(i), path+"."+v.Type().Field(i).Name, depth+1)
 		}
 	case reflect.String:

@@ -114,9 +114,14 @@
 // Events waiting under order: scope behind a delivery in flight (a
 // backlog behind a hung agent) are parked the same way (waits.go): past
 // the scope's head and the newest few, each with its deliver entry and
-// its run moves into a chunk record of 16 written in scope order, and the
-// document lists the chunk with its first event's place, hashes of its
-// ids and its times (about 16 bytes per parked event; format 6). The head
+// its run moves into a chunk record of 8 written in scope order, and the
+// document lists the chunk with its first event's place, its times and
+// how its ids are known (format 6): on bolt, hashes of them in the
+// listing (about 8 bytes per parked event); on a store that checks
+// Write.Absent, a marker record per id, which a step naming an id the
+// document does not hold takes as absent and the store checks (format 9).
+// Past the first two, every 8 chunk listings fold into a page record
+// (format 8). The head
 // the order rule lets go is always in the document, so accepts, takes,
 // finishes and the agent's own steps decide on the document alone; a
 // write that leaves no head reads the first chunk back in. Every other
@@ -141,7 +146,8 @@
 // made again on records read.
 // Still in the document, and still growing with a long scope: its
 // supersede-mode runs (whether one is superseded asks about every newer
-// run), the chunk listing of a backlog, and its dead and rejected
+// run), the listings of a backlog's chunks and pages (about 100 bytes
+// per page of 64 parked events, and bolt's hashes), and its dead and rejected
 // deliveries.
 //
 // # Choices where the design leaves room

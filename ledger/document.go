@@ -15,7 +15,9 @@ import (
 // that has parked waiting events (waits.go), and format7 into one that has
 // spilled runs (spillruns.go), and format8 into one that lists a page of
 // parked chunks (waits.go: an older build would read a page as a chunk),
-// so that a build that would not look for them refuses it; a document that
+// and format9 into one that lists parked chunks whose ids are marker
+// records instead of hashes (waits.go: an older build would take every id
+// for one that is not parked), so that a build that would not look for them refuses it; a document that
 // did none of these is still written as format 1, which every build reads.
 const (
 	formatVersion = 2
@@ -26,6 +28,7 @@ const (
 	format6       = 6
 	format7       = 7
 	format8       = 8
+	format9       = 9
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -78,6 +81,14 @@ type document struct {
 	// hold while any chunk is listed, whichever goes first.
 	WaitLast  waitKey `json:"waitLast,omitzero"`
 	WaitUntil int64   `json:"waitUntil,omitempty"`
+
+	// markWaits and assumed are not part of the document but one step's
+	// own state: markWaits says the store checks Write.Absent, so park
+	// lists a chunk's ids as marker records (waits.go), and assumed
+	// collects the marker names a decision took as absent, for the write
+	// to check.
+	markWaits bool     `json:"-"`
+	assumed   []string `json:"-"`
 }
 
 // landing is one write joining the scope's history.
@@ -167,8 +178,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format8)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format9)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -378,6 +389,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.waitMarked():
+		d.Format = format9
 	case d.waitPages():
 		d.Format = format8
 	case d.spilledRuns():

@@ -707,6 +707,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				return nil, err
 			}
 			counter = d.Spill
+			d.markWaits = checks
 			var was parkedAs
 			if allWaits && len(d.Waits) > 0 {
 				was = d.parkedState()
@@ -757,6 +758,11 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 				// other answer is made again on the records read.
 				return nil, &errSpillMoved{counter: d.Spill}
 			}
+			if len(d.assumed) > 0 && (err != nil || !changed) {
+				// The same for a parked event's markers: decide
+				// again with every parked event read back.
+				return nil, errNeedAllWaits
+			}
 			if err != nil || !changed {
 				return nil, err
 			}
@@ -789,8 +795,11 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if w == nil && err == nil && absent != nil {
 				return nil, &errSpillMoved{counter: assumedAt}
 			}
+			if w == nil && err == nil && len(d.assumed) > 0 {
+				return nil, errNeedAllWaits
+			}
 			if w != nil {
-				w.Absent = absent
+				w.Absent = append(absent, d.assumed...)
 			}
 			return w, err
 		})
@@ -801,6 +810,12 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 		var needRun *errNeedRun
 		var present *PresentError
 		switch {
+		case errors.As(err, &present) && !allWaits && presentMarks(present):
+			// An id taken as not parked is: decide with every parked
+			// event read back (a spilled record found with it is
+			// met again, and read, on that try).
+			allWaits = true
+			continue
 		case errors.As(err, &present) && try < spillTries:
 			// Records taken as absent exist: decide again with them, as
 			// read beside the document the decision was made on; a

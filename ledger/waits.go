@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -36,7 +37,15 @@ import (
 //   - Entries and Runs, short hashes of its events' entry and run ids, so
 //     that a decision about one event (a duplicate delivery of a parked
 //     one, a claim or an end of its run) knows it must read the chunks
-//     first.
+//     first. On a store that checks Write.Absent (memory, Postgres,
+//     Redis) a chunk is Marked instead: each of its events has two marker
+//     records, "wk:{entry id}" and "wq:{run id hash}", written with the
+//     chunk and deleted with it, and a decision about an id the document
+//     does not hold takes its marker as absent and lets the write check
+//     (a marker that exists makes it decide again with every chunk read
+//     back). A thousand waiting events then list no hashes at all (8 KB
+//     that every step moved); bolt, which would pay a commit for each
+//     refused write, keeps the hashes.
 //   - Count, the newest receipt and Drop, so that the scope's depth and
 //     the received index stay as they were, and a chunk comes back before
 //     retention would have dropped anything in it. The document's expiry
@@ -140,8 +149,8 @@ type waitChunkRef struct {
 	// Recv is the newest ReceivedAt of its items.
 	Recv int64 `json:"r"`
 	// Entries and Runs are the hashes of its events' entry and run ids.
-	Entries string `json:"e"`
-	Runs    string `json:"h"`
+	Entries string `json:"e,omitempty"`
+	Runs    string `json:"h,omitempty"`
 	// Embedded counts its items that carry their event record
 	// (embedsEvent counts them as it counts the document's).
 	Embedded int `json:"m,omitempty"`
@@ -152,6 +161,9 @@ type waitChunkRef struct {
 	// that every question asked of the listings is asked of a page
 	// without reading it.
 	Page int `json:"p,omitempty"`
+	// Marked: the chunk's events have marker records (waitMarks) and
+	// list no hashes; a page is Marked when one of its chunks is.
+	Marked bool `json:"k,omitempty"`
 }
 
 // waitRecord is one parked event, as a "w:{n}" record lists it.
@@ -171,6 +183,39 @@ func (c waitChunkRef) record() string {
 		return waitPageBlob(c.N)
 	}
 	return waitBlob(c.N)
+}
+
+// waitMarkEntry and waitMarkRun name the marker records of a parked
+// event of a Marked chunk: they exist exactly while the chunk is listed.
+// A run id may be longer than a store key, so its marker is named by its
+// hash, as its spilled record is.
+func waitMarkEntry(id string) string { return "wk:" + id }
+
+func waitMarkRun(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return "wq:" + hex.EncodeToString(h[:16])
+}
+
+// waitMarkData is what a marker holds: its existence is all it says.
+var waitMarkData = []byte{'1'}
+
+// setMarks writes (data) or deletes (nil) the markers of recs.
+func setMarks(recs []waitRecord, data []byte, blobs *blobSet) {
+	for _, r := range recs {
+		blobs.set(waitMarkEntry(r.Entry.ID), data)
+		blobs.set(waitMarkRun(r.Run.ID), data)
+	}
+}
+
+// presentMarks reports whether the store found a marker that a decision
+// took as absent.
+func presentMarks(p *PresentError) bool {
+	for name := range p.Blobs {
+		if strings.HasPrefix(name, "wk:") || strings.HasPrefix(name, "wq:") {
+			return true
+		}
+	}
+	return false
 }
 
 // waitHash is the first 24 bits of id's SHA-256, in base64: ids that
@@ -194,6 +239,10 @@ func hashListed(list, h string) bool {
 // parkedEntry reports whether an entry of one of ids may be parked.
 // Each id is hashed once, and only when some chunk may hold it: a scope
 // with no parked events pays nothing.
+//
+// An id that a Marked listing may hold is taken as not parked when the
+// store checks Write.Absent (its marker goes to d.assumed, for the write
+// to check), and as maybe parked when it does not.
 func (d *document) parkedEntry(ids ...string) bool {
 	if len(d.Waits) == 0 {
 		return false
@@ -203,13 +252,30 @@ func (d *document) parkedEntry(ids ...string) bool {
 			continue
 		}
 		h := waitHash(id)
+		marked := false
 		for _, c := range d.Waits {
 			if hashListed(c.Entries, h) {
 				return true
 			}
+			marked = marked || c.Marked
+		}
+		if marked && !d.assume(waitMarkEntry(id)) {
+			return true
 		}
 	}
 	return false
+}
+
+// assume takes the marker name as absent, for the write to check; it
+// reports false when the store does not check.
+func (d *document) assume(name string) bool {
+	if !d.markWaits {
+		return false
+	}
+	if !slices.Contains(d.assumed, name) {
+		d.assumed = append(d.assumed, name)
+	}
+	return true
 }
 
 // parkedRun reports whether run id may be parked.
@@ -218,12 +284,14 @@ func (d *document) parkedRun(id string) bool {
 		return false
 	}
 	h := waitHash(id)
+	marked := false
 	for _, c := range d.Waits {
 		if hashListed(c.Runs, h) {
 			return true
 		}
+		marked = marked || c.Marked
 	}
-	return false
+	return marked && !d.assume(waitMarkRun(id))
 }
 
 // parkedCount is how many events the chunks hold.
@@ -295,6 +363,9 @@ func (d *document) unparkAll(w waitLoads, blobs *blobSet) error {
 				put(w.pages[c.N])
 			} else {
 				d.putBack(w.chunks[c.N])
+				if c.Marked && blobs != nil {
+					setMarks(w.chunks[c.N], nil, blobs)
+				}
 			}
 			if blobs != nil {
 				blobs.set(c.record(), nil)
@@ -315,6 +386,9 @@ func (d *document) unparkAt(i int, w waitLoads, blobs *blobSet) error {
 	}
 	d.putBack(recs)
 	blobs.set(waitBlob(c.N), nil)
+	if c.Marked {
+		setMarks(recs, nil, blobs)
+	}
 	d.Waits = append(d.Waits[:i:i], d.Waits[i+1:]...)
 	if len(d.Waits) == 0 {
 		d.noWaits()
@@ -358,6 +432,7 @@ func (d *document) foldWaits(blobs *blobSet) error {
 			p.Drop = min(p.Drop, c.Drop)
 			p.Recv = max(p.Recv, c.Recv)
 			p.Embedded += c.Embedded
+			p.Marked = p.Marked || c.Marked
 			entries.WriteString(c.Entries)
 			runs.WriteString(c.Runs)
 		}
@@ -439,6 +514,11 @@ func (d *document) refold(was parkedAs, w waitLoads, o Options, blobs *blobSet) 
 			delete(d.Queue, r.Item.EntryID)
 			delete(d.Entries, r.Entry.ID)
 			delete(d.Runs, r.Run.ID)
+			if c.Marked {
+				// Its markers stay, as its record does.
+				delete(blobs.m, waitMarkEntry(r.Entry.ID))
+				delete(blobs.m, waitMarkRun(r.Run.ID))
+			}
 		}
 		delete(blobs.m, waitBlob(c.N))
 	}
@@ -622,15 +702,17 @@ func (d *document) park(now time.Time, retention time.Duration, o Options, blobs
 		part := cands[:waitChunk]
 		cands = cands[waitChunk:]
 		d.WaitN++
-		c := waitChunkRef{N: d.WaitN, Count: len(part), First: keyOf(part[0])}
+		c := waitChunkRef{N: d.WaitN, Count: len(part), First: keyOf(part[0]), Marked: d.markWaits}
 		d.WaitLast = keyOf(part[len(part)-1])
 		recs := make([]waitRecord, len(part))
 		var entries, runIDs strings.Builder
 		for i, q := range part {
 			e, r := d.Entries[q.EntryID], d.Runs[q.RunID]
 			recs[i] = waitRecord{Entry: e, Item: q, Run: r}
-			entries.WriteString(waitHash(e.ID))
-			runIDs.WriteString(waitHash(r.ID))
+			if !c.Marked {
+				entries.WriteString(waitHash(e.ID))
+				runIDs.WriteString(waitHash(r.ID))
+			}
 			drop := q.dropAt(retention)
 			idle := r.LastActive
 			if r.LeaseUntil.After(idle) {
@@ -657,6 +739,9 @@ func (d *document) park(now time.Time, retention time.Duration, o Options, blobs
 			return fmt.Errorf("ledger: encode parked events: %w", err)
 		}
 		blobs.set(waitBlob(c.N), b)
+		if c.Marked {
+			setMarks(recs, waitMarkData, blobs)
+		}
 		for _, q := range part {
 			delete(d.Entries, q.EntryID)
 			delete(d.Runs, q.RunID)
@@ -764,6 +849,11 @@ func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) 
 			}
 		}
 	}
+}
+
+// waitMarked reports whether d lists a Marked chunk or page.
+func (d *document) waitMarked() bool {
+	return slices.ContainsFunc(d.Waits, func(c waitChunkRef) bool { return c.Marked })
 }
 
 // waitPages reports whether d lists a page of parked chunks.

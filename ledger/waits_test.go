@@ -2,9 +2,12 @@ package ledger_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +82,12 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 	// otherwise from its write.
 	kept.l = ledger.New(readsFirst{kept.st}, opts)
 	ledger.KeepWaitingInDocument(kept.l)
-	twins := []*parkedTwin{parked, kept}
+	// A second parking ledger on a store that does not check
+	// Write.Absent: its chunks list hashes of their ids instead of
+	// marker records.
+	hashed := &parkedTwin{name: "hashed", st: memory.New(clock)}
+	hashed.l = ledger.New(readsFirst{hashed.st}, opts)
+	twins := []*parkedTwin{parked, hashed, kept}
 
 	const scope = "conv"
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
@@ -95,7 +103,7 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 	}
 	var events []sent
 	lastCtx := now
-	sawParked, sawRuns, sawPages := 0, 0, 0
+	sawParked, sawRuns, sawPages, sawMarked := 0, 0, 0, 0
 
 	// same runs op on both twins and fails unless their answers match.
 	same := func(step int, what string, op func(tw *parkedTwin) (any, error)) {
@@ -277,7 +285,8 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 			if raw, _ := parked.st.Read(ctx, scope); raw != nil {
 				var d struct {
 					Waits []struct {
-						Page int `json:"p"`
+						Page   int  `json:"p"`
+						Marked bool `json:"k"`
 					} `json:"waits"`
 					Spilled []struct {
 						Runs int `json:"runs"`
@@ -295,6 +304,9 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 					if c.Page > 0 {
 						sawPages++
 					}
+					if c.Marked {
+						sawMarked++
+					}
 				}
 				sawParked = max(sawParked, chunks)
 				runs := 0
@@ -306,10 +318,16 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 				}
 				sawRuns = max(sawRuns, runs)
 			}
+			if raw, _ := hashed.st.Read(ctx, scope); strings.Contains(string(raw), `"k":true`) {
+				t.Fatalf("step %d: the ledger on a store that does not check Write.Absent marked a chunk", step)
+			}
 		}
 	}
 	if sawParked < 3 {
 		t.Fatalf("the parked ledger listed at most %d chunks: the history never let enough events wait", sawParked)
+	}
+	if sawMarked == 0 {
+		t.Fatalf("the parked ledger never listed a marked chunk")
 	}
 	if !wantRuns && sawPages == 0 {
 		t.Fatalf("the parked ledger never listed a page of chunks: the history never let enough events wait")
@@ -362,12 +380,41 @@ func normalizeParked(t *testing.T, v any, err error) string {
 // leaves none behind. It fails if waiting events stay in the document, if
 // every chunk is listed on its own, or if the drain loses or reorders one.
 func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
+	// On a store that checks Write.Absent the parked events' ids are
+	// marker records (format 9); on one that does not, hashes in the
+	// document (format 8).
+	t.Run("markers", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, true) })
+	t.Run("hashes", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, false) })
+}
+
+func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	st := memory.New(clock)
-	l := ledger.New(st, ledger.Options{Clock: clock, ReplayCache: -1})
+	var store ledger.Store = st
+	wantFormat, maxDoc := 9, 16<<10
+	if !checks {
+		store, wantFormat, maxDoc = readsFirst{st}, 8, 24<<10
+	}
+	l := ledger.New(store, ledger.Options{Clock: clock, ReplayCache: -1})
 	const scope, waiting = "backlog", 400
+	type ids struct{ entry, run string }
+	var sent []ids
+	// marks reports whether each event sent has its two markers.
+	marks := func(t *testing.T, e ids) (bool, bool) {
+		t.Helper()
+		k, err := st.ReadBlob(ctx, scope, "wk:"+e.entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256([]byte(e.run))
+		q, err := st.ReadBlob(ctx, scope, "wq:"+hex.EncodeToString(h[:16]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k != nil, q != nil
+	}
 	enqueue := func(i int) ledger.Enqueued {
 		t.Helper()
 		ev := fmt.Sprintf("e%04d", i)
@@ -381,6 +428,7 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 		if err != nil || got.Status != ledger.EnqueueQueued {
 			t.Fatalf("enqueue %s: %v %v", ev, got.Status, err)
 		}
+		sent = append(sent, ids{entry: got.Item.EntryID, run: "src:" + ev})
 		return got
 	}
 	first := enqueue(0)
@@ -395,8 +443,11 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 		Format int                        `json:"format"`
 		Queue  map[string]json.RawMessage `json:"queue"`
 		Waits  []struct {
-			Count int `json:"c"`
-			Page  int `json:"p"`
+			Count   int    `json:"c"`
+			Page    int    `json:"p"`
+			Entries string `json:"e"`
+			Runs    string `json:"h"`
+			Marked  bool   `json:"k"`
 		} `json:"waits"`
 	}
 	raw, err := st.Read(ctx, scope)
@@ -412,10 +463,21 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 		if c.Page > 0 {
 			pages++
 		}
+		if hashed := len(c.Entries)+len(c.Runs) > 0; c.Marked != checks || hashed == checks {
+			t.Fatalf("a listing of %d parked events marked %v with %d bytes of hashes, on a store that checks: %v", c.Count, c.Marked, len(c.Entries)+len(c.Runs), checks)
+		}
+	}
+	// A parked event has both markers, any other none.
+	for _, e := range sent {
+		k, q := marks(t, e)
+		_, inDoc := doc.Queue[e.entry]
+		if want := checks && !inDoc; k != want || q != want {
+			t.Fatalf("event %s, in the document %v: markers %v %v, want %v", e.run, inDoc, k, q, want)
+		}
 	}
 	t.Logf("%d waiting: document %d bytes, %d items in it, %d parked under %d listings, %d of them pages", waiting, len(raw), len(doc.Queue), parked, len(doc.Waits), pages)
-	if len(doc.Queue) > 48 || len(raw) > 24<<10 || parked+len(doc.Queue) != waiting+1 || pages == 0 ||
-		len(doc.Waits) > ledger.WaitHead+parked/ledger.WaitChunk/ledger.WaitPage+ledger.WaitPage-1 || doc.Format != 8 {
+	if len(doc.Queue) > 48 || len(raw) > maxDoc || parked+len(doc.Queue) != waiting+1 || pages == 0 ||
+		len(doc.Waits) > ledger.WaitHead+parked/ledger.WaitChunk/ledger.WaitPage+ledger.WaitPage-1 || doc.Format != wantFormat {
 		t.Fatalf("%d waiting left %d items in a %d-byte format %d document, %d parked under %d listings", waiting, len(doc.Queue), len(raw), doc.Format, parked, len(doc.Waits))
 	}
 	for i := 0; i <= waiting; i++ {
@@ -441,7 +503,71 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Waits) != 0 || doc.Format == 6 || doc.Format == 8 {
+	if len(doc.Waits) != 0 || doc.Format == 6 || doc.Format == 8 || doc.Format == 9 {
 		t.Fatalf("drained, the document still lists %d chunks (format %d)", len(doc.Waits), doc.Format)
+	}
+	for _, e := range sent {
+		if k, q := marks(t, e); k || q {
+			t.Fatalf("drained, event %s still has a marker", e.run)
+		}
+	}
+}
+
+// TestParkedEventsStayKnownAfterADecisionOnAll: a decision that reads
+// every parked event back and changes one (here the cancel of a parked
+// event's run) lists the chunks it left alone again, unwritten. Their
+// events must stay what they were: each redelivery a duplicate, on a store
+// that checks Write.Absent (markers) and on one that does not (hashes).
+func TestParkedEventsStayKnownAfterADecisionOnAll(t *testing.T) {
+	for _, checks := range []bool{true, false} {
+		t.Run(fmt.Sprint("checks=", checks), func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+			clock := func() time.Time { return now }
+			st := memory.New(clock)
+			var store ledger.Store = st
+			if !checks {
+				store = readsFirst{st}
+			}
+			l := ledger.New(store, ledger.Options{Clock: clock, ReplayCache: -1})
+			const scope, waiting = "cancelled", 60
+			enqueue := func(i int, hold bool) ledger.Enqueued {
+				t.Helper()
+				ev := fmt.Sprintf("e%04d", i)
+				got, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
+					Event: ledger.QueuedEvent{Source: "src", EventID: ev, Scope: scope, ReceivedAt: now, Body: []byte(ev)},
+					Run:   ledger.RunOptions{RunID: "src:" + ev, Mode: ledger.ModeIndependent},
+					Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": ev}},
+						Conflict: ledger.ConflictNone, PendingTTL: time.Minute},
+					Hold: hold, MaxAge: time.Hour, Order: ledger.OrderScope,
+				})
+				if err != nil {
+					t.Fatalf("enqueue %s: %v", ev, err)
+				}
+				return got
+			}
+			enqueue(0, true)
+			for i := 1; i <= waiting; i++ {
+				now = now.Add(time.Millisecond)
+				if got := enqueue(i, false); got.Status != ledger.EnqueueQueued {
+					t.Fatalf("enqueue %d: %s", i, got.Status)
+				}
+			}
+			raw, err := st.Read(ctx, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(raw), `"waits"`) {
+				t.Fatal("nothing parked: the test would prove nothing")
+			}
+			if err := l.Cancel(ctx, scope, "src:e0030"); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= waiting; i++ {
+				if got := enqueue(i, false); got.Status != ledger.EnqueueDuplicate {
+					t.Fatalf("after a cancel, the redelivery of e%04d: %s, want a duplicate", i, got.Status)
+				}
+			}
+		})
 	}
 }

@@ -70,10 +70,15 @@ func testLongWaitingQueue(t *testing.T, newStore NewStore) {
 	// lists none, this case would stop testing them; fail instead.
 	raw := must(e.store.Read(e.ctx, scope))
 	t.Logf("document with %d events waiting: %d bytes", longWaiting, len(raw))
+	// On a store that checks Write.Absent the listings name their
+	// events by marker records, not hashes: the store's check of them
+	// is what keeps a redelivery of a parked event a duplicate.
 	var doc struct {
 		Waits []struct {
-			N    uint64 `json:"n"`
-			Page int    `json:"p"`
+			N       uint64 `json:"n"`
+			Page    int    `json:"p"`
+			Marked  bool   `json:"k"`
+			Entries string `json:"e"`
 		} `json:"waits"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -81,6 +86,9 @@ func testLongWaitingQueue(t *testing.T, newStore NewStore) {
 	}
 	pages := 0
 	for _, w := range doc.Waits {
+		if checks := ledger.ChecksAbsent(e.store); w.Marked != checks || (w.Entries == "") != checks {
+			t.Fatalf("a listing marked %v with hashes %q, on a store that checks Write.Absent: %v", w.Marked, w.Entries, checks)
+		}
 		if w.Page > 0 {
 			pages++
 			if b := must(e.store.ReadBlob(e.ctx, scope, fmt.Sprintf("wp:%d", w.N))); b == nil {

@@ -54,24 +54,25 @@ import (
 //
 // Past the first waitHead listings, every waitPage chunk listings in a row
 // fold into a page (foldWaits): a record "wp:{n}" that holds them, listed
-// in their place with what they say together, so that every question
-// above is asked of a page without reading it, and a thousand waiting
-// events cost the document some 10 KB of listings instead of 16 (half of
-// it the hashes, which a page keeps). A write reads a page back and lists
-// its chunks in its place (expand) only when it must read one of them:
-// the head reaches it, or retention drops an event in it. Documents with
-// a page are format 8: an older build would read a page as a chunk.
+// in their place with what they say together, so that every question above
+// is asked of a page without reading it, and a thousand waiting events
+// cost the document some 10 KB of listings instead of 16 (8 KB of it the
+// hashes, which a page keeps, and which marked chunks do without). A write
+// reads a page back and lists its chunks in its place (expand) only when
+// it must read one of them: the head reaches it, or retention drops an
+// event in it. Documents with a page are format 8: an older build would
+// read a page as a chunk.
 //
 // Only the steps of a delivery and of its agent decide on the document as
 // it is (Enqueue, TakeDelivery, FinishDelivery, Begin, Claim, BeginClaim,
 // Settle, Heartbeat and the ends of a run: transactFind with
 // lookup.waits), each asking for every chunk (errNeedAllWaits) when an id
-// it names hashes like a parked one. Every other decision, and every read
-// that lists a scope's items or entries (readFull), first reads every
-// chunk and puts its events back, so it decides and answers exactly as it
-// did when nothing was parked. A decision that writes after that lists
-// again the chunks whose events it left as they were (refold) and parks
-// the rest anew.
+// it names hashes like a parked one or has a marker. Every other decision,
+// and every read that lists a scope's items or entries (readFull), first
+// reads every chunk and puts its events back, so it decides and answers
+// exactly as it did when nothing was parked. A decision that writes after
+// that lists again the chunks whose events it left as they were (refold)
+// and parks the rest anew.
 //
 // What may be parked is narrow (parkable): a queued event under order:
 // scope, never taken, replayed or tried, without debounce or pause, whose

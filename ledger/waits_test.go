@@ -387,17 +387,45 @@ func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	t.Run("hashes", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, false) })
 }
 
+// waitingLedger is a ledger on a memory store that it sees as checking
+// Write.Absent (marker records) or, when checks is false, as reading
+// first (hashes).
+func waitingLedger(checks bool, clock func() time.Time) (*memory.Store, *ledger.Ledger) {
+	st := memory.New(clock)
+	var store ledger.Store = st
+	if !checks {
+		store = readsFirst{st}
+	}
+	return st, ledger.New(store, ledger.Options{Clock: clock, ReplayCache: -1})
+}
+
+// enqueueWaiting sends event e{i} to scope under order: scope, held when
+// hold, each its own independent run.
+func enqueueWaiting(t *testing.T, l *ledger.Ledger, scope string, i int, hold bool, now time.Time) ledger.Enqueued {
+	t.Helper()
+	ev := fmt.Sprintf("e%04d", i)
+	got, err := l.Queue().Enqueue(context.Background(), ledger.EnqueueRequest{
+		Event: ledger.QueuedEvent{Source: "src", EventID: ev, Scope: scope, ReceivedAt: now, Body: []byte(ev)},
+		Run:   ledger.RunOptions{RunID: "src:" + ev, Mode: ledger.ModeIndependent},
+		Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": ev}},
+			Conflict: ledger.ConflictNone, PendingTTL: time.Minute},
+		Hold: hold, MaxAge: time.Hour, Order: ledger.OrderScope,
+	})
+	if err != nil {
+		t.Fatalf("enqueue %s: %v", ev, err)
+	}
+	return got
+}
+
 func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	st := memory.New(clock)
-	var store ledger.Store = st
+	st, l := waitingLedger(checks, clock)
 	wantFormat, maxDoc := 9, 16<<10
 	if !checks {
-		store, wantFormat, maxDoc = readsFirst{st}, 8, 24<<10
+		wantFormat, maxDoc = 8, 24<<10
 	}
-	l := ledger.New(store, ledger.Options{Clock: clock, ReplayCache: -1})
 	const scope, waiting = "backlog", 400
 	type ids struct{ entry, run string }
 	var sent []ids
@@ -417,18 +445,11 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	}
 	enqueue := func(i int) ledger.Enqueued {
 		t.Helper()
-		ev := fmt.Sprintf("e%04d", i)
-		got, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
-			Event: ledger.QueuedEvent{Source: "src", EventID: ev, Scope: scope, ReceivedAt: now, Body: []byte(ev)},
-			Run:   ledger.RunOptions{RunID: "src:" + ev, Mode: ledger.ModeIndependent},
-			Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": ev}},
-				Conflict: ledger.ConflictNone, PendingTTL: time.Minute},
-			Hold: i == 0, MaxAge: time.Hour, Order: ledger.OrderScope,
-		})
-		if err != nil || got.Status != ledger.EnqueueQueued {
-			t.Fatalf("enqueue %s: %v %v", ev, got.Status, err)
+		got := enqueueWaiting(t, l, scope, i, i == 0, now)
+		if got.Status != ledger.EnqueueQueued {
+			t.Fatalf("enqueue e%04d: %v", i, got.Status)
 		}
-		sent = append(sent, ids{entry: got.Item.EntryID, run: "src:" + ev})
+		sent = append(sent, ids{entry: got.Item.EntryID, run: got.Item.RunID})
 		return got
 	}
 	first := enqueue(0)
@@ -524,27 +545,11 @@ func TestParkedEventsStayKnownAfterADecisionOnAll(t *testing.T) {
 			ctx := context.Background()
 			now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 			clock := func() time.Time { return now }
-			st := memory.New(clock)
-			var store ledger.Store = st
-			if !checks {
-				store = readsFirst{st}
-			}
-			l := ledger.New(store, ledger.Options{Clock: clock, ReplayCache: -1})
+			st, l := waitingLedger(checks, clock)
 			const scope, waiting = "cancelled", 60
 			enqueue := func(i int, hold bool) ledger.Enqueued {
 				t.Helper()
-				ev := fmt.Sprintf("e%04d", i)
-				got, err := l.Queue().Enqueue(ctx, ledger.EnqueueRequest{
-					Event: ledger.QueuedEvent{Source: "src", EventID: ev, Scope: scope, ReceivedAt: now, Body: []byte(ev)},
-					Run:   ledger.RunOptions{RunID: "src:" + ev, Mode: ledger.ModeIndependent},
-					Claim: ledger.ClaimRequest{Key: ledger.Key{Scope: scope, Intent: "deliver", Payload: map[string]string{"source": "src", "eventId": ev}},
-						Conflict: ledger.ConflictNone, PendingTTL: time.Minute},
-					Hold: hold, MaxAge: time.Hour, Order: ledger.OrderScope,
-				})
-				if err != nil {
-					t.Fatalf("enqueue %s: %v", ev, err)
-				}
-				return got
+				return enqueueWaiting(t, l, scope, i, hold, now)
 			}
 			enqueue(0, true)
 			for i := 1; i <= waiting; i++ {

@@ -162,8 +162,9 @@ type waitChunkRef struct {
 	// that every question asked of the listings is asked of a page
 	// without reading it.
 	Page int `json:"p,omitempty"`
-	// Marked: the chunk's events have marker records (waitMarks) and
-	// list no hashes; a page is Marked when one of its chunks is.
+	// Marked: the chunk's events have marker records (waitMarkEntry,
+	// waitMarkRun) and it lists no hashes; a page is Marked when one of
+	// its chunks is.
 	Marked bool `json:"k,omitempty"`
 }
 

@@ -98,7 +98,7 @@ func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
 	}
 }
 
-// A format 1 document that grows long is rewritten as format 3 with its
+// A format 1 document that grows long is rewritten as format 10 with its
 // older settled entries spilled out and its older landings moved out
 // (issue #34), and decides the same: the
 // committed refund, stored under its format 1 id and now spilled, is still
@@ -121,8 +121,8 @@ func TestFormat1DocumentDecidesTheSameOnceSpilled(t *testing.T) {
 		Format  int                        `json:"format"`
 		Entries map[string]json.RawMessage `json:"entries"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 3 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
-		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 3 with the refund spilled",
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 10 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
+		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 10 with the refund spilled",
 			doc.Format, len(doc.Entries), doc.Entries[legacyRefundID] != nil, err)
 	}
 	var ran atomic.Int64
@@ -189,10 +189,11 @@ func format2LongScope(t *testing.T) (*ledger.Ledger, ledger.Store, *storetest.Cl
 }
 
 // A long format 2 scope reads and decides as it did once this build
-// rewrites it as format 3 (landings moved out, chunk listings in pages):
+// rewrites it as format 10 (landings moved out, chunk listings in pages,
+// every listing an array; the golden's listings are objects):
 // its history, a duplicate, and what runs whose context falls anywhere in
 // it have seen, before the first write and after.
-func TestFormat2LongScopeDecidesTheSameAsFormat3(t *testing.T) {
+func TestFormat2LongScopeDecidesTheSameAsFormat10(t *testing.T) {
 	ctx := context.Background()
 	l, st, _, _ := format2LongScope(t)
 	const scope = "conv:long2"
@@ -259,8 +260,8 @@ func TestFormat2LongScopeDecidesTheSameAsFormat3(t *testing.T) {
 			Pages  []json.RawMessage `json:"spillPages"`
 			Land   []json.RawMessage `json:"landChunks"`
 		}
-		if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 3 || len(doc.Pages) == 0 || len(doc.Land) == 0 {
-			t.Fatalf("after round %d: format %d, %d pages, %d landing chunks (%v); want format 3 with both", round, doc.Format, len(doc.Pages), len(doc.Land), err)
+		if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 10 || len(doc.Pages) == 0 || len(doc.Land) == 0 {
+			t.Fatalf("after round %d: format %d, %d pages, %d landing chunks (%v); want format 10 with both", round, doc.Format, len(doc.Pages), len(doc.Land), err)
 		}
 	}
 	// A run whose context follows it all sees no change.
@@ -271,5 +272,5 @@ func TestFormat2LongScopeDecidesTheSameAsFormat3(t *testing.T) {
 	if cl, err := run.Claim(ctx, "reply", "now", ledger.OnceOptions{Conflict: ledger.ConflictSameIntent}); err != nil || !cl.Acquired() {
 		t.Fatalf("claim of a current run: %+v, %v", cl, err)
 	}
-	history("format 3")
+	history("format 10")
 }

@@ -110,7 +110,10 @@
 // listed (spillpages.go; format 3 too), and pages of either kind into
 // pages of pages the same way, level by level (format 5), so what a long
 // history leaves in the document is at most 15 listings of spilled
-// entries and 31 of landings per level.
+// entries and 31 of landings per level. Those four lists are written as
+// flat arrays of numbers, a fixed count per listing (listings.go), about
+// half the bytes of the objects they were: a document that lists any is
+// format 10, and formats 3, 4, 5 and 7 are read but no longer written.
 // Events waiting under order: scope behind a delivery in flight (a
 // backlog behind a hung agent) are parked the same way (waits.go): past
 // the scope's head and the newest few, each with its deliver entry and

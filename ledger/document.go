@@ -17,8 +17,11 @@ import (
 // parked chunks (waits.go: an older build would read a page as a chunk),
 // and format9 into one that lists parked chunks whose ids are marker
 // records instead of hashes (waits.go: an older build would take every id
-// for one that is not parked), so that a build that would not look for them refuses it; a document that
-// did none of these is still written as format 1, which every build reads.
+// for one that is not parked), and format10 into one that lists spilled
+// chunks, spill pages or landing records at all, since it writes those
+// listings as arrays (listings.go); so that a build that would not read
+// them refuses it. A document that did none of these is still written as
+// format 1, which every build reads.
 const (
 	formatVersion = 2
 	format1       = 1
@@ -29,6 +32,7 @@ const (
 	format7       = 7
 	format8       = 8
 	format9       = 9
+	format10      = 10
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -56,11 +60,11 @@ type document struct {
 	Escalations []*Escalation `json:"escalations,omitempty"`
 	// Spill counts every change to the scope's spilled records, and
 	// Spilled lists their chunks, oldest first (see spill.go).
-	Spill   uint64       `json:"spill,omitempty"`
-	Spilled []spillChunk `json:"spilled,omitempty"`
+	Spill   uint64         `json:"spill,omitempty"`
+	Spilled spillChunkList `json:"spilled,omitempty"`
 	// SpillPages lists the pages the oldest chunk listings folded into,
 	// oldest first (see spillpages.go).
-	SpillPages []spillPage `json:"spillPages,omitempty"`
+	SpillPages spillPageList `json:"spillPages,omitempty"`
 	// Moved maps an entry that moved back from the spilled records into
 	// Entries to the Spill counter at that moment: the copies the chunks
 	// up to that one hold are out of date (see spill.go).
@@ -68,10 +72,10 @@ type document struct {
 	// LandN numbers the landing records, LandPages and LandChunks list
 	// them, oldest first, and LandCut is the latest retention cutoff
 	// applied while they exist (see landings.go).
-	LandN      uint64      `json:"landN,omitempty"`
-	LandPages  []landGroup `json:"landPages,omitempty"`
-	LandChunks []landGroup `json:"landChunks,omitempty"`
-	LandCut    time.Time   `json:"landCut,omitzero"`
+	LandN      uint64        `json:"landN,omitempty"`
+	LandPages  landGroupList `json:"landPages,omitempty"`
+	LandChunks landGroupList `json:"landChunks,omitempty"`
+	LandCut    time.Time     `json:"landCut,omitzero"`
 	// WaitN numbers the records of parked waiting events, and Waits
 	// lists them in scope order (see waits.go).
 	WaitN uint64         `json:"waitN,omitempty"`
@@ -178,8 +182,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format9)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 && d.Format != format10 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format10)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -388,21 +392,18 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		w.TTL = expires.Sub(now)
 	}
 	d.Format = format1
+	// Formats 3, 4, 5 and 7 are read but no longer written: each marks
+	// something a document lists, and a document that lists anything is
+	// format 10.
 	switch {
+	case d.listsCompactly():
+		d.Format = format10
 	case d.waitMarked():
 		d.Format = format9
 	case d.waitPages():
 		d.Format = format8
-	case d.spilledRuns():
-		d.Format = format7
 	case len(d.Waits) > 0:
 		d.Format = format6
-	case d.pagesOfPages() || d.landPagesOfPages():
-		d.Format = format5
-	case d.spilledItems():
-		d.Format = format4
-	case d.landedOut() || len(d.SpillPages) > 0:
-		d.Format = format3
 	case d.Spill != 0:
 		d.Format = formatVersion
 	}

@@ -276,7 +276,7 @@ func (d *document) moveLandings(blobs *blobSet) error {
 				p.Max = c.Max
 			}
 		}
-		b, err := marshalRecord(part)
+		b, err := marshalRecord([]landGroup(part)) // a page record keeps the object form (listings.go)
 		if err != nil {
 			return fmt.Errorf("ledger: encode landing page: %w", err)
 		}

@@ -190,8 +190,8 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 		}
 		if wantLevels && d.landPagesOfPages() {
 			w, err := d.finish(now, retention, &blobSet{})
-			if err != nil || !strings.Contains(string(w.Doc), `"format":5`) {
-				t.Fatalf("seed %d: a document listing landing pages of pages: %.100s, %v; want format 5", seed, w.Doc, err)
+			if err != nil || !strings.Contains(string(w.Doc), `"format":10`) {
+				t.Fatalf("seed %d: a document listing landing pages of pages: %.100s, %v; want format 10", seed, w.Doc, err)
 			}
 		}
 		perLevel := map[int]int{}
@@ -206,9 +206,11 @@ func TestMovedLandingsMapContextsAsAWholeList(t *testing.T) {
 	}
 }
 
-// TestMovedLandingsDocumentIsFormat3: an older build must refuse a document
-// whose landings it would not find; one that moved none stays format 1.
-func TestMovedLandingsDocumentIsFormat3(t *testing.T) {
+// TestMovedLandingsDocumentIsFormat10: an older build must refuse a
+// document whose landings it would not find (format 3 and later) or whose
+// listings it would not read (format 10); one that moved none stays
+// format 1.
+func TestMovedLandingsDocumentIsFormat10(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	d := newDocument("s", now)
 	for range 2 * landTail {
@@ -223,7 +225,7 @@ func TestMovedLandingsDocumentIsFormat3(t *testing.T) {
 	if err := d.moveLandings(&blobs); err != nil {
 		t.Fatal(err)
 	}
-	if w, err = d.finish(now, time.Hour, &blobs); err != nil || !strings.Contains(string(w.Doc), `"format":3`) || w.Blobs[landBlob(1)] == nil {
-		t.Fatalf("after moving: %s, %v; want format 3 and chunk l:1 written", w.Doc, err)
+	if w, err = d.finish(now, time.Hour, &blobs); err != nil || !strings.Contains(string(w.Doc), `"format":10`) || w.Blobs[landBlob(1)] == nil {
+		t.Fatalf("after moving: %s, %v; want format 10 and chunk l:1 written", w.Doc, err)
 	}
 }

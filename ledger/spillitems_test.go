@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// TestSpilledItemsDocumentIsFormat4: an older build must refuse a document
+// TestSpilledDocumentIsFormat10: an older build must refuse a document
 // whose finished items left it (it would take a spilled event for a new
-// one); one that spilled entries alone stays format 2, and this build
-// reads format 4 back.
-func TestSpilledItemsDocumentIsFormat4(t *testing.T) {
+// one: format 4 and later) or whose listings it would not read (format
+// 10), and this build reads it back, with or without items.
+func TestSpilledDocumentIsFormat10(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	for _, withItems := range []bool{false, true} {
 		d := newDocument("s", now)
@@ -28,16 +28,16 @@ func TestSpilledItemsDocumentIsFormat4(t *testing.T) {
 			t.Fatal(err)
 		}
 		w, err := d.finish(now, time.Hour, &blobs)
-		want := map[bool]string{false: `"format":2`, true: `"format":4`}[withItems]
-		if err != nil || !strings.Contains(string(w.Doc), want) {
-			t.Fatalf("items %v: %.200s, %v; want %s", withItems, w.Doc, err, want)
+		if err != nil || !strings.Contains(string(w.Doc), `"format":10`) {
+			t.Fatalf("items %v: %.200s, %v; want format 10", withItems, w.Doc, err)
+		}
+		back, err := decodeDocument("s", w.Doc, now)
+		if err != nil || len(back.Spilled) != 1 || back.Spilled[0] != d.Spilled[0] {
+			t.Fatalf("items %v: format 10 reads back as %+v, %v; want %+v", withItems, back, err, d.Spilled)
 		}
 		if withItems {
 			if len(d.Queue) != keepSettled || !w.ReceivedAt.Equal(now.Add((spillAt-1)*time.Second)) {
 				t.Fatalf("kept %d items, received index at %v", len(d.Queue), w.ReceivedAt)
-			}
-			if _, err := decodeDocument("s", w.Doc, now); err != nil {
-				t.Fatalf("format 4 does not read back: %v", err)
 			}
 		}
 	}

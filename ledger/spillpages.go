@@ -79,7 +79,7 @@ func (d *document) foldSpilled(blobs *blobSet) error {
 			p.widen(spillPage{Low: c.N, Count: c.Count, MaxSeq: c.MaxSeq, Until: c.Until, First: c.First, Last: c.Last,
 				Items: c.Items, RecvFirst: c.RecvFirst, RecvLast: c.RecvLast, Runs: c.Runs, RunsUntil: c.RunsUntil})
 		}
-		b, err := marshalRecord(part)
+		b, err := marshalRecord([]spillChunk(part)) // a page record keeps the object form (listings.go)
 		if err != nil {
 			return fmt.Errorf("ledger: encode spill page: %w", err)
 		}
@@ -172,16 +172,6 @@ func (p *spillPage) widen(q spillPage) {
 	} else {
 		p.Last = max(p.Last, q.Last)
 	}
-}
-
-// pagesOfPages reports whether the document lists a page above level 0.
-func (d *document) pagesOfPages() bool {
-	for _, p := range d.SpillPages {
-		if p.Level > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // hasSpilledChunks reports whether the document lists any chunk, in a page
@@ -307,9 +297,6 @@ func (r *chunkReader) all(ctx context.Context, d *document) ([]*spillRecord, err
 	}
 	return out, nil
 }
-
-// spilledItems reports whether any chunk of d holds queue items.
-func (d *document) spilledItems() bool { items, _ := d.spilledCounts(); return items > 0 }
 
 // spilledCounts counts the queue items and the runs d's chunks hold.
 func (d *document) spilledCounts() (items, runs int) {

@@ -65,21 +65,20 @@ func TestPagesOfPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Format     int               `json:"format"`
-		Spilled    []json.RawMessage `json:"spilled"`
-		SpillPages []struct {
-			N     uint64 `json:"n"`
-			Level int    `json:"level"`
-		} `json:"spillPages"`
+		Format int `json:"format"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
+	spilled, spillPages, err := ledger.SpillListings(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	levels := map[int]int{}
-	for _, p := range doc.SpillPages {
+	for _, p := range spillPages {
 		levels[p.Level]++
 	}
-	if doc.Format != 5 || levels[1] == 0 {
+	if doc.Format != 10 || levels[1] == 0 {
 		t.Fatalf("format %d, pages by level %v", doc.Format, levels)
 	}
 	// Every level, and the chunk listing, lists at most a page's worth
@@ -89,8 +88,8 @@ func TestPagesOfPages(t *testing.T) {
 			t.Fatalf("the document lists %d pages of level %d", n, level)
 		}
 	}
-	if len(doc.Spilled) > 8 {
-		t.Fatalf("the document lists %d spilled chunks", len(doc.Spilled))
+	if len(spilled) > 8 {
+		t.Fatalf("the document lists %d spilled chunks", len(spilled))
 	}
 	t.Logf("document of %d effects: %d bytes, pages by level %v", pagedDeliveries, len(raw), levels)
 
@@ -107,18 +106,15 @@ func TestPagesOfPages(t *testing.T) {
 		if err != nil || b == nil {
 			t.Fatalf("page %s: %v", name, err)
 		}
-		var inner []struct {
-			N     uint64 `json:"n"`
-			Level int    `json:"level"`
-		}
-		if err := json.Unmarshal(b, &inner); err != nil {
+		inner, err := ledger.SpillPageRecord(b)
+		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range inner {
 			walk(p.N, p.Level)
 		}
 	}
-	for _, p := range doc.SpillPages {
+	for _, p := range spillPages {
 		walk(p.N, p.Level)
 	}
 

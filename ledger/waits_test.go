@@ -288,14 +288,12 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 						Page   int  `json:"p"`
 						Marked bool `json:"k"`
 					} `json:"waits"`
-					Spilled []struct {
-						Runs int `json:"runs"`
-					} `json:"spilled"`
-					Pages []struct {
-						Runs int `json:"runs"`
-					} `json:"spillPages"`
 				}
 				if err := json.Unmarshal(raw, &d); err != nil {
+					t.Fatal(err)
+				}
+				spilled, spillPages, err := ledger.SpillListings(raw)
+				if err != nil {
 					t.Fatal(err)
 				}
 				chunks := 0
@@ -310,10 +308,10 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 				}
 				sawParked = max(sawParked, chunks)
 				runs := 0
-				for _, c := range d.Spilled {
+				for _, c := range spilled {
 					runs += c.Runs
 				}
-				for _, p := range d.Pages {
+				for _, p := range spillPages {
 					runs += p.Runs
 				}
 				sawRuns = max(sawRuns, runs)

@@ -524,24 +524,46 @@ func must2[T, U any](v T, u U, err error) (T, U) {
 const longScopePaged = 700
 
 // spillPages is what the scope's document says of its folded pages: their
-// record names. The case below checks that it exercises them.
+// record names. The case below checks that it exercises them. Format 10
+// lists the pages as one array of numbers, 14 per page and its record's
+// number first (ledger/listings.go); earlier formats as objects with it as
+// "n".
 func spillPages(t *testing.T, e *env, scope string) []string {
 	t.Helper()
 	raw := must(e.store.Read(e.ctx, scope))
-	var doc struct {
+	var flat struct {
+		Pages []uint64 `json:"spillPages"`
+	}
+	var objects struct {
 		Pages []struct {
 			N uint64 `json:"n"`
 		} `json:"spillPages"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
+	var ns []uint64
+	switch {
+	case json.Unmarshal(raw, &flat) == nil:
+		if len(flat.Pages)%spillPageValues != 0 {
+			t.Fatalf("the document lists %d numbers for its pages, not %d each", len(flat.Pages), spillPageValues)
+		}
+		for i := 0; i < len(flat.Pages); i += spillPageValues {
+			ns = append(ns, flat.Pages[i])
+		}
+	case json.Unmarshal(raw, &objects) == nil:
+		for _, p := range objects.Pages {
+			ns = append(ns, p.N)
+		}
+	default:
+		t.Fatalf("the document's page listings are in neither form: %.300s", raw)
 	}
 	var names []string
-	for _, p := range doc.Pages {
-		names = append(names, fmt.Sprintf("sp:%d", p.N))
+	for _, n := range ns {
+		names = append(names, fmt.Sprintf("sp:%d", n))
 	}
 	return names
 }
+
+// spillPageValues is how many numbers format 10 lists a page with.
+const spillPageValues = 14
 
 // A scope long enough that its spilled chunks are listed in pages decides
 // and lists as a short one does: a failed effect retried after its chunk

@@ -191,12 +191,18 @@ func (c waitChunkRef) record() string {
 // event of a Marked chunk: they exist exactly while the chunk is listed.
 // A run id may be longer than a store key, so its marker is named by its
 // hash, as its spilled record is.
-func waitMarkEntry(id string) string { return "wk:" + id }
+func waitMarkEntry(id string) string { return waitMarkEntryPrefix + id }
 
 func waitMarkRun(id string) string {
 	h := sha256.Sum256([]byte(id))
-	return "wq:" + hex.EncodeToString(h[:16])
+	return waitMarkRunPrefix + hex.EncodeToString(h[:16])
 }
+
+// The prefixes of the two kinds of marker record.
+const (
+	waitMarkEntryPrefix = "wk:"
+	waitMarkRunPrefix   = "wq:"
+)
 
 // waitMarkData is what a marker holds: its existence is all it says.
 var waitMarkData = []byte{'1'}
@@ -213,7 +219,7 @@ func setMarks(recs []waitRecord, data []byte, blobs *blobSet) {
 // took as absent.
 func presentMarks(p *PresentError) bool {
 	for name := range p.Blobs {
-		if strings.HasPrefix(name, "wk:") || strings.HasPrefix(name, "wq:") {
+		if strings.HasPrefix(name, waitMarkEntryPrefix) || strings.HasPrefix(name, waitMarkRunPrefix) {
 			return true
 		}
 	}
@@ -253,11 +259,18 @@ func (d *document) parkedEntry(ids ...string) bool {
 		if d.Entries[id] != nil {
 			continue
 		}
-		h := waitHash(id)
+		// Hashed only when a listing has hashes: on a store that
+		// checks, every listing is marked and none has.
+		var h string
 		marked := false
 		for _, c := range d.Waits {
-			if hashListed(c.Entries, h) {
-				return true
+			if c.Entries != "" {
+				if h == "" {
+					h = waitHash(id)
+				}
+				if hashListed(c.Entries, h) {
+					return true
+				}
 			}
 			marked = marked || c.Marked
 		}
@@ -285,11 +298,16 @@ func (d *document) parkedRun(id string) bool {
 	if id == "" || len(d.Waits) == 0 || d.Runs[id] != nil {
 		return false
 	}
-	h := waitHash(id)
+	var h string // as in parkedEntry
 	marked := false
 	for _, c := range d.Waits {
-		if hashListed(c.Runs, h) {
-			return true
+		if c.Runs != "" {
+			if h == "" {
+				h = waitHash(id)
+			}
+			if hashListed(c.Runs, h) {
+				return true
+			}
 		}
 		marked = marked || c.Marked
 	}

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/memory"
 )
@@ -147,6 +149,55 @@ func BenchmarkMakeEvents(b *testing.B) {
 			for b.Loop() {
 				if _, err := e.makeEvents("m", 1, DefaultBodySize); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandlerModes is one new webhook through the gateway's handler
+// until the sink has it, inline and queued, on the memory store, from 32
+// senders per core as `gateway bench` sends (issue #29): what a queued
+// event costs in all, the dispatcher's forward and finish included,
+// against an inline one. Allocations are counted across every goroutine,
+// so -benchmem compares the two modes' whole work per event, and a CPU
+// profile their whole CPU.
+func BenchmarkHandlerModes(b *testing.B) {
+	for _, mode := range []string{"inline", "queued"} {
+		b.Run(mode, func(b *testing.B) {
+			e := benchEnv(b, Config{Log: "devnull", SignForward: true, Mode: mode, AcceptWait: dispatch.DefaultAcceptWait})
+			t := e.sink.reset()
+			events, err := e.makeEvents(mode+strconv.Itoa(b.N), b.N, DefaultBodySize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			want := http.StatusOK
+			if mode == "queued" {
+				want = http.StatusAccepted
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var next atomic.Int64
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					ev := &events[next.Add(1)-1]
+					req := httptest.NewRequest(http.MethodPost, "/hooks/"+sourceName, bytes.NewReader(ev.body))
+					req.Header = ev.header.Clone()
+					rec := httptest.NewRecorder()
+					e.gateway.ServeHTTP(rec, req)
+					if rec.Code != want {
+						b.Errorf("status %d: %s", rec.Code, rec.Body)
+					}
+				}
+			})
+			deadline := time.Now().Add(time.Minute)
+			for i := range events {
+				for t.count(events[i].id) == 0 {
+					if time.Now().After(deadline) {
+						b.Fatalf("event %s not delivered after a minute", events[i].id)
+					}
+					time.Sleep(100 * time.Microsecond)
 				}
 			}
 		})

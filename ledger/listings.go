@@ -62,24 +62,6 @@ func fromListingTime(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-// flatWriter writes a flat list.
-type flatWriter struct{ out []byte }
-
-func newFlatWriter(values int) *flatWriter {
-	w := &flatWriter{out: make([]byte, 0, 2+values*8)}
-	w.out = append(w.out, '[')
-	return w
-}
-
-func (w *flatWriter) int(v int64) {
-	if len(w.out) > 1 {
-		w.out = append(w.out, ',')
-	}
-	w.out = strconv.AppendInt(w.out, v, 10)
-}
-
-func (w *flatWriter) bytes() []byte { return append(w.out, ']') }
-
 // isObjectList reports whether raw, a JSON array, is in the object form
 // (or empty, which both forms read alike).
 func isObjectList(raw []byte) bool {
@@ -105,105 +87,115 @@ func readFlat(raw []byte, what string, stride int) ([]int64, error) {
 	return vals, nil
 }
 
-// MarshalJSON writes the flat form, unless a time needs the object form.
+// flatCodec maps one kind of listing to its numbers and back.
+type flatCodec[T any] struct {
+	what   string // for errors: "spilled chunk list: ..."
+	stride int
+	// write is t's stride numbers (the rest zero), and false when a time
+	// of t needs the object form. An array, returned by value: the
+	// numbers of a listing cost no allocation.
+	write func(t T) ([maxStride]int64, bool)
+	read  func(v []int64) T
+}
+
+// maxStride is the largest stride.
+const maxStride = spillPageStride
+
+var (
+	spillChunkCodec = flatCodec[spillChunk]{what: "spilled chunk", stride: spillChunkStride,
+		write: func(c spillChunk) ([maxStride]int64, bool) {
+			until, ok1 := listingTime(c.Until)
+			runsUntil, ok2 := listingTime(c.RunsUntil)
+			return [maxStride]int64{int64(c.N), int64(c.Count), int64(c.MaxSeq), until, c.First, c.Last,
+				int64(c.Items), c.RecvFirst, c.RecvLast, int64(c.Runs), runsUntil}, ok1 && ok2
+		},
+		read: func(v []int64) spillChunk {
+			return spillChunk{N: uint64(v[0]), Count: int(v[1]), MaxSeq: uint64(v[2]), Until: fromListingTime(v[3]),
+				First: v[4], Last: v[5], Items: int(v[6]), RecvFirst: v[7], RecvLast: v[8], Runs: int(v[9]),
+				RunsUntil: fromListingTime(v[10])}
+		}}
+	spillPageCodec = flatCodec[spillPage]{what: "spill page", stride: spillPageStride,
+		write: func(p spillPage) ([maxStride]int64, bool) {
+			until, ok1 := listingTime(p.Until)
+			runsUntil, ok2 := listingTime(p.RunsUntil)
+			return [maxStride]int64{int64(p.N), int64(p.Chunks), int64(p.Low), int64(p.Count), int64(p.MaxSeq), until,
+				p.First, p.Last, int64(p.Items), p.RecvFirst, p.RecvLast, int64(p.Level), int64(p.Runs), runsUntil}, ok1 && ok2
+		},
+		read: func(v []int64) spillPage {
+			return spillPage{N: uint64(v[0]), Chunks: int(v[1]), Low: uint64(v[2]), Count: int(v[3]), MaxSeq: uint64(v[4]),
+				Until: fromListingTime(v[5]), First: v[6], Last: v[7], Items: int(v[8]), RecvFirst: v[9], RecvLast: v[10],
+				Level: int(v[11]), Runs: int(v[12]), RunsUntil: fromListingTime(v[13])}
+		}}
+	// A landing group's time is Unix nanoseconds already: it always has
+	// the flat form.
+	landGroupCodec = flatCodec[landGroup]{what: "landing group", stride: landGroupStride,
+		write: func(g landGroup) ([maxStride]int64, bool) {
+			return [maxStride]int64{int64(g.N), int64(g.To), g.Max, int64(g.Count), int64(g.Level)}, true
+		},
+		read: func(v []int64) landGroup {
+			return landGroup{N: uint64(v[0]), To: uint64(v[1]), Max: v[2], Count: int(v[3]), Level: int(v[4])}
+		}}
+)
+
+// marshalList writes l in the flat form, or, when a time needs it, in the
+// object form (l's element type has no encoding of its own).
+func marshalList[T any](l []T, c flatCodec[T]) ([]byte, error) {
+	out := make([]byte, 0, 2+len(l)*c.stride*8)
+	out = append(out, '[')
+	for i, x := range l {
+		v, ok := c.write(x)
+		if !ok {
+			return marshalRecord(l)
+		}
+		for j, n := range v[:c.stride] {
+			if i > 0 || j > 0 {
+				out = append(out, ',')
+			}
+			out = strconv.AppendInt(out, n, 10)
+		}
+	}
+	return append(out, ']'), nil
+}
+
+// unmarshalList reads l in either form.
+func unmarshalList[T any](raw []byte, c flatCodec[T], l *[]T) error {
+	if isObjectList(raw) {
+		return unmarshalRecord(raw, l)
+	}
+	v, err := readFlat(raw, c.what, c.stride)
+	if err != nil {
+		return err
+	}
+	out := make([]T, 0, len(v)/c.stride)
+	for ; len(v) > 0; v = v[c.stride:] {
+		out = append(out, c.read(v))
+	}
+	*l = out
+	return nil
+}
+
 func (l spillChunkList) MarshalJSON() ([]byte, error) {
-	w := newFlatWriter(len(l) * spillChunkStride)
-	for _, c := range l {
-		until, ok1 := listingTime(c.Until)
-		runsUntil, ok2 := listingTime(c.RunsUntil)
-		if !ok1 || !ok2 {
-			return marshalRecord([]spillChunk(l))
-		}
-		for _, v := range [spillChunkStride]int64{int64(c.N), int64(c.Count), int64(c.MaxSeq), until, c.First, c.Last,
-			int64(c.Items), c.RecvFirst, c.RecvLast, int64(c.Runs), runsUntil} {
-			w.int(v)
-		}
-	}
-	return w.bytes(), nil
+	return marshalList([]spillChunk(l), spillChunkCodec)
 }
 
-// UnmarshalJSON reads either form.
 func (l *spillChunkList) UnmarshalJSON(raw []byte) error {
-	if isObjectList(raw) {
-		return unmarshalRecord(raw, (*[]spillChunk)(l))
-	}
-	v, err := readFlat(raw, "spilled chunk", spillChunkStride)
-	if err != nil {
-		return err
-	}
-	out := make(spillChunkList, 0, len(v)/spillChunkStride)
-	for ; len(v) > 0; v = v[spillChunkStride:] {
-		out = append(out, spillChunk{N: uint64(v[0]), Count: int(v[1]), MaxSeq: uint64(v[2]), Until: fromListingTime(v[3]),
-			First: v[4], Last: v[5], Items: int(v[6]), RecvFirst: v[7], RecvLast: v[8], Runs: int(v[9]),
-			RunsUntil: fromListingTime(v[10])})
-	}
-	*l = out
-	return nil
+	return unmarshalList(raw, spillChunkCodec, (*[]spillChunk)(l))
 }
 
-// MarshalJSON writes the flat form, unless a time needs the object form.
 func (l spillPageList) MarshalJSON() ([]byte, error) {
-	w := newFlatWriter(len(l) * spillPageStride)
-	for _, p := range l {
-		until, ok1 := listingTime(p.Until)
-		runsUntil, ok2 := listingTime(p.RunsUntil)
-		if !ok1 || !ok2 {
-			return marshalRecord([]spillPage(l))
-		}
-		for _, v := range [spillPageStride]int64{int64(p.N), int64(p.Chunks), int64(p.Low), int64(p.Count), int64(p.MaxSeq), until,
-			p.First, p.Last, int64(p.Items), p.RecvFirst, p.RecvLast, int64(p.Level), int64(p.Runs), runsUntil} {
-			w.int(v)
-		}
-	}
-	return w.bytes(), nil
+	return marshalList([]spillPage(l), spillPageCodec)
 }
 
-// UnmarshalJSON reads either form.
 func (l *spillPageList) UnmarshalJSON(raw []byte) error {
-	if isObjectList(raw) {
-		return unmarshalRecord(raw, (*[]spillPage)(l))
-	}
-	v, err := readFlat(raw, "spill page", spillPageStride)
-	if err != nil {
-		return err
-	}
-	out := make(spillPageList, 0, len(v)/spillPageStride)
-	for ; len(v) > 0; v = v[spillPageStride:] {
-		out = append(out, spillPage{N: uint64(v[0]), Chunks: int(v[1]), Low: uint64(v[2]), Count: int(v[3]), MaxSeq: uint64(v[4]),
-			Until: fromListingTime(v[5]), First: v[6], Last: v[7], Items: int(v[8]), RecvFirst: v[9], RecvLast: v[10],
-			Level: int(v[11]), Runs: int(v[12]), RunsUntil: fromListingTime(v[13])})
-	}
-	*l = out
-	return nil
+	return unmarshalList(raw, spillPageCodec, (*[]spillPage)(l))
 }
 
-// MarshalJSON writes the flat form: a landing group's time is Unix
-// nanoseconds already, so it always can.
 func (l landGroupList) MarshalJSON() ([]byte, error) {
-	w := newFlatWriter(len(l) * landGroupStride)
-	for _, g := range l {
-		for _, v := range [landGroupStride]int64{int64(g.N), int64(g.To), g.Max, int64(g.Count), int64(g.Level)} {
-			w.int(v)
-		}
-	}
-	return w.bytes(), nil
+	return marshalList([]landGroup(l), landGroupCodec)
 }
 
-// UnmarshalJSON reads either form.
 func (l *landGroupList) UnmarshalJSON(raw []byte) error {
-	if isObjectList(raw) {
-		return unmarshalRecord(raw, (*[]landGroup)(l))
-	}
-	v, err := readFlat(raw, "landing group", landGroupStride)
-	if err != nil {
-		return err
-	}
-	out := make(landGroupList, 0, len(v)/landGroupStride)
-	for ; len(v) > 0; v = v[landGroupStride:] {
-		out = append(out, landGroup{N: uint64(v[0]), To: uint64(v[1]), Max: v[2], Count: int(v[3]), Level: int(v[4])})
-	}
-	*l = out
-	return nil
+	return unmarshalList(raw, landGroupCodec, (*[]landGroup)(l))
 }
 
 // listsCompactly reports whether d lists a record its history moved out

@@ -11,14 +11,14 @@ import (
 // (spilled chunks and their pages, landing chunks and pages), and every
 // step of the scope moves those listings with the document (issue #34).
 // As JSON objects with named fields and RFC 3339 times a spilled chunk's
-// listing took some 115 bytes, so that at 10,000 settled effects the
-// listings were about 3 KB of a 10 KB document. Each of the four lists is
-// therefore written as one flat JSON array of integers, a fixed number per
-// listing in a fixed order (the stride, below), times in Unix
-// nanoseconds, zero for none: about half the bytes, and cheaper to decode
-// than the objects and their times. The document that holds such lists is
-// format 10, so that an older build refuses it rather than fail on
-// numbers where it expects objects.
+// listing took 113 bytes, so that at 10,000 settled effects the listings
+// were about 3 KB of a 10 KB document. Each of the four lists is
+// therefore written as one flat JSON array of integers, a fixed number
+// per listing in a fixed order (the stride, below), times in Unix
+// nanoseconds, zero for none: about half the bytes, and no time to parse
+// (docs/performance.md, "Listings as numbers"). The document that holds
+// such lists is format 10, so that an older build refuses it rather than
+// fail on numbers where it expects objects.
 //
 // Both forms are read: documents written before keep their objects until
 // the list is written again. A time that Unix nanoseconds cannot hold

@@ -67,6 +67,10 @@ func (qu Queue) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 	rec := f.Record
 	rec.N, rec.Delivery, rec.Token = t.Item.Attempts, t.Run.Delivery, t.Run.Token
 	ref := t.Claim.Ref()
+	// What the decision reads of f and t, copied out: a closure that
+	// named them would move both (an item and its event record) to the
+	// heap on every finish.
+	attempts, status, interrupted, nextAt := t.Item.Attempts, f.Status, f.Interrupted, f.NextAt
 	var res Result
 	// A late settle may come after another delivery finished the item and
 	// it left the document with its entry (spill.go): the lookup puts both
@@ -80,7 +84,7 @@ func (qu Queue) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 			return false, fmt.Errorf("%w: no queued delivery %q on scope %q", ErrUnknownEntry, ref.EntryID, ref.Scope)
 		}
 		e := d.Entries[ref.EntryID]
-		current := e != nil && e.Attempt == ref.Attempt && q.Attempts == t.Item.Attempts
+		current := e != nil && e.Attempt == ref.Attempt && q.Attempts == attempts
 		var derr error
 		res, _, derr = decideSettle(d, ref.EntryID, ref.Attempt, outcome, raw, rec.Error, now)
 		if derr != nil {
@@ -100,13 +104,13 @@ func (qu Queue) FinishDelivery(ctx context.Context, f Finish) (Result, error) {
 			return true, nil
 		}
 		q.LastStatus, q.LastError, q.LeaseUntil = rec.AgentStatus, rec.Error, time.Time{}
-		q.Status = f.Status
-		switch f.Status {
+		q.Status = status
+		switch status {
 		case DeliveryQueued:
-			if !f.Interrupted {
+			if !interrupted {
 				q.Failures++
 			}
-			q.NextAt = f.NextAt
+			q.NextAt = nextAt
 		case DeliveryDead:
 			q.Failures++
 			q.FinishedAt = now

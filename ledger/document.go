@@ -21,7 +21,8 @@ import (
 // chunks, spill pages or landing records at all, since it writes those
 // listings as arrays (listings.go); so that a build that would not read
 // them refuses it. A document that did none of these is still written as
-// format 1, which every build reads.
+// format 1, which every build reads. Formats 3, 4, 5 and 7 are read but
+// no longer written: each marks something a document lists (finish).
 const (
 	formatVersion = 2
 	format1       = 1
@@ -392,9 +393,6 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		w.TTL = expires.Sub(now)
 	}
 	d.Format = format1
-	// Formats 3, 4, 5 and 7 are read but no longer written: each marks
-	// something a document lists, and a document that lists anything is
-	// format 10.
 	switch {
 	case d.listsCompactly():
 		d.Format = format10

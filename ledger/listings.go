@@ -200,6 +200,4 @@ func (l *landGroupList) UnmarshalJSON(raw []byte) error {
 
 // listsCompactly reports whether d lists a record its history moved out
 // (format 10).
-func (d *document) listsCompactly() bool {
-	return len(d.Spilled) > 0 || len(d.SpillPages) > 0 || len(d.LandChunks) > 0 || len(d.LandPages) > 0
-}
+func (d *document) listsCompactly() bool { return d.hasSpilledChunks() || d.landedOut() }

@@ -297,14 +297,3 @@ func (r *chunkReader) all(ctx context.Context, d *document) ([]*spillRecord, err
 	}
 	return out, nil
 }
-
-// spilledCounts counts the queue items and the runs d's chunks hold.
-func (d *document) spilledCounts() (items, runs int) {
-	for _, c := range d.Spilled {
-		items, runs = items+c.Items, runs+c.Runs
-	}
-	for _, p := range d.SpillPages {
-		items, runs = items+p.Items, runs+p.Runs
-	}
-	return items, runs
-}

@@ -83,7 +83,19 @@ func (v *spillView) needRun(d *document, id string) error {
 }
 
 // spilledRuns reports whether any chunk of d lists spilled runs.
-func (d *document) spilledRuns() bool { _, runs := d.spilledCounts(); return runs > 0 }
+func (d *document) spilledRuns() bool {
+	for _, c := range d.Spilled {
+		if c.Runs > 0 {
+			return true
+		}
+	}
+	for _, p := range d.SpillPages {
+		if p.Runs > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // runGone reports whether retention drops r at cutoff: prune deletes such a
 // run from the document, and a lookup ignores such a spilled one.

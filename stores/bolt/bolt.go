@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -54,6 +55,34 @@ type Store struct {
 	db     *bbolt.DB
 	now    func() time.Time
 	commit committer
+
+	// written holds, for each stripe of scopes (stripe), the id of the
+	// last write transaction that wrote or deleted a document in it. A
+	// write decided on a read transaction's snapshot is saved as decided
+	// only while its stripe's entry is no later than that snapshot (see
+	// committer). Only write transactions, one at a time, touch it, and
+	// it is in memory only: bolt is one process per file, and an entry
+	// too new (a commit that failed, another scope of the stripe) only
+	// makes a function run again.
+	written [writtenStripes]uint64
+	seed    maphash.Seed
+}
+
+// writtenStripes is how many stripes written keeps: 32 KiB, so that two
+// scopes written at once rarely share one.
+const writtenStripes = 1 << 12
+
+func (s *Store) stripe(scope string) int {
+	return int(maphash.String(s.seed, scope) & (writtenStripes - 1))
+}
+
+// wrote records that tx writes or deletes scope's document.
+func (s *Store) wrote(tx *bbolt.Tx, scope string) { s.written[s.stripe(scope)] = uint64(tx.ID()) }
+
+// unchanged reports whether scope is in tx as a read transaction with id
+// snapshot saw it: no write since, and live then (hadDoc) as now.
+func (s *Store) unchanged(tx *bbolt.Tx, scope string, snapshot uint64, hadDoc bool) bool {
+	return s.written[s.stripe(scope)] <= snapshot && (s.live(tx, scope) != nil) == hadDoc
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -92,7 +121,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt store: create buckets in %s: %w", path, err)
 	}
-	s := &Store{db: db, now: opts.Clock}
+	s := &Store{db: db, now: opts.Clock, seed: maphash.MakeSeed()}
 	s.commit = committer{s: s, maxBatch: opts.MaxBatch}
 	return s, nil
 }
@@ -157,6 +186,12 @@ func reviewKey(at int64, scope string) []byte {
 
 // current returns a copy of the scope's live document, or nil.
 func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
+	return bytes.Clone(s.live(tx, scope))
+}
+
+// live returns the scope's document, nil if it has none or it has
+// expired, as bbolt holds it: valid only within tx.
+func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 	doc := tx.Bucket(bucketDocs).Get([]byte(scope))
 	if doc == nil {
 		return nil
@@ -165,7 +200,7 @@ func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
 	if m.expires != 0 && s.now().UnixNano() >= m.expires {
 		return nil
 	}
-	return bytes.Clone(doc)
+	return doc
 }
 
 // Transact implements ledger.Store. It returns once the write is on disk,
@@ -182,6 +217,7 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 }
 
 func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
+	s.wrote(tx, scope)
 	key := []byte(scope)
 	metas, reviews := tx.Bucket(bucketMeta), tx.Bucket(bucketReview)
 	dues, blobs := tx.Bucket(bucketDue), tx.Bucket(bucketBlobs)
@@ -443,6 +479,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, k := range expired {
+			s.wrote(tx, string(k))
 			m := readMeta(metas.Get(k))
 			if m.review != 0 {
 				if err := tx.Bucket(bucketReview).Delete(reviewKey(m.review, string(k))); err != nil {

@@ -19,19 +19,28 @@ const DefaultMaxBatch = 256
 // commit is running wait for it to end and then go together in the next
 // one:
 //
-//   - A Transact that finds no commit running starts one at once with
-//     itself alone: a lone writer waits for nobody (bbolt's own Batch
-//     would wait MaxBatchDelay first).
-//   - Otherwise it queues. When a commit ends, the first queued Transact
+//   - Each Transact's function runs first on its own goroutine, in a read
+//     transaction, on the document as last committed (decideAhead). A
+//     function that writes nothing (a refusal, a duplicate answered) returns
+//     from there: it waited for no commit and took no time of the writer.
+//   - A write queues. A Transact that finds no commit running starts one at
+//     once with itself alone: a lone writer waits for nobody (bbolt's own
+//     Batch would wait MaxBatchDelay first).
+//   - Otherwise it waits. When a commit ends, the first queued Transact
 //     becomes the leader and runs the next commit, carrying everything
 //     queued by then, up to maxBatch; the others wait for that commit.
-//   - Each Transact's function runs alone, in arrival order, inside the
-//     shared transaction, on the document as the writes before it in the
-//     same commit left it: the read-modify-write of one scope stays atomic.
+//   - In the commit, a write is saved as decided only if no commit since
+//     the read transaction wrote its scope (written), the one before it in
+//     the same commit included; otherwise its function runs again, inside
+//     the shared transaction, on the document as the writes before it left
+//     it. Either way the read-modify-write of one scope stays atomic, and
+//     the functions' decoding and encoding, most of a step's CPU, runs on
+//     every core rather than in the one writer.
 //   - The ledger's own refusals (the function's error) write nothing and
 //     reach only their caller. A storage failure fails the whole commit,
 //     which writes nothing, and every caller in it gets the error.
-//   - Nobody returns before the commit carrying its write is on disk.
+//   - Nobody returns before the commit carrying its write is on disk; a
+//     read transaction sees only commits that are.
 //
 // No goroutine of its own: the leader is always a caller.
 type committer struct {
@@ -53,6 +62,12 @@ type pendingTx struct {
 	scope string
 	fn    func([]byte) (*ledger.Write, error)
 
+	// What fn decided ahead (decideAhead): its write, on the document read
+	// by the read transaction snapshot, which found one or not (hadDoc).
+	ahead    *ledger.Write
+	snapshot uint64
+	hadDoc   bool
+
 	lead  chan struct{}
 	done  chan struct{}
 	fnErr error // the function's own error: nothing written
@@ -62,7 +77,11 @@ type pendingTx struct {
 // transact returns the function's own error (nothing written) and the
 // commit's failure, separately.
 func (c *committer) transact(scope string, fn func([]byte) (*ledger.Write, error)) (fnErr, err error) {
-	p := &pendingTx{scope: scope, fn: fn, lead: make(chan struct{}), done: make(chan struct{})}
+	p := &pendingTx{scope: scope, fn: fn}
+	if fnErr, err := c.decideAhead(p); err != nil || fnErr != nil || p.ahead == nil {
+		return fnErr, err
+	}
+	p.lead, p.done = make(chan struct{}), make(chan struct{})
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
 	if c.running {
@@ -119,12 +138,33 @@ func (c *committer) commitQueued() {
 	}
 }
 
-// apply runs one Transact's function inside the shared transaction and
-// saves what it returns. Only a storage failure is returned: the function's
-// own error is the caller's answer, and nothing is written for it. A panic
-// in the function is that caller's error too, so the others are not left
-// waiting.
+// decideAhead runs p's function in a read transaction, outside the
+// writer, and keeps the write it decided in p.ahead. Its error, or no
+// write, is the Transact's whole answer.
+func (c *committer) decideAhead(p *pendingTx) (fnErr, err error) {
+	err = c.s.db.View(func(tx *bbolt.Tx) error {
+		p.snapshot = uint64(tx.ID())
+		doc := c.s.current(tx, p.scope)
+		p.hadDoc = doc != nil
+		p.ahead, fnErr = safely(p.fn, doc)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read for the decision: %w", err)
+	}
+	return fnErr, nil
+}
+
+// apply saves one Transact's write inside the shared transaction: the one
+// its function decided ahead when the scope is as it was then, otherwise
+// what the function returns when it runs again on the current document.
+// Only a storage failure is returned: the function's own error is the
+// caller's answer, and nothing is written for it. A panic in the function
+// is that caller's error too, so the others are not left waiting.
 func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
+	if p.ahead != nil && s.unchanged(tx, p.scope, p.snapshot, p.hadDoc) {
+		return s.put(tx, p.scope, p.ahead)
+	}
 	w, err := safely(p.fn, s.current(tx, p.scope))
 	if err != nil || w == nil {
 		p.fnErr = err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/stores/bolt"
@@ -127,5 +128,110 @@ func TestFailingFunctionsInASharedCommit(t *testing.T) {
 	}
 	if err := s.Transact(ctx, "after", incrementFn); err != nil {
 		t.Fatalf("store unusable after failing functions: %v", err)
+	}
+}
+
+// Writers racing on one scope: each function runs first on a snapshot,
+// outside the writer, and most snapshots are out of date by the time their
+// commit runs (a write to the scope landed since, or went before in the
+// same commit). Those run again on the current document, so every
+// increment lands once.
+func TestDecisionsOnAMovedScopeRunAgain(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer s.Close()
+	ctx := context.Background()
+	const workers, each = 32, 25
+	var mu sync.Mutex
+	runs := 0
+	counted := func(cur []byte) (*ledger.Write, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		return incrementFn(cur)
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				if err := s.Transact(ctx, "one", counted); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := readInt(t, s, "one"); n != workers*each {
+		t.Fatalf("counter = %d after %d increments: a decision on an out-of-date snapshot was saved", n, workers*each)
+	}
+	if runs <= workers*each {
+		t.Errorf("functions ran %d times for %d increments: none ran again, so no snapshot was ever out of date", runs, workers*each)
+	}
+	t.Logf("%d runs for %d increments", runs, workers*each)
+}
+
+// A function that writes nothing (the ledger's refusal, an answer from the
+// document as it is) is answered from its read: no commit, no fsync.
+func TestDecisionsThatWriteNothingCommitNothing(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Transact(ctx, "a", incrementFn); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := bolt.Commits(s)
+	refused := errors.New("refused by the ledger")
+	if err := s.Transact(ctx, "a", func([]byte) (*ledger.Write, error) { return nil, refused }); err != refused {
+		t.Fatalf("refusal: %v", err)
+	}
+	var seen []byte
+	if err := s.Transact(ctx, "a", func(cur []byte) (*ledger.Write, error) { seen = cur; return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if string(seen) != "1" {
+		t.Fatalf("the function saw %q, want the committed document", seen)
+	}
+	if after, _ := bolt.Commits(s); after != before {
+		t.Fatalf("%d commits for decisions that wrote nothing", after-before)
+	}
+}
+
+// A document that expires between the function's read and its commit is
+// gone for the write as well: the function runs again on no document
+// rather than have its write extend the expired one.
+func TestDocumentExpiredSinceTheDecisionRunsAgain(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "ledger.db"), bolt.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Transact(ctx, "a", func([]byte) (*ledger.Write, error) {
+		return &ledger.Write{Doc: []byte("7"), TTL: time.Minute}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var saw []string
+	err = s.Transact(ctx, "a", func(cur []byte) (*ledger.Write, error) {
+		saw = append(saw, string(cur))
+		if len(saw) == 1 {
+			// Time passes between the read and the commit.
+			mu.Lock()
+			now = now.Add(2 * time.Minute)
+			mu.Unlock()
+		}
+		return incrementFn(cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saw) != 2 || saw[0] != "7" || saw[1] != "" {
+		t.Fatalf("the function saw %q, want the live document, then none", saw)
+	}
+	if n := readInt(t, s, "a"); n != 1 {
+		t.Fatalf("document %d, want 1: a write decided on the expired document was saved", n)
 	}
 }

@@ -184,13 +184,17 @@ func reviewKey(at int64, scope string) []byte {
 	return append(k, scope...)
 }
 
-// current returns a copy of the scope's live document, or nil.
-func (s *Store) current(tx *bbolt.Tx, scope string) []byte {
-	return bytes.Clone(s.live(tx, scope))
+// current returns the scope's live document, or nil, in its own memory.
+func (s *Store) current(tx *bbolt.Tx, scope string) ([]byte, error) {
+	doc, err := unpackDoc(s.live(tx, scope))
+	if err != nil {
+		return nil, fmt.Errorf("%w: bolt store: scope %q: %w", ledger.ErrCorrupt, scope, err)
+	}
+	return doc, nil
 }
 
-// live returns the scope's document, nil if it has none or it has
-// expired, as bbolt holds it: valid only within tx.
+// live returns the scope's document as stored (packDoc), nil if it has
+// none or it has expired, as bbolt holds it: valid only within tx.
 func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 	doc := tx.Bucket(bucketDocs).Get([]byte(scope))
 	if doc == nil {
@@ -216,7 +220,8 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 	return fnErr
 }
 
-func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
+// put saves w, whose document packDoc made stored.
+func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write, stored []byte) error {
 	s.wrote(tx, scope)
 	key := []byte(scope)
 	metas, reviews := tx.Bucket(bucketMeta), tx.Bucket(bucketReview)
@@ -265,7 +270,7 @@ func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write) error {
 	if err := metas.Put(key, m.bytes()); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketDocs).Put(key, w.Doc)
+	return tx.Bucket(bucketDocs).Put(key, stored)
 }
 
 // moveIndexKey moves scope's key in a time index from old to at (zero:
@@ -291,9 +296,9 @@ func (s *Store) Read(ctx context.Context, scope string) ([]byte, error) {
 		return nil, err
 	}
 	var doc []byte
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		doc = s.current(tx, scope)
-		return nil
+	err := s.db.View(func(tx *bbolt.Tx) (err error) {
+		doc, err = s.current(tx, scope)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: read %q: %w", scope, err)
@@ -443,7 +448,7 @@ func (s *Store) ReadBlobs(ctx context.Context, scope string, names []string) ([]
 	}
 	out := make([][]byte, len(names))
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		if s.current(tx, scope) == nil {
+		if s.live(tx, scope) == nil {
 			return nil
 		}
 		b := tx.Bucket(bucketBlobs)

@@ -14,10 +14,14 @@
 // own error, or a decision that writes nothing, is answered from its read
 // and waits for no commit.
 //
-// Layout: bucket "docs" maps scope → document; bucket "meta" maps scope →
-// 16 bytes (physical expiry and review time, Unix nanoseconds, big-endian);
-// bucket "review" holds keys (review time ‖ scope) in time order for
-// ScopesToReview. Only one process may open the file at a time (bbolt takes
-// an exclusive file lock); sharing a ledger across processes needs Postgres
-// or Redis.
+// Layout: bucket "docs" maps scope → document (packed with S2 when that
+// makes it smaller, see packDoc); bucket "meta" maps scope → 24 bytes
+// (physical expiry, review and due time, Unix nanoseconds, big-endian; 16
+// in files written before queued delivery); buckets "review" and "due"
+// hold keys (time ‖ scope) in time order for ScopesToReview and
+// ScopesDue; "received" and "received-at" order scopes by their newest
+// event; "blobs" holds each scope's side records under a prefix of the
+// scope; "control" the control records. Only one process may open the
+// file at a time (bbolt takes an exclusive file lock); sharing a ledger
+// across processes needs Postgres or Redis.
 package bolt

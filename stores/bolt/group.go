@@ -65,6 +65,7 @@ type pendingTx struct {
 	// What fn decided ahead (decideAhead): its write, on the document read
 	// by the read transaction snapshot, which found one or not (hadDoc).
 	ahead    *ledger.Write
+	stored   []byte // ahead's document packed (packDoc)
 	snapshot uint64
 	hadDoc   bool
 
@@ -144,13 +145,20 @@ func (c *committer) commitQueued() {
 func (c *committer) decideAhead(p *pendingTx) (fnErr, err error) {
 	err = c.s.db.View(func(tx *bbolt.Tx) error {
 		p.snapshot = uint64(tx.ID())
-		doc := c.s.current(tx, p.scope)
+		doc, err := c.s.current(tx, p.scope)
+		if err != nil {
+			fnErr = err
+			return nil
+		}
 		p.hadDoc = doc != nil
 		p.ahead, fnErr = safely(p.fn, doc)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read for the decision: %w", err)
+	}
+	if fnErr == nil && p.ahead != nil {
+		p.stored = packDoc(p.ahead.Doc)
 	}
 	return fnErr, nil
 }
@@ -163,14 +171,19 @@ func (c *committer) decideAhead(p *pendingTx) (fnErr, err error) {
 // is that caller's error too, so the others are not left waiting.
 func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
 	if p.ahead != nil && s.unchanged(tx, p.scope, p.snapshot, p.hadDoc) {
-		return s.put(tx, p.scope, p.ahead)
+		return s.put(tx, p.scope, p.ahead, p.stored)
 	}
-	w, err := safely(p.fn, s.current(tx, p.scope))
+	doc, err := s.current(tx, p.scope)
+	if err != nil {
+		p.fnErr = err
+		return nil
+	}
+	w, err := safely(p.fn, doc)
 	if err != nil || w == nil {
 		p.fnErr = err
 		return nil
 	}
-	return s.put(tx, p.scope, w)
+	return s.put(tx, p.scope, w, packDoc(w.Doc))
 }
 
 func safely(fn func([]byte) (*ledger.Write, error), doc []byte) (w *ledger.Write, err error) {

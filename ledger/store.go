@@ -160,8 +160,10 @@ type Write struct {
 // effect) now decides and encodes the document for a write the store
 // refuses, where the read alone would have answered it: on Postgres and
 // Redis two to three times what the read cost (docs/performance.md). A store in
-// the process saves nothing by it, and bbolt would pay a commit for each
-// refused write, so bolt does not implement it.
+// the process saves no round trip by it; bolt implements it all the same
+// (it checks in the read transaction its decision runs on, so a refused
+// write costs no commit) because a store that checks lets a conversation's
+// document mark its parked events instead of listing their hashes.
 type AbsenceChecker interface {
 	ChecksAbsent() bool
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -57,14 +58,14 @@ type Store struct {
 	commit committer
 
 	// written holds, for each stripe of scopes (stripe), the id of the
-	// last write transaction that wrote or deleted a document in it. A
-	// write decided on a read transaction's snapshot is saved as decided
-	// only while its stripe's entry is no later than that snapshot (see
-	// committer). Only write transactions, one at a time, touch it, and
-	// it is in memory only: bolt is one process per file, and an entry
-	// too new (a commit that failed, another scope of the stripe) only
-	// makes a function run again.
-	written [writtenStripes]uint64
+	// last write transaction that wrote or deleted a document in it, set
+	// inside that transaction, before it commits. A write decided on a
+	// read transaction's snapshot is saved as decided only while its
+	// stripe's entry is no later than that snapshot (see committer). It is
+	// in memory only: bolt is one process per file, and an entry too new
+	// (a commit that failed, another scope of the stripe) only makes a
+	// function run again.
+	written [writtenStripes]atomic.Uint64
 	seed    maphash.Seed
 }
 
@@ -77,12 +78,19 @@ func (s *Store) stripe(scope string) int {
 }
 
 // wrote records that tx writes or deletes scope's document.
-func (s *Store) wrote(tx *bbolt.Tx, scope string) { s.written[s.stripe(scope)] = uint64(tx.ID()) }
+func (s *Store) wrote(tx *bbolt.Tx, scope string) { s.written[s.stripe(scope)].Store(uint64(tx.ID())) }
+
+// writtenSince reports whether a write transaction after the one whose
+// commit a read transaction with id snapshot saw last may have written
+// scope (committed or not yet).
+func (s *Store) writtenSince(scope string, snapshot uint64) bool {
+	return s.written[s.stripe(scope)].Load() > snapshot
+}
 
 // unchanged reports whether scope is in tx as a read transaction with id
 // snapshot saw it: no write since, and live then (hadDoc) as now.
 func (s *Store) unchanged(tx *bbolt.Tx, scope string, snapshot uint64, hadDoc bool) bool {
-	return s.written[s.stripe(scope)] <= snapshot && (s.live(tx, scope) != nil) == hadDoc
+	return !s.writtenSince(scope, snapshot) && (s.live(tx, scope) != nil) == hadDoc
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -205,6 +213,36 @@ func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 		return nil
 	}
 	return doc
+}
+
+// ChecksAbsent implements ledger.AbsenceChecker: a write whose Absent
+// names a record of its scope that exists is not made, and Transact
+// returns a *ledger.PresentError. The check is made in a read transaction
+// before the write queues (committer), so a refused write costs no
+// commit; a write saved as decided is saved only if nothing wrote the
+// scope since, so the check still holds; a function run again in the
+// commit is checked there.
+func (s *Store) ChecksAbsent() bool { return true }
+
+// presentOf is the error for a write to scope that took names as absent
+// when some of them exist in tx, or nil. The caller has found the scope's
+// document live: an expired one's records are gone for the ledger even
+// before a write deletes them.
+func presentOf(tx *bbolt.Tx, scope string, names []string) *ledger.PresentError {
+	var found map[string][]byte
+	b := tx.Bucket(bucketBlobs)
+	for _, n := range names {
+		if v := b.Get(blobKey(scope, n)); v != nil {
+			if found == nil {
+				found = map[string][]byte{}
+			}
+			found[n] = bytes.Clone(v)
+		}
+	}
+	if found == nil {
+		return nil
+	}
+	return &ledger.PresentError{Blobs: found}
 }
 
 // Transact implements ledger.Store. It returns once the write is on disk,

@@ -139,28 +139,51 @@ func (c *committer) commitQueued() {
 	}
 }
 
-// decideAhead runs p's function in a read transaction, outside the
-// writer, and keeps the write it decided in p.ahead. Its error, or no
-// write, is the Transact's whole answer.
+// decideAhead reads p's scope in a read transaction and runs p's function
+// on it, outside the writer and outside any transaction (so a function
+// that takes its time keeps no snapshot of the file open), and keeps the
+// write it decided in p.ahead, packed in p.stored. Its error, or no write,
+// is the Transact's whole answer. A write that takes records as absent is
+// checked against the file in a second read transaction: if nothing wrote
+// the scope since the first, the records are as the function's document
+// had them; if something did, the commit runs the function again and
+// checks there.
 func (c *committer) decideAhead(p *pendingTx) (fnErr, err error) {
+	var doc []byte
 	err = c.s.db.View(func(tx *bbolt.Tx) error {
 		p.snapshot = uint64(tx.ID())
-		doc, err := c.s.current(tx, p.scope)
-		if err != nil {
-			fnErr = err
-			return nil
-		}
-		p.hadDoc = doc != nil
-		p.ahead, fnErr = safely(p.fn, doc)
+		doc, fnErr = c.s.current(tx, p.scope)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read for the decision: %w", err)
 	}
-	if fnErr == nil && p.ahead != nil {
-		p.stored = packDoc(p.ahead.Doc)
+	if fnErr != nil {
+		return fnErr, nil
 	}
-	return fnErr, nil
+	p.hadDoc = doc != nil
+	if p.ahead, fnErr = safely(p.fn, doc); fnErr != nil || p.ahead == nil {
+		return fnErr, nil
+	}
+	if p.hadDoc && len(p.ahead.Absent) > 0 {
+		err = c.s.db.View(func(tx *bbolt.Tx) error {
+			if c.s.writtenSince(p.scope, p.snapshot) {
+				return nil
+			}
+			if present := presentOf(tx, p.scope, p.ahead.Absent); present != nil {
+				p.ahead, fnErr = nil, present
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read for the decision: %w", err)
+		}
+		if fnErr != nil {
+			return fnErr, nil
+		}
+	}
+	p.stored = packDoc(p.ahead.Doc)
+	return nil, nil
 }
 
 // apply saves one Transact's write inside the shared transaction: the one
@@ -182,6 +205,12 @@ func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
 	if err != nil || w == nil {
 		p.fnErr = err
 		return nil
+	}
+	if doc != nil {
+		if present := presentOf(tx, p.scope, w.Absent); present != nil {
+			p.fnErr = present
+			return nil
+		}
 	}
 	return s.put(tx, p.scope, w, packDoc(w.Doc))
 }

@@ -235,3 +235,46 @@ func TestDocumentExpiredSinceTheDecisionRunsAgain(t *testing.T) {
 		t.Fatalf("document %d, want 1: a write decided on the expired document was saved", n)
 	}
 }
+
+// A write that takes a record as absent is refused when the record exists
+// by its commit, even if it did not when the function first decided: a
+// write between the two sends the function to run again in the commit,
+// where the check is made on the scope as it is.
+func TestAbsentRecordWrittenSinceTheDecisionRefusesTheWrite(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Transact(ctx, "s", func([]byte) (*ledger.Write, error) { return &ledger.Write{Doc: []byte("1")}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	read, written := make(chan struct{}), make(chan struct{})
+	go func() {
+		<-read
+		err := s.Transact(ctx, "s", func([]byte) (*ledger.Write, error) {
+			return &ledger.Write{Doc: []byte("2"), Blobs: map[string][]byte{"r": []byte("moved out")}}, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		close(written)
+	}()
+	runs := 0
+	err := s.Transact(ctx, "s", func(cur []byte) (*ledger.Write, error) {
+		runs++
+		if runs == 1 {
+			close(read)
+			<-written // the other write commits while this one decides
+		}
+		return &ledger.Write{Doc: []byte("3"), Absent: []string{"r"}}, nil
+	})
+	var present *ledger.PresentError
+	if !errors.As(err, &present) || string(present.Blobs["r"]) != "moved out" {
+		t.Fatalf("write that took r as absent after r was written: %v, want a PresentError holding r", err)
+	}
+	if runs != 2 {
+		t.Fatalf("function ran %d times, want again in the commit", runs)
+	}
+	if n := readInt(t, s, "s"); n != 2 {
+		t.Fatalf("document %d, want the other write's 2", n)
+	}
+}

@@ -161,9 +161,10 @@ type Write struct {
 // refuses, where the read alone would have answered it: on Postgres and
 // Redis two to three times what the read cost (docs/performance.md). A store in
 // the process saves no round trip by it; bolt implements it all the same
-// (it checks in the read transaction its decision runs on, so a refused
-// write costs no commit) because a store that checks lets a conversation's
-// document mark its parked events instead of listing their hashes.
+// (it checks in the commit the decision runs in, and a refused write shares
+// that commit with the writes around it) because a store that checks lets a
+// conversation's document mark its parked events instead of listing their
+// hashes.
 type AbsenceChecker interface {
 	ChecksAbsent() bool
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -56,41 +54,6 @@ type Store struct {
 	db     *bbolt.DB
 	now    func() time.Time
 	commit committer
-
-	// written holds, for each stripe of scopes (stripe), the id of the
-	// last write transaction that wrote or deleted a document in it, set
-	// inside that transaction, before it commits. A write decided on a
-	// read transaction's snapshot is saved as decided only while its
-	// stripe's entry is no later than that snapshot (see committer). It is
-	// in memory only: bolt is one process per file, and an entry too new
-	// (a commit that failed, another scope of the stripe) only makes a
-	// function run again.
-	written [writtenStripes]atomic.Uint64
-	seed    maphash.Seed
-}
-
-// writtenStripes is how many stripes written keeps: 32 KiB, so that two
-// scopes written at once rarely share one.
-const writtenStripes = 1 << 12
-
-func (s *Store) stripe(scope string) int {
-	return int(maphash.String(s.seed, scope) & (writtenStripes - 1))
-}
-
-// wrote records that tx writes or deletes scope's document.
-func (s *Store) wrote(tx *bbolt.Tx, scope string) { s.written[s.stripe(scope)].Store(uint64(tx.ID())) }
-
-// writtenSince reports whether a write transaction after the one whose
-// commit a read transaction with id snapshot saw last may have written
-// scope (committed or not yet).
-func (s *Store) writtenSince(scope string, snapshot uint64) bool {
-	return s.written[s.stripe(scope)].Load() > snapshot
-}
-
-// unchanged reports whether scope is in tx as a read transaction with id
-// snapshot saw it: no write since, and live then (hadDoc) as now.
-func (s *Store) unchanged(tx *bbolt.Tx, scope string, snapshot uint64, hadDoc bool) bool {
-	return !s.writtenSince(scope, snapshot) && (s.live(tx, scope) != nil) == hadDoc
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -129,7 +92,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("bolt store: create buckets in %s: %w", path, err)
 	}
-	s := &Store{db: db, now: opts.Clock, seed: maphash.MakeSeed()}
+	s := &Store{db: db, now: opts.Clock}
 	s.commit = committer{s: s, maxBatch: opts.MaxBatch}
 	return s, nil
 }
@@ -217,11 +180,9 @@ func (s *Store) live(tx *bbolt.Tx, scope string) []byte {
 
 // ChecksAbsent implements ledger.AbsenceChecker: a write whose Absent
 // names a record of its scope that exists is not made, and Transact
-// returns a *ledger.PresentError. The check is made in a read transaction
-// before the write queues (committer), so a refused write costs no
-// commit; a write saved as decided is saved only if nothing wrote the
-// scope since, so the check still holds; a function run again in the
-// commit is checked there.
+// returns a *ledger.PresentError. The check is made in the commit, right
+// after the function decided (committer), so a refused write shares the
+// commit of the writes around it like any refusal of the ledger's.
 func (s *Store) ChecksAbsent() bool { return true }
 
 // presentOf is the error for a write to scope that took names as absent
@@ -260,7 +221,6 @@ func (s *Store) Transact(ctx context.Context, scope string, fn func([]byte) (*le
 
 // put saves w, whose document packDoc made stored.
 func (s *Store) put(tx *bbolt.Tx, scope string, w *ledger.Write, stored []byte) error {
-	s.wrote(tx, scope)
 	key := []byte(scope)
 	metas, reviews := tx.Bucket(bucketMeta), tx.Bucket(bucketReview)
 	dues, blobs := tx.Bucket(bucketDue), tx.Bucket(bucketBlobs)
@@ -522,7 +482,6 @@ func (s *Store) DeleteExpired(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, k := range expired {
-			s.wrote(tx, string(k))
 			m := readMeta(metas.Get(k))
 			if m.review != 0 {
 				if err := tx.Bucket(bucketReview).Delete(reviewKey(m.review, string(k))); err != nil {

@@ -6,13 +6,12 @@
 // while a commit is running go together in the next one (group commit, see
 // committer), so many callers share one set of fsyncs without any of them
 // returning before its write is on disk, and a lone writer never waits.
-// Each function runs first in a read transaction, on its caller's
-// goroutine, so the decisions of a commit use every core rather than the
-// one writer; the commit saves such a write only if nothing wrote its scope
-// since that read, and otherwise runs the function again on the current
-// document, so the read-modify-write of one scope is atomic. A function's
-// own error, or a decision that writes nothing, is answered from its read
-// and waits for no commit.
+// Within a commit each function runs alone, in arrival order, on the
+// current document, so the read-modify-write of one scope is atomic; a
+// function's own error writes nothing and reaches only its caller. (Running
+// the functions ahead, in parallel on read snapshots, was tried: the
+// commits then came faster and carried fewer writes each, and the extra
+// fsyncs cost more than the parallel decisions saved; docs/performance.md.)
 //
 // Layout: bucket "docs" maps scope → document (packed with S2 when that
 // makes it smaller, see packDoc); bucket "meta" maps scope → 24 bytes

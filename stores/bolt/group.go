@@ -19,28 +19,20 @@ const DefaultMaxBatch = 256
 // commit is running wait for it to end and then go together in the next
 // one:
 //
-//   - Each Transact's function runs first on its own goroutine, in a read
-//     transaction, on the document as last committed (decideAhead). A
-//     function that writes nothing (a refusal, a duplicate answered) returns
-//     from there: it waited for no commit and took no time of the writer.
-//   - A write queues. A Transact that finds no commit running starts one at
-//     once with itself alone: a lone writer waits for nobody (bbolt's own
-//     Batch would wait MaxBatchDelay first).
-//   - Otherwise it waits. When a commit ends, the first queued Transact
+//   - A Transact that finds no commit running starts one at once with
+//     itself alone: a lone writer waits for nobody (bbolt's own Batch
+//     would wait MaxBatchDelay first).
+//   - Otherwise it queues. When a commit ends, the first queued Transact
 //     becomes the leader and runs the next commit, carrying everything
 //     queued by then, up to maxBatch; the others wait for that commit.
-//   - In the commit, a write is saved as decided only if no commit since
-//     the read transaction wrote its scope (written), the one before it in
-//     the same commit included; otherwise its function runs again, inside
-//     the shared transaction, on the document as the writes before it left
-//     it. Either way the read-modify-write of one scope stays atomic, and
-//     the functions' decoding and encoding, most of a step's CPU, runs on
-//     every core rather than in the one writer.
-//   - The ledger's own refusals (the function's error) write nothing and
-//     reach only their caller. A storage failure fails the whole commit,
+//   - Each Transact's function runs alone, in arrival order, inside the
+//     shared transaction, on the document as the writes before it in the
+//     same commit left it: the read-modify-write of one scope stays atomic.
+//   - The ledger's own refusals (the function's error), and a write that
+//     takes as absent a record that exists, write nothing and reach only
+//     their caller. A storage failure fails the whole commit,
 //     which writes nothing, and every caller in it gets the error.
-//   - Nobody returns before the commit carrying its write is on disk; a
-//     read transaction sees only commits that are.
+//   - Nobody returns before the commit carrying its write is on disk.
 //
 // No goroutine of its own: the leader is always a caller.
 type committer struct {
@@ -62,13 +54,6 @@ type pendingTx struct {
 	scope string
 	fn    func([]byte) (*ledger.Write, error)
 
-	// What fn decided ahead (decideAhead): its write, on the document read
-	// by the read transaction snapshot, which found one or not (hadDoc).
-	ahead    *ledger.Write
-	stored   []byte // ahead's document packed (packDoc)
-	snapshot uint64
-	hadDoc   bool
-
 	lead  chan struct{}
 	done  chan struct{}
 	fnErr error // the function's own error: nothing written
@@ -78,11 +63,7 @@ type pendingTx struct {
 // transact returns the function's own error (nothing written) and the
 // commit's failure, separately.
 func (c *committer) transact(scope string, fn func([]byte) (*ledger.Write, error)) (fnErr, err error) {
-	p := &pendingTx{scope: scope, fn: fn}
-	if fnErr, err := c.decideAhead(p); err != nil || fnErr != nil || p.ahead == nil {
-		return fnErr, err
-	}
-	p.lead, p.done = make(chan struct{}), make(chan struct{})
+	p := &pendingTx{scope: scope, fn: fn, lead: make(chan struct{}), done: make(chan struct{})}
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
 	if c.running {
@@ -139,63 +120,13 @@ func (c *committer) commitQueued() {
 	}
 }
 
-// decideAhead reads p's scope in a read transaction and runs p's function
-// on it, outside the writer and outside any transaction (so a function
-// that takes its time keeps no snapshot of the file open), and keeps the
-// write it decided in p.ahead, packed in p.stored. Its error, or no write,
-// is the Transact's whole answer. A write that takes records as absent is
-// checked against the file in a second read transaction: if nothing wrote
-// the scope since the first, the records are as the function's document
-// had them; if something did, the commit runs the function again and
-// checks there.
-func (c *committer) decideAhead(p *pendingTx) (fnErr, err error) {
-	var doc []byte
-	err = c.s.db.View(func(tx *bbolt.Tx) error {
-		p.snapshot = uint64(tx.ID())
-		doc, fnErr = c.s.current(tx, p.scope)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read for the decision: %w", err)
-	}
-	if fnErr != nil {
-		return fnErr, nil
-	}
-	p.hadDoc = doc != nil
-	if p.ahead, fnErr = safely(p.fn, doc); fnErr != nil || p.ahead == nil {
-		return fnErr, nil
-	}
-	if p.hadDoc && len(p.ahead.Absent) > 0 {
-		err = c.s.db.View(func(tx *bbolt.Tx) error {
-			if c.s.writtenSince(p.scope, p.snapshot) {
-				return nil
-			}
-			if present := presentOf(tx, p.scope, p.ahead.Absent); present != nil {
-				p.ahead, fnErr = nil, present
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("read for the decision: %w", err)
-		}
-		if fnErr != nil {
-			return fnErr, nil
-		}
-	}
-	p.stored = packDoc(p.ahead.Doc)
-	return nil, nil
-}
-
-// apply saves one Transact's write inside the shared transaction: the one
-// its function decided ahead when the scope is as it was then, otherwise
-// what the function returns when it runs again on the current document.
-// Only a storage failure is returned: the function's own error is the
-// caller's answer, and nothing is written for it. A panic in the function
-// is that caller's error too, so the others are not left waiting.
+// apply runs one Transact's function inside the shared transaction and
+// saves what it returns, unless it takes as absent a record of its live
+// scope that exists (ChecksAbsent). Only a storage failure is returned: the
+// function's own error, or the present records, are the caller's answer,
+// and nothing is written for it. A panic in the function is that caller's
+// error too, so the others are not left waiting.
 func (s *Store) apply(tx *bbolt.Tx, p *pendingTx) error {
-	if p.ahead != nil && s.unchanged(tx, p.scope, p.snapshot, p.hadDoc) {
-		return s.put(tx, p.scope, p.ahead, p.stored)
-	}
 	doc, err := s.current(tx, p.scope)
 	if err != nil {
 		p.fnErr = err

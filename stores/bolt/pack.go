@@ -11,9 +11,10 @@ import (
 // JSON document compresses to a quarter or so of its size, so a step
 // rewrites one page of the file where a long conversation's document
 // (7 to 10 KB) took two or three overflow pages, and the file is that much
-// smaller. S2 is among the fastest compressors in Go (some 10 µs to pack
-// and unpack a 9 KB document), and a read transaction does both outside the
-// writer (committer).
+// smaller. S2 is among the fastest compressors in Go: packing and unpacking
+// a 9 KB document takes about 7 µs, which the one writer pays (committer)
+// and which measured within the noise of a loaded gateway's throughput
+// (docs/performance.md).
 //
 // A packed document starts with packedDoc, which no JSON document starts
 // with; a stored document that starts with anything else is the JSON

@@ -27,6 +27,17 @@ func largeDoc(n int) []byte {
 	return b.Bytes()
 }
 
+// openTemp opens a store on a file of the test's own, closed with it.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "ledger.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 func storedDoc(t *testing.T, s *Store, scope string) []byte {
 	t.Helper()
 	var v []byte
@@ -51,11 +62,7 @@ func putStored(t *testing.T, s *Store, scope string, v []byte) {
 // A large document is stored packed, a fraction of its size, and reads
 // back byte for byte; a small one is stored as it is.
 func TestDocumentsAreStoredPacked(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "ledger.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	ctx := context.Background()
 	for _, doc := range [][]byte{largeDoc(100), []byte(`{"format":1}`)} {
 		if err := s.Transact(ctx, "conv", func([]byte) (*ledger.Write, error) { return &ledger.Write{Doc: doc}, nil }); err != nil {
@@ -79,16 +86,12 @@ func TestDocumentsAreStoredPacked(t *testing.T) {
 // A file written before documents were packed holds them as JSON: they
 // read as they are, and the next write packs them.
 func TestUnpackedDocumentsStillRead(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "ledger.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	ctx := context.Background()
 	old := largeDoc(50)
 	putStored(t, s, "conv", old)
 	var seen []byte
-	err = s.Transact(ctx, "conv", func(cur []byte) (*ledger.Write, error) {
+	err := s.Transact(ctx, "conv", func(cur []byte) (*ledger.Write, error) {
 		seen = cur
 		return &ledger.Write{Doc: append(bytes.Clone(cur[:len(cur)-1]), `,"n":1}`...)}, nil
 	})
@@ -107,18 +110,14 @@ func TestUnpackedDocumentsStillRead(t *testing.T) {
 // reported as ledger.ErrCorrupt naming the scope, and the function never
 // sees it.
 func TestCorruptPackedDocumentIsReported(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "ledger.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	ctx := context.Background()
 	putStored(t, s, "conv", []byte{packedDoc, 0xff, 0xff, 0xff})
 	if _, err := s.Read(ctx, "conv"); !errors.Is(err, ledger.ErrCorrupt) || !strings.Contains(err.Error(), `"conv"`) {
 		t.Fatalf("read: %v, want ErrCorrupt naming the scope", err)
 	}
 	called := false
-	err = s.Transact(ctx, "conv", func([]byte) (*ledger.Write, error) { called = true; return nil, nil })
+	err := s.Transact(ctx, "conv", func([]byte) (*ledger.Write, error) { called = true; return nil, nil })
 	if !errors.Is(err, ledger.ErrCorrupt) || called {
 		t.Fatalf("transact: %v (function called: %v), want ErrCorrupt before the function", err, called)
 	}

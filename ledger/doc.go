@@ -119,10 +119,11 @@
 // the scope's head and the newest few, each with its deliver entry and
 // its run moves into a chunk record of 8 written in scope order, and the
 // document lists the chunk with its first event's place, its times and
-// how its ids are known (format 6): on bolt, hashes of them in the
-// listing (about 8 bytes per parked event); on a store that checks
-// Write.Absent, a marker record per id, which a step naming an id the
-// document does not hold takes as absent and the store checks (format 9).
+// how its ids are known (format 6): on a store that does not check
+// Write.Absent, hashes of them in the listing (about 8 bytes per parked
+// event); on one that does (every store here), a marker record per id,
+// which a step naming an id the document does not hold takes as absent
+// and the store checks (format 9).
 // Past the first two, every 8 chunk listings fold into a page record
 // (format 8). The head
 // the order rule lets go is always in the document, so accepts, takes,
@@ -137,7 +138,7 @@
 // them (format 7). A step that names a run reads its record with the
 // entry records it reads anyway; a run a decision changes comes back.
 // On a store that checks Write.Absent (AbsenceChecker: Postgres, Redis,
-// and memory, which stands in for them in tests) a step that names an
+// bolt, and memory, which stands in for them in tests) a step that names an
 // entry or a run the document does not hold does not read first: it
 // decides as if the record were absent, and the store's compare-and-set
 // writes only if it is, in the same atomic step; otherwise the write
@@ -150,7 +151,7 @@
 // Still in the document, and still growing with a long scope: its
 // supersede-mode runs (whether one is superseded asks about every newer
 // run), the listings of a backlog's chunks and pages (about 100 bytes
-// per page of 64 parked events, and bolt's hashes), and its dead and rejected
+// per page of 64 parked events), and its dead and rejected
 // deliveries.
 //
 // # Choices where the design leaves room

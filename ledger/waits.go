@@ -37,15 +37,15 @@ import (
 //   - Entries and Runs, short hashes of its events' entry and run ids, so
 //     that a decision about one event (a duplicate delivery of a parked
 //     one, a claim or an end of its run) knows it must read the chunks
-//     first. On a store that checks Write.Absent (memory, Postgres,
+//     first. On a store that checks Write.Absent (memory, bolt, Postgres,
 //     Redis) a chunk is Marked instead: each of its events has two marker
 //     records, "wk:{entry id}" and "wq:{run id hash}", written with the
 //     chunk and deleted with it, and a decision about an id the document
 //     does not hold takes its marker as absent and lets the write check
 //     (a marker that exists makes it decide again with every chunk read
 //     back). A thousand waiting events then list no hashes at all (8 KB
-//     that every step moved); bolt, which would pay a commit for each
-//     refused write, keeps the hashes.
+//     that every step moved). Documents written with hashes are still
+//     read.
 //   - Count, the newest receipt and Drop, so that the scope's depth and
 //     the received index stay as they were, and a chunk comes back before
 //     retention would have dropped anything in it. The document's expiry

@@ -98,7 +98,7 @@ func TestEntriesStoredUnderFormat1IdsAreStillHonoured(t *testing.T) {
 	}
 }
 
-// A format 1 document that grows long is rewritten as format 10 with its
+// A format 1 document that grows long is rewritten as format 11 with its
 // older settled entries spilled out and its older landings moved out
 // (issue #34), and decides the same: the
 // committed refund, stored under its format 1 id and now spilled, is still
@@ -121,8 +121,8 @@ func TestFormat1DocumentDecidesTheSameOnceSpilled(t *testing.T) {
 		Format  int                        `json:"format"`
 		Entries map[string]json.RawMessage `json:"entries"`
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 10 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
-		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 10 with the refund spilled",
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 11 || doc.Entries[legacyRefundID] != nil || len(doc.Entries) > 40 {
+		t.Fatalf("long document: format %d, %d entries, refund kept: %v (%v); want format 11 with the refund spilled",
 			doc.Format, len(doc.Entries), doc.Entries[legacyRefundID] != nil, err)
 	}
 	var ran atomic.Int64
@@ -251,17 +251,10 @@ func TestFormat2LongScopeDecidesTheSameAsFormat10(t *testing.T) {
 				t.Errorf("round %d, context %s: %v with %d conflicts, want refused with %d", round, c.at, cl.Status, len(cl.Conflicts), c.conflicts)
 			}
 		}
-		raw, err := st.Read(ctx, scope)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc struct {
-			Format int               `json:"format"`
-			Pages  []json.RawMessage `json:"spillPages"`
-			Land   []json.RawMessage `json:"landChunks"`
-		}
-		if err := json.Unmarshal(raw, &doc); err != nil || doc.Format != 10 || len(doc.Pages) == 0 || len(doc.Land) == 0 {
-			t.Fatalf("after round %d: format %d, %d pages, %d landing chunks (%v); want format 10 with both", round, doc.Format, len(doc.Pages), len(doc.Land), err)
+		lists, err := ledger.ReadListings(ctx, st, scope)
+		if err != nil || lists.Format != 11 || lists.Record == "" || len(lists.Pages) == 0 || lists.LandChunks == 0 {
+			t.Fatalf("after round %d: format %d, listings record %q, %d pages, %d landing chunks (%v); want format 11 with all three",
+				round, lists.Format, lists.Record, len(lists.Pages), lists.LandChunks, err)
 		}
 	}
 	// A run whose context follows it all sees no change.

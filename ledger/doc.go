@@ -114,6 +114,16 @@
 // flat arrays of numbers, a fixed count per listing (listings.go), about
 // half the bytes of the objects they were: a document that lists any is
 // format 10, and formats 3, 4, 5 and 7 are read but no longer written.
+// Once a document lists more than 4 of them they move, all four lists,
+// into one record of their own (listsout.go, format 11): the document
+// keeps a summary of what every step asks of them (the highest sequence
+// spilled, the earliest and latest end of retention, the span of the
+// landings moved out) and the few listings added since, which join the
+// record once there are more than 4. A step that needs the listings
+// themselves (a fold, retention dropping the oldest, a run whose context
+// falls within them, a whole history) reads the record, unless its ledger
+// wrote or read that record already; so the bytes a step moves no longer
+// grow with the history.
 // Events waiting under order: scope behind a delivery in flight (a
 // backlog behind a hung agent) are parked the same way (waits.go): past
 // the scope's head and the newest few, each with its deliver entry and

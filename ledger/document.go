@@ -19,8 +19,10 @@ import (
 // records instead of hashes (waits.go: an older build would take every id
 // for one that is not parked), and format10 into one that lists spilled
 // chunks, spill pages or landing records at all, since it writes those
-// listings as arrays (listings.go); so that a build that would not read
-// them refuses it. A document that did none of these is still written as
+// listings as arrays (listings.go), and format11 into one whose listings
+// moved into a record of their own (listsout.go: an older build would take
+// the few it keeps for all); so that a build that would not read them
+// refuses it. A document that did none of these is still written as
 // format 1, which every build reads. Formats 3, 4, 5 and 7 are read but
 // no longer written: each marks something a document lists (finish).
 const (
@@ -34,6 +36,7 @@ const (
 	format8       = 8
 	format9       = 9
 	format10      = 10
+	format11      = 11
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -77,6 +80,12 @@ type document struct {
 	LandPages  landGroupList `json:"landPages,omitempty"`
 	LandChunks landGroupList `json:"landChunks,omitempty"`
 	LandCut    time.Time     `json:"landCut,omitzero"`
+	// ListsN numbers the records the four lists above move into once
+	// they are long, and Lists names the one in force with what steps
+	// ask of it; while it is set the lists hold only what was added
+	// since (see listsout.go).
+	ListsN uint64    `json:"listsN,omitempty"`
+	Lists  *listsRef `json:"lists,omitempty"`
 	// WaitN numbers the records of parked waiting events, and Waits
 	// lists them in scope order (see waits.go).
 	WaitN uint64         `json:"waitN,omitempty"`
@@ -94,6 +103,10 @@ type document struct {
 	// to check.
 	markWaits bool     `json:"-"`
 	assumed   []string `json:"-"`
+	// loads are the records this step read (landings.go, listsout.go),
+	// and listsIn the listings record put back into the lists.
+	loads   *landLoads   `json:"-"`
+	listsIn *listsRecord `json:"-"`
 }
 
 // landing is one write joining the scope's history.
@@ -183,8 +196,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 && d.Format != format10 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format10)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 && d.Format != format10 && d.Format != format11 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format11)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -207,6 +220,7 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 		// Nor do landing record numbers: a record is never rewritten.
 		fresh.LandN = d.LandN
 		fresh.WaitN = d.WaitN
+		fresh.ListsN = d.ListsN
 		// A store may still hold the expired document's blobs (its clock
 		// is not the ledger's): the next write deletes them.
 		if blobs != nil {
@@ -222,8 +236,12 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 					blobs.set(runListBlob(c.N), nil)
 				}
 			}
-			// A page's chunks are not listed here: they go with
-			// the scope's other records when the store expires it.
+			// A page's chunks are not listed here, nor what the
+			// listings record lists: they go with the scope's
+			// other records when the store expires it.
+			if d.Lists != nil {
+				blobs.set(d.Lists.name(), nil)
+			}
 			for _, p := range d.SpillPages {
 				blobs.set(spillPageBlob(p.N), nil)
 			}
@@ -315,6 +333,12 @@ func (d *document) prune(now time.Time, retention time.Duration, blobs *blobSet)
 
 // finish computes the document's own expiry and the store hints for a write.
 func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet) (*Write, error) {
+	// The receipt bound first: it may put the listings back, which the
+	// listings' own step then stores.
+	received := d.newestReceived(now.Add(-retention))
+	if err := d.storeLists(blobs); err != nil {
+		return nil, err
+	}
 	var expires, review time.Time
 	keep := false
 	later := func(t time.Time) {
@@ -350,6 +374,9 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	for _, p := range d.SpillPages {
 		later(p.until().Add(retention))
 	}
+	if r := d.outside(); r != nil && r.Spill > 0 {
+		later(refTime(r.Until).Add(retention))
+	}
 	if len(d.Waits) > 0 {
 		later(time.Unix(0, d.WaitUntil))
 	}
@@ -382,7 +409,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 		}
 	}
 	w := &Write{ReviewAt: review, DueAt: due}
-	w.ReceivedAt = d.newestReceived(now.Add(-retention))
+	w.ReceivedAt = received
 	if blobs != nil {
 		w.Blobs = blobs.m
 	}
@@ -394,6 +421,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.Lists != nil:
+		d.Format = format11
 	case d.listsCompactly():
 		d.Format = format10
 	case d.waitMarked():

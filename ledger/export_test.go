@@ -1,5 +1,10 @@
 package ledger
 
+import (
+	"context"
+	"fmt"
+)
+
 // ReplayCacheLen reports how many committed entries l remembers.
 func ReplayCacheLen(l *Ledger) int { return l.replays.len() }
 
@@ -25,20 +30,48 @@ type SpillListing struct {
 	Level, Runs int
 }
 
-// SpillListings decodes the listings of the document raw: its chunks and
-// its pages.
-func SpillListings(raw []byte) (chunks, pages []SpillListing, err error) {
+// Listings is what a test reads of a scope's listings: the document's
+// format, the chunks and pages of spilled entries, how many landing chunks
+// and pages are listed, and the listings record the document names, if
+// any (listsout.go), whose listings are read with the document's.
+type Listings struct {
+	Format                int
+	Chunks, Pages         []SpillListing
+	LandChunks, LandPages int
+	Record                string
+}
+
+// ReadListings reads the listings of scope's document in st.
+func ReadListings(ctx context.Context, st Store, scope string) (Listings, error) {
+	raw, err := st.Read(ctx, scope)
+	if err != nil {
+		return Listings{}, err
+	}
 	var d document
 	if err := unmarshalDocument(raw, &d); err != nil {
-		return nil, nil, err
+		return Listings{}, err
+	}
+	out := Listings{Format: d.Format}
+	if d.Lists != nil {
+		out.Record = d.Lists.name()
+		b, err := st.ReadBlob(ctx, scope, out.Record)
+		if err != nil {
+			return Listings{}, err
+		}
+		rec, ok := decodeLists(d.Lists, b)
+		if !ok {
+			return Listings{}, fmt.Errorf("listings record %s does not match the document", out.Record)
+		}
+		d.putListsBack(rec)
 	}
 	for _, c := range d.Spilled {
-		chunks = append(chunks, SpillListing{N: c.N, Runs: c.Runs})
+		out.Chunks = append(out.Chunks, SpillListing{N: c.N, Runs: c.Runs})
 	}
 	for _, p := range d.SpillPages {
-		pages = append(pages, SpillListing{N: p.N, Level: p.Level, Runs: p.Runs})
+		out.Pages = append(out.Pages, SpillListing{N: p.N, Level: p.Level, Runs: p.Runs})
 	}
-	return chunks, pages, nil
+	out.LandChunks, out.LandPages = len(d.LandChunks), len(d.LandPages)
+	return out, nil
 }
 
 // SpillPageRecord decodes the record of a page of pages: the pages it
@@ -54,3 +87,7 @@ func SpillPageRecord(raw []byte) ([]SpillListing, error) {
 	}
 	return out, nil
 }
+
+// RememberListings makes l remember b as scope's listings record name, as
+// if it had written or read it (listsout.go).
+func RememberListings(l *Ledger, scope, name string, b []byte) { l.lists.put(scope, name, b) }

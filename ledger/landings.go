@@ -100,6 +100,13 @@ type landLoads struct {
 	chunks map[string][]landing
 	pages  map[string][]landGroup
 	need   string
+	// lists are the listings records read (listsout.go), remembered
+	// those the ledger keeps from earlier steps, and wrote and
+	// wroteBytes the one this try writes, to remember once it landed.
+	lists      map[string][]byte
+	remembered *rememberedLists
+	wrote      string
+	wroteBytes []byte
 }
 
 // load decodes a record read for name.
@@ -131,7 +138,12 @@ func (e *errNeedLanding) Error() string {
 }
 
 // landedOut reports whether landings have moved out of the document.
-func (d *document) landedOut() bool { return len(d.LandPages)+len(d.LandChunks) > 0 }
+func (d *document) landedOut() bool {
+	if r := d.outside(); r != nil && r.Lands > 0 {
+		return true
+	}
+	return len(d.LandPages)+len(d.LandChunks) > 0
+}
 
 // landPagesOfPages reports whether the document lists a landing page above
 // level 0.
@@ -238,6 +250,11 @@ func (w *landWalk) pages(lands *landLoads, ps []landGroup) bool {
 // it in lands.need and the decision must not use the answer.
 func (d *document) seqAt(t time.Time, lands *landLoads) uint64 {
 	w := landWalk{t: t, s: d.LandedBase, pruning: d.landedOut() && !d.LandCut.IsZero(), cut: d.LandCut}
+	if r := d.outside(); r != nil && r.Lands > 0 && !w.skip(landGroup{To: r.LandTo, Max: r.LandMax}) && !d.wholeLists() {
+		// The walk stops within the landings the listings record
+		// lists (its answer is void until the record is read).
+		return w.s
+	}
 	if w.pages(lands, d.LandPages) {
 		return w.s
 	}
@@ -267,6 +284,9 @@ func (d *document) moveLandings(blobs *blobSet) error {
 		blobs.set(landBlob(g.N), b)
 		d.LandChunks = append(d.LandChunks, g)
 		d.Landings = append([]landing(nil), d.Landings[landTail:]...)
+	}
+	if r := d.outside(); r != nil && r.LandChunks+len(d.LandChunks) > landPage && !d.wholeLists() {
+		return nil // the step is void: the record is read first
 	}
 	for len(d.LandChunks) > landPage {
 		part := d.LandChunks[:landPage]
@@ -354,6 +374,12 @@ func (d *document) pruneLandings(cutoff time.Time, blobs *blobSet) {
 	if d.landedOut() {
 		if cutoff.After(d.LandCut) {
 			d.LandCut = cutoff
+		}
+		if r := d.outside(); r != nil && r.Lands > 0 && (!refTime(r.LandFront).Before(d.LandCut) || !d.wholeLists()) {
+			// The oldest landings are the record's: none goes while
+			// its first group stays (or the step is void until the
+			// record is read).
+			return
 		}
 		for len(d.LandPages) > 0 && d.LandPages[0].latest().Before(d.LandCut) {
 			d.LandedBase = d.LandPages[0].To

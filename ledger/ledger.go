@@ -12,13 +12,17 @@ import (
 )
 
 // Ledger is the API over a Store. It is safe for concurrent use. All its
-// state lives in the store, but for a bounded memory of entries it saw
-// committed (see Options.ReplayCache), which only ever answers "replayed".
+// state lives in the store, but for bounded memories of entries it saw
+// committed (see Options.ReplayCache), which only ever answers "replayed",
+// of the spill counters it saw (a hint of what to read first), and of the
+// listings records it wrote or read, each checked against the document
+// that names it before use (listsout.go).
 type Ledger struct {
 	store   Store
 	opts    Options
 	replays *replayCache
 	spills  spillCounters
+	lists   rememberedLists
 	// noPark keeps waiting events and runs in the document (waits.go,
 	// spillruns.go), for the tests that compare both layouts.
 	noPark bool

@@ -27,6 +27,16 @@ func (d *document) newestReceived(cutoff time.Time) time.Time {
 			t = q.ReceivedAt
 		}
 	}
+	if r := d.outside(); r != nil && r.Items > 0 {
+		if refTime(r.ItemsUntil).Before(cutoff) && !d.wholeLists() {
+			return t // void: the record is read first
+		}
+		if d.outside() != nil && refTime(r.RecvLast).After(t) {
+			// Every listing of the record that holds items is
+			// within retention.
+			t = refTime(r.RecvLast)
+		}
+	}
 	bound := func(items int, last int64, until time.Time) {
 		if items > 0 && !until.Before(cutoff) {
 			if r := time.Unix(0, last).UTC(); r.After(t) {

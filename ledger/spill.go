@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -157,6 +158,9 @@ func chunkBlob(n uint64) string { return "s:" + strconv.FormatUint(n, 10) }
 
 // spilledAfter reports whether a chunk holds an entry that landed after seq.
 func (d *document) spilledAfter(seq uint64) bool {
+	if r := d.outside(); r != nil && r.Spill > 0 && r.MaxSeq > seq {
+		return true
+	}
 	for _, c := range d.Spilled {
 		if c.MaxSeq > seq {
 			return true
@@ -272,6 +276,9 @@ func claimedBounds(t time.Time) (first, last int64) {
 
 // retirable reports whether a chunk has passed retention.
 func (d *document) retirable(cutoff time.Time) bool {
+	if r := d.outside(); r != nil && r.Spill > 0 && refTime(r.Oldest).Before(cutoff) {
+		return true
+	}
 	for _, c := range d.Spilled {
 		if c.until().Before(cutoff) {
 			return true
@@ -435,7 +442,9 @@ func (d *document) pruneMoved() {
 		return
 	}
 	oldest := uint64(0)
-	switch {
+	switch r := d.outside(); {
+	case r != nil && r.Spill > 0:
+		oldest = r.Low
 	case len(d.SpillPages) > 0:
 		oldest = d.SpillPages[0].Low
 	case len(d.Spilled) > 0:
@@ -683,7 +692,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	// missing instead of reading them first. Asked at each step: a store
 	// that opens late starts to check once it has.
 	checks := ChecksAbsent(l.store)
-	lands := &landLoads{}
+	lands := &landLoads{remembered: &l.lists}
 	chunks := chunkReader{l: l, scope: scope}
 	var waits waitLoads
 	allWaits := !lk.waits
@@ -708,6 +717,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			}
 			counter = d.Spill
 			d.markWaits = checks
+			d.loads, lands.wrote, lands.wroteBytes = lands, "", nil
 			var was parkedAs
 			if allWaits && len(d.Waits) > 0 {
 				was = d.parkedState()
@@ -798,6 +808,11 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if w == nil && err == nil && len(d.assumed) > 0 {
 				return nil, errNeedAllWaits
 			}
+			if lands.need != "" {
+				// A step after the decision needed a record: the
+				// write is void.
+				return nil, &errNeedLanding{name: lands.need}
+			}
 			if w != nil {
 				w.Absent = append(absent, d.assumed...)
 			}
@@ -861,6 +876,22 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if err != nil {
 				return err
 			}
+			if strings.HasPrefix(needLanding.name, "ls:") {
+				// Checked against the document that names it when
+				// used: a record gone meanwhile is nil, and the
+				// document names another now. The same bytes read
+				// twice for a document that still names them, and
+				// still not its record, are not its record.
+				if prev, seen := lands.lists[needLanding.name]; seen && bytes.Equal(prev, b) {
+					return fmt.Errorf("%w: scope %q: listings record %s does not match the document that names it", ErrCorrupt, scope, needLanding.name)
+				}
+				if lands.lists == nil {
+					lands.lists = map[string][]byte{}
+				}
+				lands.lists[needLanding.name] = b
+				l.lists.forget(scope, needLanding.name)
+				continue
+			}
 			if b != nil { // nil: dropped meanwhile, and the document says so now
 				if err := lands.load(scope, needLanding.name, b); err != nil {
 					return err
@@ -883,7 +914,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 			if moved != nil {
 				l.spills.put(scope, moved.counter)
 			}
-			d, err := l.read(ctx, scope)
+			d, err := l.readListed(ctx, scope)
 			if err != nil {
 				return err
 			}
@@ -906,6 +937,9 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 		if counter != 0 {
 			l.spills.put(scope, counter)
 		}
+		if lands.wrote != "" {
+			l.lists.put(scope, lands.wrote, lands.wroteBytes)
+		}
 		if retire {
 			// Best effort: a chunk left behind is retired after a later
 			// write, and lookups ignore its entries meanwhile.
@@ -920,7 +954,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 // (a record may since hold a newer spill of the same entry: that one
 // stays). A page goes whole, once all its chunks are past retention.
 func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
-	d, err := l.read(ctx, scope)
+	d, err := l.readListed(ctx, scope)
 	if err != nil {
 		return err
 	}
@@ -975,6 +1009,9 @@ func (l *Ledger) retireSpilled(ctx context.Context, scope string) error {
 	return l.transactFind(ctx, scope, lookup{}, func(d *document, now time.Time, blobs *blobSet, _ *spillView) (bool, error) {
 		if d.Spill != seen {
 			return false, nil // moved on: a later write retires what is left
+		}
+		if !d.wholeLists() {
+			return false, nil // void: the record is read first
 		}
 		for n := range gone {
 			blobs.set(chunkBlob(n), nil)

@@ -71,6 +71,9 @@ func spillPageBlob(n uint64) string { return "sp:" + strconv.FormatUint(n, 10) }
 // into a page of the next while it lists more than spillPageSize of that
 // level.
 func (d *document) foldSpilled(blobs *blobSet) error {
+	if r := d.outside(); r != nil && r.Chunks+len(d.Spilled) > spillPageSize && !d.wholeLists() {
+		return nil // the step is void: the record is read first
+	}
 	for len(d.Spilled) > spillPageSize {
 		part := d.Spilled[:spillPageSize]
 		d.Spill++
@@ -176,7 +179,12 @@ func (p *spillPage) widen(q spillPage) {
 
 // hasSpilledChunks reports whether the document lists any chunk, in a page
 // or not.
-func (d *document) hasSpilledChunks() bool { return len(d.Spilled)+len(d.SpillPages) > 0 }
+func (d *document) hasSpilledChunks() bool {
+	if r := d.outside(); r != nil && r.Spill > 0 {
+		return true
+	}
+	return len(d.Spilled)+len(d.SpillPages) > 0
+}
 
 // readPage reads the chunk listings under a page, down through its levels;
 // nil when it was retired meanwhile.

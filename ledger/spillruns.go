@@ -84,6 +84,9 @@ func (v *spillView) needRun(d *document, id string) error {
 
 // spilledRuns reports whether any chunk of d lists spilled runs.
 func (d *document) spilledRuns() bool {
+	if r := d.outside(); r != nil && r.Runs {
+		return true
+	}
 	for _, c := range d.Spilled {
 		if c.Runs > 0 {
 			return true

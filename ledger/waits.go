@@ -839,7 +839,7 @@ func (l *Ledger) readWaits(ctx context.Context, scope string, need *errNeedWaits
 // readFull reads a scope's document with its parked events put back, for
 // the reads that list its items or entries. It changes nothing.
 func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) {
-	d, err := l.read(ctx, scope)
+	d, err := l.readListed(ctx, scope)
 	if err != nil || len(d.Waits) == 0 {
 		return d, err
 	}
@@ -864,7 +864,7 @@ func (l *Ledger) readFull(ctx context.Context, scope string) (*document, error) 
 		if gone {
 			// A record went between the reads: read the document
 			// again.
-			if d, err = l.read(ctx, scope); err != nil {
+			if d, err = l.readListed(ctx, scope); err != nil {
 				return nil, err
 			}
 		}

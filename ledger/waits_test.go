@@ -292,10 +292,11 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 				if err := json.Unmarshal(raw, &d); err != nil {
 					t.Fatal(err)
 				}
-				spilled, spillPages, err := ledger.SpillListings(raw)
+				lists, err := ledger.ReadListings(ctx, parked.st, scope)
 				if err != nil {
 					t.Fatal(err)
 				}
+				spilled, spillPages := lists.Chunks, lists.Pages
 				chunks := 0
 				for _, c := range d.Waits {
 					chunks += max(1, c.Page)

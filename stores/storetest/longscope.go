@@ -804,3 +804,62 @@ func conversationPages(t *testing.T, e *env, scope string, limit int) ([]ledger.
 	}
 	return items, runs, named, len(pages)
 }
+
+// Ledgers of several gateway instances growing one scope at once past the
+// point where its listings leave the document (a record of their own,
+// rewritten as they grow, which each ledger may remember from its own
+// writes) run every effect once and list each once: what one ledger
+// remembers never stands in for a record another wrote since.
+func testLongScopeListingsShared(t *testing.T, newStore NewStore) {
+	e := setup(t, newStore, ledger.Options{})
+	const writers, each = 8, 60
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for g := range writers {
+		l := ledger.New(e.store, ledger.Options{Clock: e.clock.Now, ReplayCache: -1})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				// Each key twice, by two writers: the second is a
+				// duplicate that must not run.
+				for _, k := range []int{g*each + i, ((g+1)%writers)*each + i} {
+					if _, err := l.Once(e.ctx, ledger.Key{Scope: "long", Intent: "note", Payload: k},
+						func(context.Context, ledger.Call) (any, error) { ran.Add(1); return k, nil }); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := ran.Load(); n != writers*each {
+		t.Errorf("%d effects ran for %d keys", n, writers*each)
+	}
+	raw := must(e.store.Read(e.ctx, "long"))
+	var ref struct {
+		Lists []uint64 `json:"lists"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil || len(ref.Lists) == 0 {
+		t.Fatalf("after %d effects the document names no listings record (%v): the case tests nothing", writers*each, err)
+	}
+	for _, l := range []*ledger.Ledger{e.l, ledger.New(e.store, ledger.Options{Clock: e.clock.Now})} {
+		hist := must(l.Views().History(e.ctx, "long"))
+		seen := map[string]bool{}
+		for _, en := range hist {
+			if seen[en.ID] {
+				t.Fatalf("history lists %s twice", en.ID)
+			}
+			seen[en.ID] = true
+		}
+		if len(hist) != writers*each {
+			t.Errorf("history lists %d entries for %d effects", len(hist), writers*each)
+		}
+	}
+}

@@ -135,6 +135,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"LongScopeClaimReads", testLongScopeClaimReads},
 		{"LongScopePaged", testLongScopePaged},
 		{"LongScopeOldContextsRace", testLongScopeOldContextsRace},
+		{"LongScopeListingsShared", testLongScopeListingsShared},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,8 +21,10 @@ import (
 // chunks, spill pages or landing records at all, since it writes those
 // listings as arrays (listings.go), and format11 into one whose listings
 // moved into a record of their own (listsout.go: an older build would take
-// the few it keeps for all); so that a build that would not read them
-// refuses it. A document that did none of these is still written as
+// the few it keeps for all), and format12 into one that lists a page of
+// pages of parked chunks (waits.go: an older build would take its pages
+// for chunks when it lists them again); so that a build that would not
+// read them refuses it. A document that did none of these is still written as
 // format 1, which every build reads. Formats 3, 4, 5 and 7 are read but
 // no longer written: each marks something a document lists (finish).
 const (
@@ -37,6 +39,7 @@ const (
 	format9       = 9
 	format10      = 10
 	format11      = 11
+	format12      = 12
 )
 
 // document is the whole state of one scope. It is the JSON every store
@@ -196,8 +199,8 @@ func decodeDocumentBlobs(scope string, raw []byte, now time.Time, blobs *blobSet
 	if err := unmarshalDocument(raw, &d); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: %w", ErrCorrupt, scope, err)
 	}
-	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 && d.Format != format10 && d.Format != format11 {
-		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format11)
+	if d.Format != format1 && d.Format != formatVersion && d.Format != format3 && d.Format != format4 && d.Format != format5 && d.Format != format6 && d.Format != format7 && d.Format != format8 && d.Format != format9 && d.Format != format10 && d.Format != format11 && d.Format != format12 {
+		return nil, fmt.Errorf("%w: scope %q: format %d, this build reads up to %d", ErrCorrupt, scope, d.Format, format12)
 	}
 	for id, e := range d.Entries {
 		if e == nil {
@@ -421,6 +424,8 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
+	case d.waitLevels():
+		d.Format = format12
 	case d.Lists != nil:
 		d.Format = format11
 	case d.listsCompactly():

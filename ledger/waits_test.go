@@ -377,13 +377,17 @@ func normalizeParked(t *testing.T, v any, err error) string {
 // lists the rest in chunks, most of them folded into pages, a few bytes
 // an event; the drain reads the pages and chunks back in order, and
 // leaves none behind. It fails if waiting events stay in the document, if
-// every chunk is listed on its own, or if the drain loses or reorders one.
+// every chunk is listed on its own, if pages do not fold into pages once
+// there are many, or if the drain loses or reorders one.
 func TestParkedWaitingKeepsTheDocumentSmall(t *testing.T) {
 	// On a store that checks Write.Absent the parked events' ids are
 	// marker records (format 9); on one that does not, hashes in the
 	// document (format 8).
-	t.Run("markers", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, true) })
-	t.Run("hashes", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, false) })
+	t.Run("markers", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, true, 400) })
+	t.Run("hashes", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, false, 400) })
+	// Enough for pages of pages: past the head's chunks, 8 pages of 8
+	// chunks of 8 events fold into one of level 1.
+	t.Run("pages of pages", func(t *testing.T) { parkedKeepsTheDocumentSmall(t, true, 900) })
 }
 
 // waitingLedger is a ledger on a memory store that it sees as checking
@@ -416,7 +420,7 @@ func enqueueWaiting(t *testing.T, l *ledger.Ledger, scope string, i int, hold bo
 	return got
 }
 
-func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
+func parkedKeepsTheDocumentSmall(t *testing.T, checks bool, waiting int) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -425,7 +429,14 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	if !checks {
 		wantFormat, maxDoc = 8, 24<<10
 	}
-	const scope, waiting = "backlog", 400
+	// Pages fold into pages level by level (format 12), so that each
+	// level lists at most a page's worth but for the head's chunks.
+	maxListings := ledger.WaitHead + waiting/ledger.WaitChunk/ledger.WaitPage + ledger.WaitPage - 1
+	wantLevel := waiting >= 8*ledger.WaitChunk*ledger.WaitPage+(ledger.WaitHead+ledger.WaitPage)*ledger.WaitChunk
+	if wantLevel {
+		wantFormat, maxListings = 12, ledger.WaitHead+3*(ledger.WaitPage-1)
+	}
+	const scope = "backlog"
 	type ids struct{ entry, run string }
 	var sent []ids
 	// marks reports whether each event sent has its two markers.
@@ -468,6 +479,7 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 			Entries string `json:"e"`
 			Runs    string `json:"h"`
 			Marked  bool   `json:"k"`
+			Level   int    `json:"l"`
 		} `json:"waits"`
 	}
 	raw, err := st.Read(ctx, scope)
@@ -477,11 +489,14 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	parked, pages := 0, 0
+	parked, pages, levels := 0, 0, 0
 	for _, c := range doc.Waits {
 		parked += c.Count
 		if c.Page > 0 {
 			pages++
+		}
+		if c.Level > 0 {
+			levels++
 		}
 		if hashed := len(c.Entries)+len(c.Runs) > 0; c.Marked != checks || hashed == checks {
 			t.Fatalf("a listing of %d parked events marked %v with %d bytes of hashes, on a store that checks: %v", c.Count, c.Marked, len(c.Entries)+len(c.Runs), checks)
@@ -497,8 +512,9 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	}
 	t.Logf("%d waiting: document %d bytes, %d items in it, %d parked under %d listings, %d of them pages", waiting, len(raw), len(doc.Queue), parked, len(doc.Waits), pages)
 	if len(doc.Queue) > 48 || len(raw) > maxDoc || parked+len(doc.Queue) != waiting+1 || pages == 0 ||
-		len(doc.Waits) > ledger.WaitHead+parked/ledger.WaitChunk/ledger.WaitPage+ledger.WaitPage-1 || doc.Format != wantFormat {
-		t.Fatalf("%d waiting left %d items in a %d-byte format %d document, %d parked under %d listings", waiting, len(doc.Queue), len(raw), doc.Format, parked, len(doc.Waits))
+		len(doc.Waits) > maxListings || doc.Format != wantFormat || (levels > 0) != wantLevel {
+		t.Fatalf("%d waiting left %d items in a %d-byte format %d document, %d parked under %d listings, %d of them pages of pages",
+			waiting, len(doc.Queue), len(raw), doc.Format, parked, len(doc.Waits), levels)
 	}
 	for i := 0; i <= waiting; i++ {
 		if _, err := l.Queue().FinishDelivery(ctx, ledger.Finish{Taken: held, Status: ledger.DeliveryDelivered}); err != nil {
@@ -523,7 +539,7 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Waits) != 0 || doc.Format == 6 || doc.Format == 8 || doc.Format == 9 {
+	if len(doc.Waits) != 0 || doc.Format == 6 || doc.Format == 8 || doc.Format == 9 || doc.Format == 12 {
 		t.Fatalf("drained, the document still lists %d chunks (format %d)", len(doc.Waits), doc.Format)
 	}
 	for _, e := range sent {

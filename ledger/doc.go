@@ -135,7 +135,8 @@
 // which a step naming an id the document does not hold takes as absent
 // and the store checks (format 9).
 // Past the first two, every 8 chunk listings fold into a page record
-// (format 8). The head
+// (format 8), and every 8 pages of one level into a page of the next;
+// listings without hashes are written as numbers (format 12). The head
 // the order rule lets go is always in the document, so accepts, takes,
 // finishes and the agent's own steps decide on the document alone; a
 // write that leaves no head reads the first chunk back in. Every other

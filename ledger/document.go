@@ -23,8 +23,8 @@ import (
 // moved into a record of their own (listsout.go: an older build would take
 // the few it keeps for all), and format12 into one that lists a page of
 // pages of parked chunks (waits.go: an older build would take its pages
-// for chunks when it lists them again); so that a build that would not
-// read them refuses it. A document that did none of these is still written as
+// for chunks when it lists them again) or lists parked chunks as numbers
+// (listings.go); so that a build that would not read them refuses it. A document that did none of these is still written as
 // format 1, which every build reads. Formats 3, 4, 5 and 7 are read but
 // no longer written: each marks something a document lists (finish).
 const (
@@ -91,8 +91,8 @@ type document struct {
 	Lists  *listsRef `json:"lists,omitempty"`
 	// WaitN numbers the records of parked waiting events, and Waits
 	// lists them in scope order (see waits.go).
-	WaitN uint64         `json:"waitN,omitempty"`
-	Waits []waitChunkRef `json:"waits,omitempty"`
+	WaitN uint64        `json:"waitN,omitempty"`
+	Waits waitChunkList `json:"waits,omitempty"`
 	// WaitLast bounds the keys the chunks hold (the last parked event's),
 	// and WaitUntil is when the document may expire for their sake: both
 	// hold while any chunk is listed, whichever goes first.
@@ -424,7 +424,7 @@ func (d *document) finish(now time.Time, retention time.Duration, blobs *blobSet
 	}
 	d.Format = format1
 	switch {
-	case d.waitLevels():
+	case d.waitLevels() || d.waitsFlat():
 		d.Format = format12
 	case d.Lists != nil:
 		d.Format = format11

@@ -91,3 +91,26 @@ func SpillPageRecord(raw []byte) ([]SpillListing, error) {
 // RememberListings makes l remember b as scope's listings record name, as
 // if it had written or read it (listsout.go).
 func RememberListings(l *Ledger, scope, name string, b []byte) { l.lists.put(scope, name, b) }
+
+// WaitListing is what a test reads of a document's listing of parked
+// chunks, in either form (listings.go).
+type WaitListing struct {
+	N             uint64
+	Count, Page   int
+	Entries, Runs string
+	Marked        bool
+	Level         int
+}
+
+// WaitListings decodes the parked chunk listings of the document raw.
+func WaitListings(raw []byte) ([]WaitListing, error) {
+	var d document
+	if err := unmarshalDocument(raw, &d); err != nil {
+		return nil, err
+	}
+	out := make([]WaitListing, 0, len(d.Waits))
+	for _, c := range d.Waits {
+		out = append(out, WaitListing{N: c.N, Count: c.Count, Page: c.Page, Entries: c.Entries, Runs: c.Runs, Marked: c.Marked, Level: c.Level})
+	}
+	return out, nil
+}

@@ -201,3 +201,100 @@ func (l *landGroupList) UnmarshalJSON(raw []byte) error {
 // listsCompactly reports whether d lists a record its history moved out
 // (format 10).
 func (d *document) listsCompactly() bool { return d.hasSpilledChunks() || d.landedOut() }
+
+// The parked chunk listings (waits.go) are the biggest list a long
+// backlog leaves in its document: some 145 bytes a listing as objects,
+// 1.5 KB of every document written behind 1,000 waiting events, which a
+// conversation that never parked does not carry. Written as numbers, ten
+// a listing (waitRefStride), with each listing's times as differences
+// (its first key's contextAt from the previous listing's, its other times
+// from its own contextAt), they take about half. A list whose listings
+// carry id hashes (documents of a store that does not check
+// Write.Absent), or whose differences do not fit, keeps the object form.
+// Documents that list parked chunks as numbers are format 12.
+
+// waitRefStride is how many numbers a parked chunk listing is: n, count,
+// contextAt (from the previous listing's), receivedAt, drop and recv (from
+// its own contextAt), embedded, page, marked, level.
+const waitRefStride = 10
+
+// waitChunkList is the document's list of parked chunk listings.
+type waitChunkList []waitChunkRef
+
+// flatWaits is l's numbers, and false when l needs the object form.
+func flatWaits(l waitChunkList) ([]int64, bool) {
+	out := make([]int64, 0, len(l)*waitRefStride)
+	var prev int64
+	for _, c := range l {
+		if c.Entries != "" || c.Runs != "" {
+			return nil, false
+		}
+		at := c.First.ContextAt
+		d1, ok1 := diff(at, prev)
+		d2, ok2 := diff(c.First.ReceivedAt, at)
+		d3, ok3 := diff(c.Drop, at)
+		d4, ok4 := diff(c.Recv, at)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, false
+		}
+		marked := int64(0)
+		if c.Marked {
+			marked = 1
+		}
+		out = append(out, int64(c.N), int64(c.Count), d1, d2, d3, d4, int64(c.Embedded), int64(c.Page), marked, int64(c.Level))
+		prev = at
+	}
+	return out, true
+}
+
+// diff is a-b, and false when it overflows.
+func diff(a, b int64) (int64, bool) {
+	d := a - b
+	return d, (d < a) == (b > 0)
+}
+
+func (l waitChunkList) MarshalJSON() ([]byte, error) {
+	v, ok := flatWaits(l)
+	if !ok {
+		return marshalRecord([]waitChunkRef(l))
+	}
+	out := make([]byte, 0, 2+len(v)*8)
+	out = append(out, '[')
+	for i, n := range v {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendInt(out, n, 10)
+	}
+	return append(out, ']'), nil
+}
+
+func (l *waitChunkList) UnmarshalJSON(raw []byte) error {
+	if isObjectList(raw) {
+		return unmarshalRecord(raw, (*[]waitChunkRef)(l))
+	}
+	v, err := readFlat(raw, "parked chunk", waitRefStride)
+	if err != nil {
+		return err
+	}
+	out := make(waitChunkList, 0, len(v)/waitRefStride)
+	var prev int64
+	for ; len(v) > 0; v = v[waitRefStride:] {
+		at := prev + v[2]
+		out = append(out, waitChunkRef{N: uint64(v[0]), Count: int(v[1]),
+			First: waitKey{ContextAt: at, ReceivedAt: at + v[3]}, Drop: at + v[4], Recv: at + v[5],
+			Embedded: int(v[6]), Page: int(v[7]), Marked: v[8] != 0, Level: int(v[9])})
+		prev = at
+	}
+	*l = out
+	return nil
+}
+
+// waitsFlat reports whether d lists its parked chunks as numbers.
+func (d *document) waitsFlat() bool {
+	if len(d.Waits) == 0 {
+		return false
+	}
+	_, ok := flatWaits(d.Waits)
+	return ok
+}

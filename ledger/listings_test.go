@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -185,6 +186,54 @@ func TestDocumentWithListingsIsFormat10(t *testing.T) {
 			if !reflect.DeepEqual(l[0], l[1]) {
 				t.Errorf("%s: wrote %+v, read back %+v", c.name, l[1], l[0])
 			}
+		}
+	}
+}
+
+// TestWaitListingsRoundTripFlat: parked chunk listings without hashes are
+// written as numbers, times as differences (some negative: clocks and
+// orders differ), in under two thirds of the objects' bytes, and read
+// back as they were; with hashes, or times whose differences overflow,
+// they keep the object form, which is read too.
+func TestWaitListingsRoundTripFlat(t *testing.T) {
+	at := time.Date(2026, 12, 6, 8, 8, 20, 760_000_001, time.UTC).UnixNano()
+	l := waitChunkList{
+		{N: 7, Count: 8, First: waitKey{ContextAt: at, ReceivedAt: at + 5}, Drop: at + 3_600_000_000_000, Recv: at + 9,
+			Embedded: 3, Marked: true},
+		{N: 40, Count: 64, First: waitKey{ContextAt: at - 2_000_000, ReceivedAt: at + 1}, Drop: at - 1, Recv: at + 70,
+			Page: 8, Marked: true, Level: 1},
+		{N: 41, Count: 1, First: waitKey{ContextAt: at + 1_000, ReceivedAt: at}, Drop: at, Recv: 0},
+	}
+	raw, err := marshalRecord(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := json.Marshal([]waitChunkRef(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.ContainsAny(raw, `{"`) || 3*len(raw) > 2*len(objects) {
+		t.Errorf("%d bytes against the objects' %d: %s", len(raw), len(objects), raw)
+	}
+	var back waitChunkList
+	if err := unmarshalRecord(raw, &back); err != nil || !reflect.DeepEqual(back, l) {
+		t.Fatalf("read back %+v, %v; want %+v", back, err, l)
+	}
+	var fromObjects waitChunkList
+	if err := unmarshalRecord(objects, &fromObjects); err != nil || !reflect.DeepEqual(fromObjects, l) {
+		t.Fatalf("the object form reads as %+v, %v", fromObjects, err)
+	}
+	for name, odd := range map[string]waitChunkList{
+		"hashes":   {{N: 1, Count: 8, First: waitKey{ContextAt: at}, Entries: "AAAABBBB", Runs: "CCCCDDDD"}},
+		"overflow": {{N: 1, First: waitKey{ContextAt: math.MinInt64 + 1}, Drop: math.MaxInt64}},
+	} {
+		raw, err := marshalRecord(odd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back waitChunkList
+		if !bytes.Contains(raw, []byte(`{"n":1`)) || unmarshalRecord(raw, &back) != nil || !reflect.DeepEqual(back, odd) {
+			t.Errorf("%s: written %s, read back %+v", name, raw, back)
 		}
 	}
 }

@@ -831,7 +831,8 @@ func decodeWaits(scope string, n uint64, b []byte) ([]waitRecord, error) {
 
 // decodeWaitPage decodes a page record.
 func decodeWaitPage(scope string, n uint64, b []byte) ([]waitChunkRef, error) {
-	var refs []waitChunkRef
+	// Either form: a page's listings are written as the document's are.
+	var refs waitChunkList
 	if err := unmarshalRecord(b, &refs); err != nil {
 		return nil, fmt.Errorf("%w: scope %q: page of parked chunks %d: %w", ErrCorrupt, scope, n, err)
 	}

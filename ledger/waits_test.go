@@ -283,13 +283,9 @@ func parkedDifferential(t *testing.T, seed uint64, steps int, retention time.Dur
 				same(step, "check "+ev.id, func(tw *parkedTwin) (any, error) { return tw.l.Check(ctx, key(ev.id)) })
 			}
 			if raw, _ := parked.st.Read(ctx, scope); raw != nil {
-				var d struct {
-					Waits []struct {
-						Page   int  `json:"p"`
-						Marked bool `json:"k"`
-					} `json:"waits"`
-				}
-				if err := json.Unmarshal(raw, &d); err != nil {
+				var d struct{ Waits []ledger.WaitListing }
+				var err error
+				if d.Waits, err = ledger.WaitListings(raw); err != nil {
 					t.Fatal(err)
 				}
 				lists, err := ledger.ReadListings(ctx, parked.st, scope)
@@ -425,7 +421,8 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool, waiting int) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	st, l := waitingLedger(checks, clock)
-	wantFormat, maxDoc := 9, 16<<10
+	// Marked listings are written as numbers (format 12).
+	wantFormat, maxDoc := 12, 16<<10
 	if !checks {
 		wantFormat, maxDoc = 8, 24<<10
 	}
@@ -473,20 +470,16 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool, waiting int) {
 	var doc struct {
 		Format int                        `json:"format"`
 		Queue  map[string]json.RawMessage `json:"queue"`
-		Waits  []struct {
-			Count   int    `json:"c"`
-			Page    int    `json:"p"`
-			Entries string `json:"e"`
-			Runs    string `json:"h"`
-			Marked  bool   `json:"k"`
-			Level   int    `json:"l"`
-		} `json:"waits"`
+		Waits  []ledger.WaitListing       `json:"-"`
 	}
 	raw, err := st.Read(ctx, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Waits, err = ledger.WaitListings(raw); err != nil {
 		t.Fatal(err)
 	}
 	parked, pages, levels := 0, 0, 0
@@ -535,8 +528,10 @@ func parkedKeepsTheDocumentSmall(t *testing.T, checks bool, waiting int) {
 		}
 	}
 	raw, _ = st.Read(ctx, scope)
-	doc.Waits = nil
 	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Waits, err = ledger.WaitListings(raw); err != nil {
 		t.Fatal(err)
 	}
 	if len(doc.Waits) != 0 || doc.Format == 6 || doc.Format == 8 || doc.Format == 9 || doc.Format == 12 {

@@ -74,16 +74,9 @@ func testLongWaitingQueue(t *testing.T, newStore NewStore) {
 	// events by marker records, not hashes: the store's check of them
 	// is what keeps a redelivery of a parked event a duplicate.
 	var doc struct {
-		Waits []struct {
-			N       uint64 `json:"n"`
-			Page    int    `json:"p"`
-			Marked  bool   `json:"k"`
-			Entries string `json:"e"`
-		} `json:"waits"`
+		Waits []waitListing
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc.Waits = waitListings(t, raw)
 	pages := 0
 	for _, w := range doc.Waits {
 		if checks := ledger.ChecksAbsent(e.store); w.Marked != checks || (w.Entries == "") != checks {
@@ -374,4 +367,39 @@ func testLongWaitingQueueOperations(t *testing.T, newStore NewStore) {
 	if q := itemOf(t, e, scope, replayOf); q.Status != ledger.DeliveryDelivered || q.Replays != 1 || q.Attempts != 1 {
 		t.Fatalf("%s after the drain: %s, %d replays, %d attempts", replayOf, q.Status, q.Replays, q.Attempts)
 	}
+}
+
+// waitListing is what a case reads of a parked chunk listing.
+type waitListing struct {
+	N       uint64 `json:"n"`
+	Page    int    `json:"p"`
+	Marked  bool   `json:"k"`
+	Entries string `json:"e"`
+}
+
+// waitListings reads the parked chunk listings of the document raw, in
+// either form: objects, or ten numbers a listing (n, count, four times,
+// embedded, page, marked, level), which carry no hashes.
+func waitListings(t *testing.T, raw []byte) []waitListing {
+	t.Helper()
+	var objects struct {
+		Waits []waitListing `json:"waits"`
+	}
+	if err := json.Unmarshal(raw, &objects); err == nil {
+		return objects.Waits
+	}
+	var flat struct {
+		Waits []int64 `json:"waits"`
+	}
+	if err := json.Unmarshal(raw, &flat); err != nil {
+		t.Fatalf("the document's parked listings are in neither form: %v", err)
+	}
+	if len(flat.Waits)%10 != 0 {
+		t.Fatalf("the document lists %d numbers for its parked chunks, not 10 each", len(flat.Waits))
+	}
+	var out []waitListing
+	for v := flat.Waits; len(v) > 0; v = v[10:] {
+		out = append(out, waitListing{N: uint64(v[0]), Page: int(v[7]), Marked: v[8] != 0})
+	}
+	return out
 }

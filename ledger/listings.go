@@ -258,7 +258,12 @@ func (l waitChunkList) MarshalJSON() ([]byte, error) {
 	if !ok {
 		return marshalRecord([]waitChunkRef(l))
 	}
-	out := make([]byte, 0, 2+len(v)*8)
+	return numbersJSON(v), nil
+}
+
+// numbersJSON is v as a JSON array.
+func numbersJSON(v []int64) []byte {
+	out := make([]byte, 0, 2+len(v)*12)
 	out = append(out, '[')
 	for i, n := range v {
 		if i > 0 {
@@ -266,7 +271,7 @@ func (l waitChunkList) MarshalJSON() ([]byte, error) {
 		}
 		out = strconv.AppendInt(out, n, 10)
 	}
-	return append(out, ']'), nil
+	return append(out, ']')
 }
 
 func (l *waitChunkList) UnmarshalJSON(raw []byte) error {

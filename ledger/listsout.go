@@ -119,15 +119,7 @@ func (r *listsRef) MarshalJSON() ([]byte, error) {
 	v := [listsRefStride]int64{int64(r.N), int64(r.Sum), int64(r.Spill), int64(r.MaxSeq), int64(r.Low), r.Oldest,
 		r.Until, b2i(r.Runs), int64(r.Items), r.RecvLast, r.ItemsUntil, int64(r.Lands), int64(r.LandTo), r.LandMax,
 		r.LandFront, int64(r.Chunks), int64(r.LandChunks)}
-	out := make([]byte, 0, 2+listsRefStride*12)
-	out = append(out, '[')
-	for i, n := range v {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = strconv.AppendInt(out, n, 10)
-	}
-	return append(out, ']'), nil
+	return numbersJSON(v[:]), nil
 }
 
 func (r *listsRef) UnmarshalJSON(raw []byte) error {

@@ -24,8 +24,9 @@ import (
 // the few it keeps for all), and format12 into one that lists a page of
 // pages of parked chunks (waits.go: an older build would take its pages
 // for chunks when it lists them again) or lists parked chunks as numbers
-// (listings.go); so that a build that would not read them refuses it. A document that did none of these is still written as
-// format 1, which every build reads. Formats 3, 4, 5 and 7 are read but
+// (listings.go); so that a build that would not read them refuses it. A
+// document that did none of these is still written as format 1, which
+// every build reads. Formats 3, 4, 5 and 7 are read but
 // no longer written: each marks something a document lists (finish).
 const (
 	formatVersion = 2

@@ -439,10 +439,11 @@ func (d *document) expand(i int, w waitLoads, blobs *blobSet) error {
 
 // foldWaits folds every waitPage chunk listings in a row, past the first
 // waitHead listings, into a page, and then every waitPage pages of one
-// level in a row into a page of the next: a chunk listing is some 260 bytes of the
-// document, half of them its hashes, and a page of waitPage chunks lists
-// their hashes and the rest once (issue #34: a thousand waiting events
-// listed 16 KB, which every step of the scope moved). The first listings
+// level in a row into a page of the next: a chunk listing with hashes is
+// some 260 bytes of the document, half of them its hashes, and a page of
+// waitPage chunks lists their hashes and the rest once (issue #34: a
+// thousand waiting events listed 16 KB, which every step of the scope
+// moved; a marked listing, written as numbers, is some 60). The first listings
 // stay as they are, so that the next chunks to read back as the head
 // drains are listed without reading a page; a page read back at the head
 // lists its chunks before the next page, so they do not fold again.

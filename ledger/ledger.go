@@ -21,8 +21,8 @@ type Ledger struct {
 	store   Store
 	opts    Options
 	replays *replayCache
-	spills  spillCounters
-	lists   rememberedLists
+	spills  *spillCounters
+	lists   *rememberedLists
 	// noPark keeps waiting events and runs in the document (waits.go,
 	// spillruns.go), for the tests that compare both layouts.
 	noPark bool
@@ -31,7 +31,8 @@ type Ledger struct {
 // New returns a ledger over store. Zero options take the defaults.
 func New(store Store, opts Options) *Ledger {
 	opts = opts.withDefaults()
-	return &Ledger{store: store, opts: opts, replays: newReplayCache(opts.ReplayCache, opts.Retention)}
+	return &Ledger{store: store, opts: opts, replays: newReplayCache(opts.ReplayCache, opts.Retention),
+		spills: newSpillCounters(), lists: newRememberedLists()}
 }
 
 // replayed answers a claim for an entry this process saw committed, without

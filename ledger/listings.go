@@ -3,6 +3,7 @@ package ledger
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -295,11 +296,9 @@ func (l *waitChunkList) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
-// waitsFlat reports whether d lists its parked chunks as numbers.
+// waitsFlat reports whether d may list its parked chunks as numbers: none
+// carries hashes. (A list whose differences overflow keeps the object
+// form, which a format 12 reader reads too.)
 func (d *document) waitsFlat() bool {
-	if len(d.Waits) == 0 {
-		return false
-	}
-	_, ok := flatWaits(d.Waits)
-	return ok
+	return len(d.Waits) > 0 && !slices.ContainsFunc(d.Waits, func(c waitChunkRef) bool { return c.Entries != "" || c.Runs != "" })
 }

@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -209,6 +208,16 @@ func (d *document) putListsBack(rec *listsRecord) {
 	d.listsIn = rec
 }
 
+// putBackChecked puts the listings record b back into d's lists when b
+// is the record d names (its checksum), and reports whether it did.
+func (d *document) putBackChecked(b []byte) bool {
+	rec, ok := decodeLists(d.Lists, b)
+	if ok {
+		d.putListsBack(rec)
+	}
+	return ok
+}
+
 // decodeLists reads an "ls:{n}" record, checked against the checksum ref
 // keeps: false when the bytes are not that record.
 func decodeLists(ref *listsRef, b []byte) (*listsRecord, bool) {
@@ -238,15 +247,11 @@ func (d *document) wholeLists() bool {
 		return false
 	}
 	name := ref.name()
-	if b, ok := ll.lists[name]; ok {
-		if rec, ok := decodeLists(ref, b); ok {
-			d.putListsBack(rec)
-			return true
-		}
+	if b, ok := ll.lists[name]; ok && d.putBackChecked(b) {
+		return true
 	}
 	if b, ok := ll.remembered.get(d.Scope, name); ok {
-		if rec, ok := decodeLists(ref, b); ok {
-			d.putListsBack(rec)
+		if d.putBackChecked(b) {
 			return true
 		}
 		ll.remembered.forget(d.Scope, name)
@@ -263,6 +268,9 @@ func (d *document) wholeLists() bool {
 // errNeedLanding when that needs the record in force and it is not at
 // hand.
 func (d *document) storeLists(blobs *blobSet) error {
+	if d.Lists == nil && d.listingCount() <= listsKeep {
+		return nil // every short scope: nothing to move
+	}
 	if ref := d.outside(); ref != nil {
 		if d.listingCount() <= listsTail && len(d.SpillPages)+len(d.LandPages) == 0 {
 			return nil
@@ -325,49 +333,34 @@ func refTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
 // rememberedLists holds the listings records a ledger wrote or read
 // lately, by scope and name, so that the step that needs one of them
-// again need not read it. Bounded; any entry may go. Every use checks the
-// bytes against the document's checksum.
-type rememberedLists struct {
-	mu sync.Mutex
-	m  map[string][]byte
+// again need not read it. Every use checks the bytes against the
+// document's checksum (putBackChecked).
+type rememberedLists struct{ memo[[]byte] }
+
+func newRememberedLists() *rememberedLists {
+	return &rememberedLists{memo[[]byte]{max: listsRemembered}}
 }
 
+func listsKey(scope, name string) string { return scope + "\x00" + name }
+
+// A nil memory remembers nothing (a step decided outside a ledger).
 func (r *rememberedLists) get(scope, name string) ([]byte, bool) {
 	if r == nil {
 		return nil, false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, ok := r.m[scope+"\x00"+name]
-	return b, ok
+	return r.memo.get(listsKey(scope, name))
 }
 
 func (r *rememberedLists) put(scope, name string, b []byte) {
-	if r == nil || b == nil {
-		return
+	if r != nil && b != nil {
+		r.memo.put(listsKey(scope, name), b)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[string][]byte{}
-	}
-	k := scope + "\x00" + name
-	if _, ok := r.m[k]; !ok && len(r.m) >= listsRemembered {
-		for k := range r.m {
-			delete(r.m, k)
-			break
-		}
-	}
-	r.m[k] = b
 }
 
 func (r *rememberedLists) forget(scope, name string) {
-	if r == nil {
-		return
+	if r != nil {
+		r.memo.forget(listsKey(scope, name))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, scope+"\x00"+name)
 }
 
 // readWholeLists puts d's listings record back into its lists, for a read
@@ -380,22 +373,16 @@ func (l *Ledger) readWholeLists(ctx context.Context, d *document) (bool, error) 
 	}
 	name := ref.name()
 	if b, ok := l.lists.get(d.Scope, name); ok {
-		if rec, ok := decodeLists(ref, b); ok {
-			d.putListsBack(rec)
+		if d.putBackChecked(b) {
 			return true, nil
 		}
 		l.lists.forget(d.Scope, name)
 	}
 	b, err := l.store.ReadBlob(ctx, d.Scope, name)
-	if err != nil {
+	if err != nil || !d.putBackChecked(b) {
 		return false, err
 	}
-	rec, ok := decodeLists(ref, b)
-	if !ok {
-		return false, nil
-	}
 	l.lists.put(d.Scope, name, b)
-	d.putListsBack(rec)
 	return true, nil
 }
 

@@ -28,14 +28,15 @@ func (d *document) newestReceived(cutoff time.Time) time.Time {
 		}
 	}
 	if r := d.outside(); r != nil && r.Items > 0 {
-		if refTime(r.ItemsUntil).Before(cutoff) && !d.wholeLists() {
-			return t // void: the record is read first
-		}
-		if d.outside() != nil && refTime(r.RecvLast).After(t) {
+		switch {
+		case !refTime(r.ItemsUntil).Before(cutoff):
 			// Every listing of the record that holds items is
 			// within retention.
-			t = refTime(r.RecvLast)
+			t = latest(t, refTime(r.RecvLast))
+		case !d.wholeLists():
+			return t // void: the record is read first
 		}
+		// Put back, the record's listings are counted below.
 	}
 	bound := func(items int, last int64, until time.Time) {
 		if items > 0 && !until.Before(cutoff) {

@@ -598,35 +598,58 @@ func (l *Ledger) lookupSpilled(ctx context.Context, d *document, ids []string) (
 	return nil, nil
 }
 
-// spillCounters remembers the last Spill counter seen per scope, so that a
-// lookup on a scope known to spill reads its record before its Transact
-// instead of after a first one. Bounded; any entry may go.
-type spillCounters struct {
-	mu sync.Mutex
-	m  map[string]uint64
+// memo is a ledger's bounded memory of what it saw in the store, by key:
+// only ever a hint, which its user checks before relying on it. When it
+// holds max keys, putting a new one lets any other go. Safe for
+// concurrent use; the zero value is ready once max is set.
+type memo[V any] struct {
+	mu  sync.Mutex
+	m   map[string]V
+	max int
 }
 
-const spillCountersMax = 4096
-
-func (c *spillCounters) get(scope string) uint64 {
+func (c *memo[V]) get(k string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[scope]
+	v, ok := c.m[k]
+	return v, ok
 }
 
-func (c *spillCounters) put(scope string, n uint64) {
+func (c *memo[V]) put(k string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[string]uint64{}
+		c.m = map[string]V{}
 	}
-	if _, ok := c.m[scope]; !ok && len(c.m) >= spillCountersMax {
-		for k := range c.m {
-			delete(c.m, k)
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
+		for old := range c.m {
+			delete(c.m, old)
 			break
 		}
 	}
-	c.m[scope] = n
+	c.m[k] = v
+}
+
+func (c *memo[V]) forget(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
+}
+
+// spillCounters remembers the last Spill counter seen per scope, so that a
+// lookup on a scope known to spill reads its record before its Transact
+// instead of after a first one (the Transact checks the counter).
+type spillCounters struct{ memo[uint64] }
+
+const spillCountersMax = 4096
+
+func newSpillCounters() *spillCounters {
+	return &spillCounters{memo[uint64]{max: spillCountersMax}}
+}
+
+func (c *spillCounters) get(scope string) uint64 {
+	n, _ := c.memo.get(scope)
+	return n
 }
 
 // lookup is what a decision may look up among spilled entries: the ids of
@@ -692,7 +715,7 @@ func (l *Ledger) transactFind(ctx context.Context, scope string, lk lookup, deci
 	// missing instead of reading them first. Asked at each step: a store
 	// that opens late starts to check once it has.
 	checks := ChecksAbsent(l.store)
-	lands := &landLoads{remembered: &l.lists}
+	lands := &landLoads{remembered: l.lists}
 	chunks := chunkReader{l: l, scope: scope}
 	var waits waitLoads
 	allWaits := !lk.waits

@@ -451,9 +451,9 @@ func (d *document) foldWaits(blobs *blobSet) error {
 	// Level -1 is the chunks'; pages then fold the same way, level by
 	// level, so that the listings stay few however many events wait.
 	for level := -1; ; level++ {
-		folded, any := 0, false
+		folded, higher := 0, false
 		for i := waitHead; i < len(d.Waits); i++ {
-			any = any || waitLevel(d.Waits[i]) >= level
+			higher = higher || waitLevel(d.Waits[i]) >= level
 			if i+waitPage > len(d.Waits) {
 				continue
 			}
@@ -467,7 +467,7 @@ func (d *document) foldWaits(blobs *blobSet) error {
 			}
 			folded++
 		}
-		if !any && folded == 0 {
+		if !higher && folded == 0 {
 			return nil
 		}
 	}

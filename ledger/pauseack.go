@@ -108,8 +108,8 @@ const pauseWaitPoll = 20 * time.Millisecond
 // WaitPaused waits until every live dispatcher (an entry written within
 // PauseAckLive of the ledger's clock) lists source as stopped, or until
 // maxWait has passed (then Missing names the ones that had not). Every
-// dispatcher reads the paused sources at each sweep (forward poll, 1 s
-// by default), so a live one answers within a sweep.
+// dispatcher reads the paused sources at least once per forward poll (1 s
+// by default), so a live one answers within a poll.
 func (sr Sources) WaitPaused(ctx context.Context, source string, maxWait time.Duration) (PauseWait, error) {
 	l := sr.l
 	deadline := time.NewTimer(maxWait)

@@ -102,6 +102,17 @@ type Dispatcher struct {
 	// corruptLogged is when the sweep last logged an unreadable paused
 	// sources record (Run's goroutine only).
 	corruptLogged time.Time
+	// paused is the paused sources record as last read, at pausedAt
+	// (real time; both Run's goroutine only). A sweep reads the record
+	// again when the poll asks for it, when the copy is a Poll old, or
+	// when rereadPaused says this process changed a pause (PauseNow):
+	// in the steady state of queued delivery a sweep runs for about
+	// every tenth event, and a read per sweep was a store round trip for
+	// a record that almost never changes (issue #29). Another process's
+	// pause reaches this one within a Poll, as it did while idle.
+	paused       map[string]bool
+	pausedAt     time.Time
+	rereadPaused atomic.Bool
 	// pending is what the last page read from the due index left for lack
 	// of a free slot, read at pendingAt (real time): later sweeps take from
 	// it before reading the index again, for at most one Poll. Each take
@@ -436,6 +447,24 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	}
 }
 
+// pausedSources returns the paused sources record: read from the store
+// when polled, when this process changed a pause, or when the copy in
+// hand is a Poll old; the copy otherwise (see paused).
+func (d *Dispatcher) pausedSources(ctx context.Context, polled bool) (map[string]bool, error) {
+	reread := d.rereadPaused.Swap(false)
+	if !polled && !reread && d.paused != nil && time.Since(d.pausedAt) < d.poll {
+		return d.paused, nil
+	}
+	paused, err := d.l.Sources().PausedSources(ctx)
+	if err != nil {
+		// Read again at the next sweep, whatever the error was.
+		d.paused = nil
+		return paused, err
+	}
+	d.paused, d.pausedAt = paused, time.Now()
+	return paused, nil
+}
+
 // sweep takes due deliveries while slots are free. full says it filled a
 // whole page, so there may be more right away. polled says the loop's
 // timer asked for it (the poll, a full page, a backoff), not a freed
@@ -446,7 +475,7 @@ func (d *Dispatcher) sweep(ctx context.Context, polled bool) (full bool, err err
 		// even the paused sources need reading before the poll.
 		return false, nil
 	}
-	paused, err := d.l.Sources().PausedSources(ctx)
+	paused, err := d.pausedSources(ctx, polled)
 	if errors.Is(err, ledger.ErrCorruptControl) {
 		// An unreadable record pauses nothing and stops nothing: every
 		// source is dispatched until a pause or resume writes it afresh.

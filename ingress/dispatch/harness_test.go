@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,6 +161,9 @@ type harness struct {
 	logger *zap.Logger
 	// alerts is given to every dispatcher the harness builds (nil: none).
 	alerts *alerts.Notifier
+	// poll is the Poll of the dispatchers built after it is set (zero:
+	// 20 ms).
+	poll time.Duration
 }
 
 func queuedSource(mods ...func(*ingress.SourceConfig)) ingress.SourceConfig {
@@ -241,7 +245,7 @@ func (h *harness) newDispatcherOnStore(t *testing.T, store ledger.Store, fwd *fo
 	t.Helper()
 	d, err := dispatch.New(dispatch.Options{Ledger: ledger.New(store, ledger.Options{Clock: h.clock.Now}), Forwarder: fwd, Conversation: h.conv, Logger: h.logger,
 		Metrics: metrics,
-		Sources: []*dispatch.Source{h.source.Queued()}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: 20 * time.Millisecond,
+		Sources: []*dispatch.Source{h.source.Queued()}, Clock: h.clock.Now, Jitter: func() float64 { return h.jitterU }, Poll: cmp.Or(h.poll, 20*time.Millisecond),
 		TracerProvider: h.tp, Alerts: h.alerts})
 	if err != nil {
 		t.Fatal(err)

@@ -18,5 +18,9 @@ func (d *Dispatcher) PauseNow(source string, paused bool) {
 		s.pausedNow.Store(true)
 		d.mu.Unlock()
 	}
+	// The sweep reads the record again rather than the copy it holds,
+	// which would undo the pause (or miss the resume) until it is a Poll
+	// old.
+	d.rereadPaused.Store(true)
 	d.Notify()
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // A pause reaches every process through the store's paused sources
-// record, which each dispatcher reads at every sweep. So that the pause
+// record, which each dispatcher reads at its sweeps, at least once per
+// Poll (see Dispatcher.paused). So that the pause
 // command can say when every process has stopped the source (and wait for
 // it), each dispatcher writes, after a sweep has applied the record, the
 // set it applied into a second control record under its instance id

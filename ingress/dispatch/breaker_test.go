@@ -19,8 +19,12 @@ func TestPauseAfterPausesTheSource(t *testing.T) {
 	for _, b := range backends.All(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			store, _ := b.Open(t)
-			h := newHarnessOn(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.PauseAfter = 5 }), nil, store)
+			// A poll long enough that the sweeps below that a freed place
+			// starts go by the paused sources they last read.
+			h := newHarnessOn(t, queuedSource(func(c *ingress.SourceConfig) { c.Forward.Queue.PauseAfter = 5 }), nil, store,
+				func(h *harness) { h.poll = time.Hour })
 			ctx := context.Background()
+			h.sweep(t) // the dispatcher holds the record as it was: nothing paused
 			var broken atomic.Bool
 			broken.Store(true)
 			h.agent.setAnswer(func(w http.ResponseWriter, r *http.Request, n int) {
@@ -42,8 +46,18 @@ func TestPauseAfterPausesTheSource(t *testing.T) {
 			if n := len(h.logs.FilterMessageSnippet("paused itself").AllUntimed()); n != 1 {
 				t.Fatalf("%d 'paused itself' lines, want 1", n)
 			}
-			// Events keep queueing while paused; nothing is attempted.
+			// Events keep queueing while paused; nothing is attempted, by
+			// the sweeps an accept starts (which must not go by the copy
+			// of the record from before the pause) nor by the poll's.
 			h.post(t, "b-6")
+			h.d.Notify()
+			if _, err := h.d.SweepFreed(ctx); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, h.d)
+			if n := len(h.agent.requests("b-6")); n != 0 {
+				t.Fatalf("b-6: %d forwards after the source paused itself, want 0", n)
+			}
 			h.clock.Advance(time.Minute)
 			h.sweep(t)
 			h.sweep(t)

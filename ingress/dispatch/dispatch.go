@@ -54,7 +54,8 @@ type Options struct {
 	// math/rand.
 	Jitter func() float64
 	// Poll is how often the store's due index is read when nothing wakes
-	// the dispatcher sooner (an event queued here, a slot freed).
+	// the dispatcher sooner (an event queued here, a slot freed), and the
+	// longest the paused sources record goes unread (see paused).
 	Poll time.Duration
 	// Batch bounds the due deliveries read per sweep.
 	Batch int

@@ -157,8 +157,11 @@ func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 		return
 	}
 	d.mu.Lock()
-	s.paused = true // no further take or hand-over here; other processes at their next sweep
+	s.paused = true // no further take or hand-over here; other processes within a poll
 	d.mu.Unlock()
+	// The next sweep reads the record this step wrote rather than the
+	// copy it holds, which would resume the source (see Dispatcher.paused).
+	d.rereadPaused.Store(true)
 	d.log.Warn("dispatch: the source paused itself: its agent refused "+strconv.Itoa(faults)+" times in a row (forward.pause_after); events keep queueing, fix the agent or the configuration and run gateway sources resume "+s.src.Name,
 		zap.String("source", s.src.Name), zap.Int("faults", faults), zap.String("error", reason))
 	if d.alerts != nil {

@@ -91,9 +91,10 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	if err := env.ledger.Sources().SetSourcePaused(ctx, sourceName, true); err != nil {
 		return err
 	}
-	// The dispatcher learns of the pause on its next sweep; until then it
-	// may still take events handed to it at accept.
-	env.srv.Dispatcher.Notify()
+	// As the admin API does once the pause is recorded: this process's
+	// dispatcher stops the source at once and reads the record again at
+	// its next sweep.
+	env.srv.Dispatcher.PauseNow(sourceName, true)
 	sleep(ctx, 500*time.Millisecond)
 	proxyBefore, err := timedPass(ctx, env, cfg, "proxy_before", env.proxySrv.url)
 	if err != nil {
@@ -133,7 +134,7 @@ func backlogPass(ctx context.Context, cfg Config, rep *BacklogReport) error {
 	if err := env.ledger.Sources().SetSourcePaused(ctx, sourceName, false); err != nil {
 		return err
 	}
-	env.srv.Dispatcher.Notify()
+	env.srv.Dispatcher.PauseNow(sourceName, false)
 	if err := env.drain(ctx, t, l); err != nil {
 		return err
 	}

@@ -156,12 +156,9 @@ func (d *Dispatcher) countFault(s *source, pauseAfter int, reason string) {
 		d.log.Error("dispatch: forward.pause_after reached but pausing the source failed", zap.String("source", s.src.Name), zap.Error(err))
 		return
 	}
-	d.mu.Lock()
-	s.paused = true // no further take or hand-over here; other processes within a poll
-	d.mu.Unlock()
-	// The next sweep reads the record this step wrote rather than the
-	// copy it holds, which would resume the source (see Dispatcher.paused).
-	d.rereadPaused.Store(true)
+	// As the admin API's pause: stopped here at once, other processes
+	// within a poll.
+	d.PauseNow(s.src.Name, true)
 	d.log.Warn("dispatch: the source paused itself: its agent refused "+strconv.Itoa(faults)+" times in a row (forward.pause_after); events keep queueing, fix the agent or the configuration and run gateway sources resume "+s.src.Name,
 		zap.String("source", s.src.Name), zap.Int("faults", faults), zap.String("error", reason))
 	if d.alerts != nil {

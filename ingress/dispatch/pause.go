@@ -1,7 +1,8 @@
 package dispatch
 
 // PauseNow stops this process's deliveries of source at once, as the
-// admin API's pause does once the pause is recorded (the store's record
+// admin API's pause does once the pause is recorded, and a source that
+// pauses itself (forward.pause_after) does too (the store's record
 // is what every process, this one at its next sweep, goes by): no
 // delivery is handed over or taken from here on, and a held delivery that
 // has not started its forward goes back to the queue unsent. A resume

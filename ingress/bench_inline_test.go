@@ -7,9 +7,9 @@ import (
 	"github.com/replyonce/gateway/ingress/dispatch"
 )
 
-// BenchmarkWebhookInline is BenchmarkWebhookUntraced for an inline
-// source: the path whose settle also keeps the event in the event log
-// (ledger.SettleInline). keep_body adds the body as a blob.
+// BenchmarkWebhookInline is BenchmarkWebhookUntraced (also inline) with
+// and without keep_body: the settle keeps the event in the event log
+// (ledger.SettleInline), and keep_body adds the body as a blob.
 func BenchmarkWebhookInline(b *testing.B) {
 	for _, keep := range []bool{false, true} {
 		name := "keep_body=false"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/replyonce/gateway/forward"
 	"github.com/replyonce/gateway/ingress"
+	"github.com/replyonce/gateway/ingress/dispatch"
 	"github.com/replyonce/gateway/internal/cputime"
 	"github.com/replyonce/gateway/ledger"
 	"github.com/replyonce/gateway/signatures"
@@ -32,7 +33,9 @@ func (agentOK) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // benchWebhooks measures the whole handler for delivered GitHub events:
 // verify, claim on a memory ledger, forward to an in-process agent,
-// settle. mod changes the gateway's options (tracing, in trace_bench_test).
+// settle. The source delivers inline (queued delivery, the default, would
+// answer before the forward). mod changes the gateway's options (tracing,
+// in trace_bench_test).
 func benchWebhooks(b *testing.B, mod func(*ingress.Options)) { benchWebhooksWith(b, nil, mod) }
 
 // benchSource is benchWebhooks with the source's config changed by cfg.
@@ -41,6 +44,7 @@ func benchSource(b *testing.B, cfg func(*ingress.SourceConfig)) { benchWebhooksW
 func benchWebhooksWith(b *testing.B, cfg func(*ingress.SourceConfig), mod func(*ingress.Options)) {
 	src, err := ingress.NewSource(githubSource("gh", func(c *ingress.SourceConfig) {
 		c.Forward.URL = "http://agent.invalid/events"
+		c.Forward.Queue.Mode = dispatch.ModeInline
 		if cfg != nil {
 			cfg(c)
 		}

@@ -256,11 +256,41 @@ func canonicalJSON(v any) (canonical, legacy json.RawMessage, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, ok := v.(map[string]string); ok && allASCII(m) {
+		// The gateway's own keys (source and event id) are such maps,
+		// and their legacy rendering is already RFC 8785's: keys in
+		// byte order, which for ASCII is UTF-16 order, and the same
+		// escapes (\", \\, \b \f \n \r \t, \u00xx for the other
+		// control characters). Parsing it again cost 3.5 µs of every
+		// claim (issue #29).
+		return legacy, legacy, nil
+	}
 	canonical, err = jcs.Transform(legacy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: payload cannot be canonicalised (RFC 8785): %w", err)
 	}
 	return canonical, legacy, nil
+}
+
+// allASCII reports whether every key and value of m is ASCII, where the
+// legacy rendering and RFC 8785's agree byte for byte. U+2028 and U+2029
+// (escaped only by the legacy rendering), keys past U+FFFF (ordered
+// differently by UTF-16) and invalid UTF-8 are left to jcs.Transform.
+func allASCII(m map[string]string) bool {
+	ascii := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return false
+			}
+		}
+		return true
+	}
+	for k, v := range m {
+		if !ascii(k) || !ascii(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // entryIDDomain starts every hashed entry id, so that the id of an entry

@@ -385,6 +385,55 @@ func TestCanonicalJSONMatchesRFC8785Vectors(t *testing.T) {
 	}
 }
 
+// A string map whose keys and values are ASCII skips the second parse
+// (canonicalJSON's shortcut); every string map, inside the shortcut or
+// not, is canonicalised as the same map sent as raw JSON, which always
+// takes jcs.Transform. The ASCII alphabet holds every kind of escape; the
+// other holds what the shortcut must leave to Transform: U+2028, keys
+// that sort differently in UTF-16 (an emoji against U+FB33 and U+FFFD),
+// and invalid UTF-8.
+func TestCanonicalStringMapShortcutIsRFC8785(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 8785))
+	ascii := []string{"a", "Z", "0", " ", "~", "\"", "\\", "/", "<", "evt_", "{}", "\t", "\n", "\x01", "\x1f", "\x7f"}
+	other := []string{"\u2028", "é", "😀", "\ufb33", "\ufffd", "\xff"}
+	str := func(alphabet []string) string {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	shortcut := 0
+	for i := range 3000 {
+		alphabet := ascii
+		if i%3 == 0 {
+			alphabet = append(append([]string{}, ascii...), other...)
+		}
+		m := map[string]string{}
+		for range rng.IntN(5) {
+			m[str(alphabet)] = str(alphabet)
+		}
+		if allASCII(m) {
+			shortcut++
+		}
+		got, legacy, err := canonicalJSON(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(m)
+		want, wantLegacy, err := canonicalJSON(json.RawMessage(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) || string(legacy) != string(wantLegacy) {
+			t.Fatalf("%q: canonical %s, legacy %s; through jcs.Transform %s, %s", m, got, legacy, want, wantLegacy)
+		}
+	}
+	if shortcut < 1000 || shortcut > 2900 {
+		t.Fatalf("%d of 3000 maps took the shortcut: the test no longer tries both paths", shortcut)
+	}
+}
+
 // A payload that contains itself is refused, not followed forever.
 func TestCyclicPayloadIsRefused(t *testing.T) {
 	m := map[string]any{"a": 1}

@@ -21,7 +21,9 @@
 // background work (its checkpointer, WAL writer, vacuum), and it is read
 // in clock ticks (10 ms), so a pass of a few thousand events reads it to a
 // few per cent. For PostgreSQL it also counts the commits and sessions of
-// the pass (pg_stat_database), and what a session's start costs the
+// the pass (pg_stat_database), the statements planned and the time spent
+// planning them (a prepared statement is planned again for each of its
+// first executions on every session), and what a session's start costs the
 // server: it opens and closes sessions of its own before the passes and
 // reads the server's CPU around them. A session start (a backend forked
 // and set up) costs tens of milliseconds of CPU, so a pass in which the
@@ -282,6 +284,7 @@ func report(out io.Writer, kind, mode string, events int, rows []row, totals map
 	if kind == "postgres" {
 		fmt.Fprintf(out, "   %.2f commits per event, %.0f sessions in the pass; server CPU less their starts: %.1f µs per event\n",
 			per(totals["commits"]), totals["sessions"], per(totals["cpu"]-max(totals["sessions"]-1, 0)*totals["session cpu"]))
+		fmt.Fprintf(out, "   %.2f plans per event, %.1f µs of planning per event\n", per(totals["plans"]), per(totals["plan ms"])*1000)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -310,7 +313,7 @@ func startPostgres(ctx context.Context, dir string) (*pgCounter, error) {
 		// The bench refuses a server that does not flush its commits, as
 		// production does not (and fsync changes what a commit costs).
 		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
-			"fsync": "on", "full_page_writes": "on"}})
+			"pg_stat_statements.track_planning": "on", "fsync": "on", "full_page_writes": "on"}})
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +362,7 @@ func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error)
 	// The count includes this session, whose CPU is not in the pass's:
 	// the report leaves it out of the correction.
 	totals["commits"], totals["sessions"] = commits, sessions
-	rs, err := conn.Query(ctx, `SELECT calls, total_exec_time, wal_bytes::float8, query FROM pg_stat_statements
+	rs, err := conn.Query(ctx, `SELECT calls, total_exec_time, wal_bytes::float8, plans, total_plan_time, query FROM pg_stat_statements
 		WHERE query !~* 'pg_stat_statements|^\s*(begin|commit|rollback)'`)
 	if err != nil {
 		return nil, nil, err
@@ -368,11 +371,14 @@ func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error)
 	var rows []row
 	for rs.Next() {
 		var calls int64
-		var ms, wal float64
+		var ms, wal, planMS float64
+		var plans int64
 		var q string
-		if err := rs.Scan(&calls, &ms, &wal, &q); err != nil {
+		if err := rs.Scan(&calls, &ms, &wal, &plans, &planMS, &q); err != nil {
 			return nil, nil, err
 		}
+		totals["plans"] += float64(plans)
+		totals["plan ms"] += planMS
 		totals["calls"] += float64(calls)
 		totals["ms"] += ms
 		totals["bytes"] += wal

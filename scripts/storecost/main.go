@@ -22,8 +22,9 @@
 // in clock ticks (10 ms), so a pass of a few thousand events reads it to a
 // few per cent. For PostgreSQL it also counts the commits and sessions of
 // the pass (pg_stat_database), the statements planned and the time spent
-// planning them (a prepared statement is planned again for each of its
-// first executions on every session), and what a session's start costs the
+// planning them (a prepared statement gets a plan of its own at each of
+// its first five executions on a session, and at every execution while
+// PostgreSQL finds no generic plan as cheap), and what a session's start costs the
 // server: it opens and closes sessions of its own before the passes and
 // reads the server's CPU around them. A session start (a backend forked
 // and set up) costs tens of milliseconds of CPU, so a pass in which the

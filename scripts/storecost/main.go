@@ -150,6 +150,7 @@ type row struct {
 	calls float64
 	ms    float64
 	bytes float64 // WAL bytes (Postgres); 0 for Redis, which does not count them per command
+	plans float64 // times planned (Postgres); 0 for Redis
 }
 
 // counter reads one server's counts.
@@ -289,16 +290,16 @@ func report(out io.Writer, kind, mode string, events int, rows []row, totals map
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  per event\tµs each\tbytes each\twhat")
+	fmt.Fprintln(tw, "  per event\tµs each\tbytes each\tplanned\twhat")
 	for i, r := range rows {
 		if i == top {
 			break
 		}
-		each, bytes := 0.0, 0.0
+		each, bytes, planned := 0.0, 0.0, 0.0
 		if r.calls > 0 {
-			each, bytes = r.ms*1000/r.calls, r.bytes/r.calls
+			each, bytes, planned = r.ms*1000/r.calls, r.bytes/r.calls, r.plans/r.calls
 		}
-		fmt.Fprintf(tw, "  %.2f\t%.1f\t%.0f\t%s\n", per(r.calls), each, bytes, r.what)
+		fmt.Fprintf(tw, "  %.2f\t%.1f\t%.0f\t%.2f\t%s\n", per(r.calls), each, bytes, planned, r.what)
 	}
 	_ = tw.Flush()
 }
@@ -383,7 +384,7 @@ func (c *pgCounter) read(ctx context.Context) ([]row, map[string]float64, error)
 		totals["calls"] += float64(calls)
 		totals["ms"] += ms
 		totals["bytes"] += wal
-		rows = append(rows, row{what: shorten(q), calls: float64(calls), ms: ms, bytes: wal})
+		rows = append(rows, row{what: shorten(q), calls: float64(calls), ms: ms, bytes: wal, plans: float64(plans)})
 	}
 	return rows, totals, rs.Err()
 }

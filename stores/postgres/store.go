@@ -98,12 +98,18 @@ var _ ledger.AbsenceChecker = (*Store)(nil)
 // compare-and-set refuses a write whose Absent names a record that exists.
 func (s *Store) ChecksAbsent() bool { return true }
 
+// liveRow is true for a row that has not expired: an expired row reads
+// as absent.
+const liveRow = `(expires_at IS NULL OR expires_at > now())`
+
 // statements are built once per Store; pgx prepares each on first use per
 // connection, so afterwards every one of them is a single round trip.
 type statements struct {
 	load, loadForUpdate string
-	loadMany            string // load for several scopes: $1 a text[]
-	insert, update      string
+	// loadMany reads several scopes: loadMany[i] names 2<<i of them, $1
+	// to $n (see readRows).
+	loadMany       []string
+	insert, update string
 	// The same writes with blobs: one statement each, so the blobs land
 	// only with a won compare-and-set, in its transaction.
 	insertBlobs string
@@ -152,6 +158,7 @@ func New(pool *pgxpool.Pool, opts Options) *Store {
 		scopes:      newScopeTable(opts.CacheSize),
 		q:           buildStatements(n),
 	}
+	s.q.loadMany = loadManySQL(n, opts.MaxBatch)
 	s.batch = newBatcher(s, opts.MaxBatch, opts.BatchWindow, min(batchesInFlight, int(pool.Config().MaxConns)/2))
 	s.reads = newRowReader(s, opts.MaxBatch, min(readsInFlight, int(pool.Config().MaxConns)/2))
 	return s
@@ -177,7 +184,7 @@ func buildStatements(n names) statements {
 	// all, so it expires at once. The server's clock is the only clock all
 	// processes agree on, so expiry is computed there.
 	const expires = `CASE WHEN $3::bigint = 0 THEN NULL ELSE now() + greatest($3::bigint, 0) * interval '1 microsecond' END`
-	const live = `(expires_at IS NULL OR expires_at > now())`
+	const live = liveRow
 	t := n.table
 	// Creating a scope succeeds when there is no row, and also when the
 	// row there has expired: an expired document counts as absent. A live
@@ -253,7 +260,6 @@ RETURNING version`
 	st := statements{
 		load:          `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1`,
 		loadForUpdate: `SELECT version, doc, ` + live + ` FROM ` + t + ` WHERE scope = $1 FOR UPDATE`,
-		loadMany:      `SELECT scope, version, doc, ` + live + ` FROM ` + t + ` WHERE scope = ANY($1::text[])`,
 		insert:        insert("$6"),
 		update:        update("$7", ""),
 		insertBlobs: `WITH w AS (` + insert("$8") + `),
